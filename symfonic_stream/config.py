@@ -1,0 +1,113 @@
+"""Settings: every ``SYMFONIC_*`` environment variable, its default, and its validation.
+
+One pydantic-settings model is the single place a setting is named. A bad value fails
+start-up with a message naming the variable (see :func:`load_settings`), and secrets are
+``SecretStr`` so they never reach a log line or a repr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "SYMFONIC_"
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+class ConfigError(Exception):
+    """A setting is missing or malformed; the message names the environment variable."""
+
+
+class Settings(BaseSettings):
+    """Runtime configuration, read from ``SYMFONIC_*`` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+
+    # Kafka access
+    bootstrap_servers: str = Field("127.0.0.1:9092", min_length=1)
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+
+    # Naming
+    topic_prefix: str = Field("symfonic", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$")
+
+    # Ordering guard (SPEC §5)
+    gap_timeout_s: float = Field(30.0, gt=0)
+    run_buffer_max: int = Field(1000, ge=1)
+    closed_run_grace_s: float = Field(600.0, ge=0)
+
+    # Pauses (SPEC §7)
+    routing_rules: Path | None = None
+    tenant_queues: bool = False
+
+    # Operations
+    metrics_port: int = Field(9400, ge=0, le=65535)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    # Topic creation (`topics ensure`)
+    partitions: int = Field(12, ge=1)
+    replication_factor: int = Field(1, ge=1)
+    min_insync_replicas: int = Field(1, ge=1)
+
+    # Engine tuning
+    max_record_bytes: int = Field(1_048_576, ge=1)
+    batch_max_records: int = Field(1000, ge=1)
+    batch_max_bytes: int = Field(4_194_304, ge=1024)
+    batch_max_latency_ms: int = Field(20, ge=0)
+    compression: Compression = "none"
+    transaction_timeout_ms: int = Field(60_000, ge=1000)
+    shutdown_timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Settings:
+        if self.security_protocol.startswith("SASL_"):
+            if self.sasl_mechanism is None:
+                raise ValueError(
+                    f"{ENV_PREFIX}SASL_MECHANISM is required when "
+                    f"{ENV_PREFIX}SECURITY_PROTOCOL is {self.security_protocol}"
+                )
+            if not self.sasl_username or self.sasl_password is None:
+                raise ValueError(
+                    f"{ENV_PREFIX}SASL_USERNAME and {ENV_PREFIX}SASL_PASSWORD are required "
+                    f"when {ENV_PREFIX}SECURITY_PROTOCOL is {self.security_protocol}"
+                )
+        if self.min_insync_replicas > self.replication_factor:
+            raise ValueError(
+                f"{ENV_PREFIX}MIN_INSYNC_REPLICAS ({self.min_insync_replicas}) cannot exceed "
+                f"{ENV_PREFIX}REPLICATION_FACTOR ({self.replication_factor})"
+            )
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file: {path}")
+        return self
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read and validate the settings, or raise :class:`ConfigError` naming each bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            location = [str(part) for part in error["loc"]]
+            variable = ENV_PREFIX + location[0].upper() if location else "configuration"
+            message = error["msg"]
+            if not location:
+                problems.append(message.removeprefix("Value error, "))
+            else:
+                value = error.get("input")
+                shown = "<secret>" if "password" in variable.lower() else repr(value)
+                problems.append(f"{variable}={shown}: {message}")
+        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

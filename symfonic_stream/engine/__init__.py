@@ -1,0 +1,1 @@
+"""The one engine every consumer runs: consume → process → transactional produce."""

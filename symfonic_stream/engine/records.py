@@ -1,0 +1,135 @@
+"""What flows between the Kafka edges of the engine and the pure processors.
+
+Processors never touch Kafka: they receive :class:`InputRecord` values and write
+:class:`OutputRecord`, :class:`DeadLetter` and state changes into a :class:`Collector`.
+The engine turns one collector's content into one Kafka transaction per input partition.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Protocol
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+class DeadLetterReason(enum.StrEnum):
+    """Why a record went to the dead-letter topic (header ``symfonic-dlq-reason``)."""
+
+    INVALID_JSON = "invalid_json"
+    INVALID_EVENT = "invalid_event"
+    KEY_MISMATCH = "key_mismatch"
+    RUN_CLOSED = "run_closed"
+    TOO_LARGE = "too_large"
+    UNROUTABLE = "unroutable"
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One consumed record, as the engine hands it to a processor.
+
+    The offline ``project`` command builds these too (``offset`` = 1-based line number),
+    so the live and offline paths run the same processor code.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers = ()
+    timestamp_ms: int = 0
+
+    @property
+    def source(self) -> str:
+        """``topic/partition/offset``: where this record came from."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """One record to produce inside the input partition's transaction.
+
+    ``record_type`` feeds the records-out metric (a StreamEvent type, ``end_<status>``,
+    ``gap``, ``ticket``, …); ``source_ts`` is the kernel timestamp the end-to-end latency
+    histogram is measured from.
+    """
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    record_type: str
+    source_ts: float | None = None
+    headers: Headers = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record that could not be processed, with why. The original is kept whole."""
+
+    record: InputRecord
+    reason: DeadLetterReason
+    detail: str
+
+
+@dataclass(slots=True)
+class Collector:
+    """Everything one batch of one input partition produces, in production order.
+
+    ``state`` maps a state-store key to its new serialized value (``None`` = tombstone);
+    the last write of a key within a batch wins, which is what a compacted changelog keeps.
+    ``counts`` carries processor-level counters (``duplicates``, ``gaps``, ``unknown_kind``)
+    for the metrics.
+    """
+
+    outputs: list[OutputRecord] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    state: dict[bytes, bytes | None] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def emit(self, record: OutputRecord) -> None:
+        self.outputs.append(record)
+
+    def dead_letter(self, record: InputRecord, reason: DeadLetterReason, detail: str) -> None:
+        self.dead_letters.append(DeadLetter(record, reason, detail[:1024]))
+
+    def put_state(self, key: bytes, value: bytes | None) -> None:
+        self.state[key] = value
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counts[name] += n
+
+    def clear(self) -> None:
+        self.outputs.clear()
+        self.dead_letters.clear()
+        self.state.clear()
+        self.counts.clear()
+
+
+class Processor(Protocol):
+    """The pure part of one consumer, owning the state store of one input partition.
+
+    The engine creates one processor per assigned input partition, replays the
+    partition's changelog into :meth:`restore`, then calls :meth:`process` for every
+    record in offset order and :meth:`punctuate` on the wall clock (gap timeouts, grace
+    expiry). Nothing here does I/O.
+    """
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        """Apply one changelog record (``None`` = tombstone) while restoring."""
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        """Handle one input record at wall-clock time ``now`` (Unix seconds)."""
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        """Fire whatever is due at ``now`` even when no record arrives."""
+
+    @property
+    def buffered_events(self) -> int:
+        """Events currently held behind holes (a gauge)."""
+
+    @property
+    def active_runs(self) -> int:
+        """Runs currently held in the state store (a gauge)."""
