@@ -7,23 +7,23 @@ The engine turns one collector's content into one Kafka transaction per input pa
 
 from __future__ import annotations
 
-import enum
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from symfonic_stream.models.dead_letter import DeadLetterReason
+
 Headers = tuple[tuple[str, bytes], ...]
 
-
-class DeadLetterReason(enum.StrEnum):
-    """Why a record went to the dead-letter topic (header ``symfonic-dlq-reason``)."""
-
-    INVALID_JSON = "invalid_json"
-    INVALID_EVENT = "invalid_event"
-    KEY_MISMATCH = "key_mismatch"
-    RUN_CLOSED = "run_closed"
-    TOO_LARGE = "too_large"
-    UNROUTABLE = "unroutable"
+__all__ = [
+    "Collector",
+    "DeadLetter",
+    "DeadLetterReason",
+    "Headers",
+    "InputRecord",
+    "OutputRecord",
+    "Processor",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +114,10 @@ class Processor(Protocol):
     The engine creates one processor per assigned input partition, replays the
     partition's changelog into :meth:`restore`, then calls :meth:`process` for every
     record in offset order and :meth:`punctuate` on the wall clock (gap timeouts, grace
-    expiry). Nothing here does I/O.
+    expiry), and :meth:`checkpoint` once before each transaction commits. Nothing here
+    does I/O. A processor's memory runs ahead of what has committed: when a transaction
+    aborts, the engine must discard the processor, build a fresh one, restore it from
+    the changelog and re-seek the partition to its committed offset.
     """
 
     def restore(self, key: bytes, value: bytes | None) -> None:
@@ -125,6 +128,14 @@ class Processor(Protocol):
 
     def punctuate(self, now: float, out: Collector) -> None:
         """Fire whatever is due at ``now`` even when no record arrives."""
+
+    def checkpoint(self, out: Collector) -> None:
+        """Write the state changed since the last checkpoint into ``out.state``.
+
+        The engine calls it once per transaction, after the last :meth:`process` or
+        :meth:`punctuate` of the batch and before committing, so a run touched by many
+        records of one batch is serialized once.
+        """
 
     @property
     def buffered_events(self) -> int:

@@ -1,0 +1,1 @@
+"""CLI command families, registered by :mod:`symfonic_stream.cli`."""

@@ -1,0 +1,1 @@
+"""Pydantic models: the single source of every record's wire format (and of schemas/)."""

@@ -1,0 +1,107 @@
+"""The projector processor: decode → ordering guard → typed or chunk projection.
+
+The same class runs live (inside the engine, one per input partition) and offline (the
+``project`` command), which is what makes the offline output the live output's oracle.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.ordering.guard import GuardLimits, OrderingGuard
+from symfonic_stream.projections import Projection
+from symfonic_stream.projections.chunks import project_chunks
+from symfonic_stream.projections.typed import project_typed
+from symfonic_stream.topics import TopicNames
+
+ProjectionName = Literal["typed", "chunks"]
+
+PROJECTIONS: dict[ProjectionName, Projection] = {
+    "typed": project_typed,
+    "chunks": project_chunks,
+}
+
+
+class ProjectorProcessor:
+    """One input partition's projector: its runs' guard state and the projection."""
+
+    def __init__(
+        self,
+        projection: Projection,
+        output_topic: str,
+        limits: GuardLimits,
+        *,
+        check_keys: bool = True,
+        max_record_bytes: int | None = None,
+    ) -> None:
+        self.guard = OrderingGuard(projection, output_topic, limits)
+        self._check_keys = check_keys
+        self._max_bytes = max_record_bytes
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        try:
+            event = decode_agent_event(
+                record.value,
+                key=record.key,
+                check_key=self._check_keys,
+                max_bytes=self._max_bytes,
+            )
+        except DecodeError as rejected:
+            out.dead_letter(record, rejected.reason, rejected.detail)
+            return
+        self.guard.accept(event, record, now, out)
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        self.guard.punctuate(now, out)
+
+    def checkpoint(self, out: Collector) -> None:
+        self.guard.checkpoint(out)
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        self.guard.restore(key, value)
+
+    def flush(self, out: Collector) -> None:
+        self.guard.flush(out)
+
+    @property
+    def buffered_events(self) -> int:
+        return self.guard.buffered_events
+
+    @property
+    def active_runs(self) -> int:
+        return self.guard.active_runs
+
+
+def guard_limits(settings: Settings) -> GuardLimits:
+    return GuardLimits(
+        gap_timeout_s=settings.gap_timeout_s,
+        run_buffer_max=settings.run_buffer_max,
+        closed_run_grace_s=settings.closed_run_grace_s,
+    )
+
+
+def projector_topology(projection: ProjectionName, settings: Settings) -> Topology:
+    """The typed or chunk projector consumer (SPEC §1)."""
+    names = TopicNames(settings.topic_prefix)
+    output = names.stream_events if projection == "typed" else names.stream_chunks
+    limits = guard_limits(settings)
+    project = PROJECTIONS[projection]
+
+    def make(partition: int) -> ProjectorProcessor:
+        return ProjectorProcessor(
+            project, output, limits, max_record_bytes=settings.max_record_bytes
+        )
+
+    return Topology(
+        consumer=projection,
+        group_id=names.group(projection),
+        source_topic=names.agent_events,
+        output_topics=(output,),
+        dead_letter_topic=names.dead_letter,
+        changelog_topic=names.changelog(projection),
+        processor_factory=make,
+    )
