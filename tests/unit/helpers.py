@@ -1,0 +1,52 @@
+"""Builders for raw AgentEvents used across the unit tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symfonic_stream.models.agent_event import AgentEvent
+
+
+def raw(kind: str, index: int = 0, run_id: str = "run-1", **fields: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "run_id": run_id,
+        "index": index,
+        "kind": kind,
+        "timestamp": 100.0 + index,
+    }
+    event.update(fields)
+    return event
+
+
+def event(kind: str, index: int = 0, run_id: str = "run-1", **fields: Any) -> AgentEvent:
+    return AgentEvent.model_validate(raw(kind, index, run_id, **fields))
+
+
+def interrupt(kind: str = "ask_user", **overrides: Any) -> dict[str, Any]:
+    pending: dict[str, Any] = {
+        "name": "ask_user" if kind == "ask_user" else "approval",
+        "kind": kind,
+        "payload": {"questions": [{"question": "Continue?"}]},
+        "token": "tok-1",
+        "tool_call_id": "call-9",
+        "interrupt_id": "intr-1",
+        "run_id": "run-1",
+        "session_id": "sess-1",
+        "expires_at": 4000.0,
+        "resumable": True,
+    }
+    pending.update(overrides)
+    return pending
+
+
+def tool_call(**overrides: Any) -> dict[str, Any]:
+    call: dict[str, Any] = {
+        "id": "call-1",
+        "name": "search",
+        "arguments": None,
+        "result": None,
+        "error": None,
+        "duration_ms": None,
+    }
+    call.update(overrides)
+    return call

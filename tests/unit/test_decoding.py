@@ -1,0 +1,171 @@
+"""Raw bytes → AgentEvent, and every dead-letter reason the decoder can give."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from tests.unit.helpers import raw
+
+
+def reason_of(value: bytes | None, **kwargs: Any) -> DeadLetterReason:
+    with pytest.raises(DecodeError) as caught:
+        decode_agent_event(value, **kwargs)
+    assert caught.value.detail  # every rejection says why
+    return caught.value.reason
+
+
+def test_valid_event_decodes_and_ignores_unknown_fields() -> None:
+    event = decode_agent_event(orjson.dumps(raw("text_delta", 3, text="hi", shiny_new_field=1)))
+    assert (event.run_id, event.index, event.kind, event.text) == ("run-1", 3, "text_delta", "hi")
+
+
+def test_integer_timestamp_is_accepted_as_a_float() -> None:
+    event = decode_agent_event(b'{"run_id":"r","index":0,"kind":"done","timestamp":17}')
+    assert event.timestamp == 17.0
+
+
+def test_unknown_kind_is_valid() -> None:
+    assert decode_agent_event(orjson.dumps(raw("brand_new_kind"))).kind == "brand_new_kind"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"not json", b"{", b'{"run_id": NaN}', b"", b"\xff\xfe", b'{"a":1}trailing', None],
+)
+def test_invalid_json(value: bytes | None) -> None:
+    assert reason_of(value) is DeadLetterReason.INVALID_JSON
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"index": "3"},
+        {"index": 1.5},
+        {"index": 1.0},
+        {"index": True},
+        {"index": -1},
+        {"timestamp": "now"},
+        {"timestamp": True},
+        {"run_id": ""},
+        {"run_id": "r" * 257},
+        {"run_id": 7},
+        {"kind": None},
+        {"text": 5},
+        {"scope": "acme"},
+        {"tool_call": {"id": "c", "name": "n", "arguments": [1, 2]}},
+        {"tool_call": {"id": "c"}},
+        {
+            "interrupt": {
+                "name": "x",
+                "kind": "weird",
+                "token": "t",
+                "interrupt_id": "i",
+                "expires_at": 1.0,
+            }
+        },
+        {
+            "interrupt": {
+                "name": "x",
+                "kind": "ask_user",
+                "token": "t",
+                "interrupt_id": "i",
+                "expires_at": "soon",
+            }
+        },
+        {"result": {"usage": {"input_tokens": 1.5}}},
+        {"error": {"type": "E"}},
+    ],
+)
+def test_invalid_event_types_are_never_coerced(patch: dict[str, Any]) -> None:
+    assert reason_of(orjson.dumps({**raw("text_delta"), **patch})) is DeadLetterReason.INVALID_EVENT
+
+
+@pytest.mark.parametrize("missing", ["run_id", "index", "kind", "timestamp"])
+def test_missing_required_field_is_invalid_event(missing: str) -> None:
+    event = raw("text_delta")
+    del event[missing]
+    assert reason_of(orjson.dumps(event)) is DeadLetterReason.INVALID_EVENT
+
+
+@pytest.mark.parametrize("value", [b"[1,2]", b'"text"', b"42", b"null", b"true"])
+def test_json_that_is_not_an_object_is_invalid_event(value: bytes) -> None:
+    assert reason_of(value) is DeadLetterReason.INVALID_EVENT
+
+
+def test_ask_user_questions_must_be_a_list() -> None:
+    pending = {
+        "name": "ask_user",
+        "kind": "ask_user",
+        "payload": {"questions": "why?"},
+        "token": "t",
+        "interrupt_id": "i",
+        "expires_at": 1.0,
+    }
+    assert reason_of(orjson.dumps(raw("ask_user", interrupt=pending))) is (
+        DeadLetterReason.INVALID_EVENT
+    )
+
+
+def test_key_mismatch_only_when_asked() -> None:
+    value = orjson.dumps(raw("text_delta", run_id="run-A"))
+    assert decode_agent_event(value, key=b"run-B").run_id == "run-A"
+    assert reason_of(value, key=b"run-B", check_key=True) is DeadLetterReason.KEY_MISMATCH
+    assert reason_of(value, key=None, check_key=True) is DeadLetterReason.KEY_MISMATCH
+    assert decode_agent_event(value, key=b"run-A", check_key=True).run_id == "run-A"
+
+
+def test_checks_run_in_the_contract_order() -> None:
+    big_bad_json = b"{" + b"x" * 100
+    assert reason_of(big_bad_json, max_bytes=50) is DeadLetterReason.TOO_LARGE
+    assert reason_of(b"[1]", key=b"other", check_key=True) is DeadLetterReason.INVALID_EVENT
+    assert reason_of(b"nope", key=b"other", check_key=True) is DeadLetterReason.INVALID_JSON
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_never_raise_anything_but_decode_error(value: bytes) -> None:
+    try:
+        decode_agent_event(value, key=b"k", check_key=True, max_bytes=200)
+    except DecodeError:
+        pass
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "run_id": _json | st.text(min_size=1),
+            "index": _json | st.integers(min_value=0, max_value=2**63 - 1),
+            "kind": _json | st.sampled_from(["done", "ask_user", "tool_call", "text_delta"]),
+            "timestamp": _json,
+            "tool_call": _json,
+            "interrupt": _json,
+            "result": _json,
+            "scope": _json,
+        },
+    )
+)
+def test_random_json_objects_never_raise_anything_but_decode_error(value: dict[str, Any]) -> None:
+    try:
+        decode_agent_event(orjson.dumps(value))
+    except DecodeError as rejected:
+        assert rejected.reason is DeadLetterReason.INVALID_EVENT
