@@ -1,0 +1,216 @@
+"""Liveness, readiness and ``/metrics`` over a minimal HTTP/1.1 server on the event loop.
+
+The server runs on the consumer's own event loop on purpose: if the loop is blocked, the
+probes time out and Kubernetes restarts the pod, which is exactly what liveness is for. It
+is deliberately tiny (aiohttp is not a dependency): one request per connection, GET/HEAD
+only, ``Content-Length`` always set, ``Connection: close`` always sent.
+
+=========  ======================================================================
+path       answer
+=========  ======================================================================
+/metrics   the registry in the Prometheus text format (``CONTENT_TYPE_LATEST``)
+/healthz   200 ``ok`` while the consume loop made progress within ``stale_after_s``
+/readyz    200 ``ready`` once ``set_ready(True)`` (partitions assigned, state restored)
+=========  ======================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+if TYPE_CHECKING:
+    from symfonic_stream.observability.metrics import ConsumerMetrics
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STALE_AFTER_S: Final = 60.0
+#: A probe or a scrape sends its request at once; a client that trickles bytes is dropped.
+REQUEST_TIMEOUT_S: Final = 5.0
+#: Request line plus headers; a probe needs a few hundred bytes.
+MAX_REQUEST_BYTES: Final = 8192
+
+_REASONS: Final = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+_TEXT: Final = "text/plain; charset=utf-8"
+
+
+class HealthState:
+    """What ``/healthz`` and ``/readyz`` report, fed by the consume loop.
+
+    ``clock`` is a monotonic clock in seconds (injectable for tests). The loop calls
+    :meth:`mark_progress` on every iteration, idle polls included, and while restoring state,
+    so a long restore is not mistaken for a hung process. Construction counts as progress.
+    When ``metrics`` is given, :meth:`set_ready` also sets its ``symfonic_stream_ready``
+    gauge, so the probe and the metric cannot disagree.
+    """
+
+    def __init__(
+        self,
+        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: ConsumerMetrics | None = None,
+    ) -> None:
+        if stale_after_s <= 0:
+            raise ValueError("stale_after_s must be positive")
+        self.stale_after_s = stale_after_s
+        self._clock = clock
+        self._metrics = metrics
+        self._last_progress = clock()
+        self._ready = False
+        if metrics is not None:
+            metrics.set_ready(False)
+
+    def mark_progress(self) -> None:
+        """The consume loop completed an iteration."""
+        self._last_progress = self._clock()
+
+    def set_ready(self, ready: bool) -> None:
+        """Partitions assigned, state restored and consuming (or no longer)."""
+        self._ready = ready
+        if self._metrics is not None:
+            self._metrics.set_ready(ready)
+
+    @property
+    def seconds_since_progress(self) -> float:
+        return self._clock() - self._last_progress
+
+    @property
+    def alive(self) -> bool:
+        """Progress was made within ``stale_after_s``. That this is answered at all shows
+        the event loop is responsive."""
+        return self.seconds_since_progress <= self.stale_after_s
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+
+async def start_health_server(
+    port: int,
+    registry: CollectorRegistry,
+    health: HealthState,
+    host: str = "0.0.0.0",
+) -> asyncio.Server:
+    """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` until closed.
+
+    ``port=0`` binds an ephemeral port (tests): read it with :func:`server_port`. The
+    ``SYMFONIC_METRICS_PORT=0`` meaning "off" is :func:`start_configured_health_server`'s
+    business. Stop with ``server.close(); await server.wait_closed()``.
+    """
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await _handle(reader, writer, registry, health)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        except Exception:  # one bad request must never take the server down
+            log.exception("health server request failed")
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    return await asyncio.start_server(handle, host, port, limit=MAX_REQUEST_BYTES)
+
+
+async def start_configured_health_server(
+    port: int,
+    registry: CollectorRegistry,
+    health: HealthState,
+    host: str = "0.0.0.0",
+) -> asyncio.Server | None:
+    """Like :func:`start_health_server`, but ``port=0`` (``SYMFONIC_METRICS_PORT=0``) means
+    the server is off and ``None`` is returned."""
+    if port == 0:
+        return None
+    return await start_health_server(port, registry, health, host)
+
+
+def server_port(server: asyncio.Server) -> int:
+    """The port ``server`` is bound to (useful after binding port 0)."""
+    return int(server.sockets[0].getsockname()[1])
+
+
+async def _handle(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    registry: CollectorRegistry,
+    health: HealthState,
+) -> None:
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)
+    except asyncio.LimitOverrunError:
+        await _respond(writer, 400, b"request too large\n")
+        return
+    except TimeoutError:
+        return  # a client that does not send a request gets no answer
+    request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        await _respond(writer, 400, b"bad request\n")
+        return
+    method, target, _ = parts
+    # HEAD is answered like GET without the body: HTTP requires both of any server.
+    if method not in ("GET", "HEAD"):
+        await _respond(writer, 405, b"method not allowed\n", extra=(("Allow", "GET, HEAD"),))
+        return
+    head_only = method == "HEAD"
+    path = target.split("?", 1)[0]
+    if path == "/metrics":
+        # Collection is in-process and quick; doing it on the loop keeps one code path.
+        try:
+            body = generate_latest(registry)
+        except Exception:
+            log.exception("metrics collection failed")
+            await _respond(writer, 500, b"metrics collection failed\n", head_only=head_only)
+            return
+        await _respond(writer, 200, body, CONTENT_TYPE_LATEST, head_only=head_only)
+    elif path == "/healthz":
+        ok = health.alive
+        await _respond(
+            writer, 200 if ok else 503, b"ok\n" if ok else b"stale\n", head_only=head_only
+        )
+    elif path == "/readyz":
+        ok = health.ready
+        await _respond(
+            writer, 200 if ok else 503, b"ready\n" if ok else b"not ready\n", head_only=head_only
+        )
+    else:
+        await _respond(writer, 404, b"not found\n", head_only=head_only)
+
+
+async def _respond(
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: bytes,
+    content_type: str = _TEXT,
+    *,
+    head_only: bool = False,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> None:
+    headers = [
+        f"HTTP/1.1 {status} {_REASONS[status]}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        "Cache-Control: no-store",
+        "Connection: close",
+        *(f"{name}: {value}" for name, value in extra),
+    ]
+    writer.write(("\r\n".join(headers) + "\r\n\r\n").encode("latin-1"))
+    if not head_only:
+        writer.write(body)
+    await writer.drain()
