@@ -3,13 +3,16 @@
 Processors never touch Kafka: they receive :class:`InputRecord` values and write
 :class:`OutputRecord`, :class:`DeadLetter` and state changes into a :class:`Collector`.
 The engine turns one collector's content into one Kafka transaction per input partition.
+
+Records are NamedTuples rather than frozen dataclasses: the projector builds one per
+output on the hot path, and a tuple is created several times faster.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from symfonic_stream.models.dead_letter import DeadLetterReason
 
@@ -26,8 +29,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class InputRecord:
+class InputRecord(NamedTuple):
     """One consumed record, as the engine hands it to a processor.
 
     The offline ``project`` command builds these too (``offset`` = 1-based line number),
@@ -48,8 +50,7 @@ class InputRecord:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
 
-@dataclass(frozen=True, slots=True)
-class OutputRecord:
+class OutputRecord(NamedTuple):
     """One record to produce inside the input partition's transaction.
 
     ``record_type`` feeds the records-out metric (a StreamEvent type, ``end_<status>``,
@@ -65,8 +66,7 @@ class OutputRecord:
     headers: Headers = ()
 
 
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
+class DeadLetter(NamedTuple):
     """A record that could not be processed, with why. The original is kept whole."""
 
     record: InputRecord
