@@ -43,6 +43,14 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def check_size(value: bytes | None, max_bytes: int | None) -> None:
+    """Raise ``DecodeError(too_large)`` for a value over ``max_bytes`` (None: no limit)."""
+    if max_bytes is not None and value is not None and len(value) > max_bytes:
+        raise DecodeError(
+            DeadLetterReason.TOO_LARGE, f"value is {len(value)} bytes, limit {max_bytes}"
+        )
+
+
 def parse_json(value: bytes | None) -> Any:
     """Parse strict JSON or raise ``DecodeError(invalid_json)``."""
     if value is None:
@@ -65,10 +73,7 @@ def decode_agent_event(
     ``check_key`` compares the record key (UTF-8) with ``run_id``; the offline command has
     no keys and leaves it off.
     """
-    if max_bytes is not None and value is not None and len(value) > max_bytes:
-        raise DecodeError(
-            DeadLetterReason.TOO_LARGE, f"value is {len(value)} bytes, limit {max_bytes}"
-        )
+    check_size(value, max_bytes)
     parsed = parse_json(value)
     if not isinstance(parsed, dict):
         raise DecodeError(

@@ -1,0 +1,159 @@
+"""Routing rules: which human queue a ticket goes to (SPEC §7).
+
+The file at ``SYMFONIC_ROUTING_RULES`` is YAML, either a plain ordered list of rules or a
+mapping with the list under ``rules``::
+
+    default: triage            # the catch-all queue; `null` makes unmatched tickets unroutable
+    tenants: [acme, globex]    # per-tenant mode: the tenants whose queue topics exist
+    rules:
+      - match: {name: approve_payment, tenant: acme}
+        queue: payments
+      - match: {kind: ask_user}
+        queue: questions
+
+The first rule whose every ``match`` field equals the ticket's wins. A bad file stops the
+consumer at start with a message naming the file, the rule and the problem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+#: Kafka topic names allow these characters; a queue or tenant becomes part of one.
+TOPIC_PART = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$"
+_TOPIC_PART = re.compile(TOPIC_PART)
+DEFAULT_QUEUE = "default"
+#: `symfonic.human.expired` is where expired tickets go; no rule may name it as a queue.
+RESERVED_QUEUES = frozenset({"expired"})
+
+
+class RulesError(Exception):
+    """The routing rules file is unusable; the message names the file, rule and problem."""
+
+
+class Match(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str | None = None
+    kind: Literal["ask_user", "interrupt"] | None = None
+    tenant: str | None = None
+
+
+class Rule(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    match: Match = Field(default_factory=Match)
+    queue: str = Field(pattern=TOPIC_PART)
+
+
+class RulesFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    default: str | None = Field(DEFAULT_QUEUE, pattern=TOPIC_PART)
+    tenants: list[str] | None = None
+    rules: list[Rule] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a ticket goes: its queue name, or why it cannot go anywhere."""
+
+    queue: str | None
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingRules:
+    rules: tuple[Rule, ...] = ()
+    default: str | None = DEFAULT_QUEUE
+    tenants: frozenset[str] | None = None
+
+    def place(self, name: str, kind: str, tenant: str | None) -> Placement:
+        """The first matching rule's queue, else the default queue, else unroutable."""
+        for rule in self.rules:
+            match = rule.match
+            if (
+                (match.name is None or match.name == name)
+                and (match.kind is None or match.kind == kind)
+                and (match.tenant is None or match.tenant == tenant)
+            ):
+                return Placement(rule.queue)
+        if self.default is None:
+            return Placement(None, "no rule matches and the rules file names no default queue")
+        return Placement(self.default)
+
+    def queues(self) -> list[str]:
+        """Every queue a ticket can be routed to (for `topics ensure`)."""
+        names = [rule.queue for rule in self.rules]
+        if self.default is not None:
+            names.append(self.default)
+        return list(dict.fromkeys(names))
+
+
+def tenant_problem(tenant: str | None, rules: RoutingRules) -> str | None:
+    """Why a ticket of ``tenant`` cannot have a per-tenant queue topic, if it cannot."""
+    if tenant is None:
+        return "per-tenant queues are on and the run has no scope.tenant"
+    if not _TOPIC_PART.match(tenant):
+        return f"tenant {tenant!r} cannot be part of a topic name"
+    if rules.tenants is None or tenant not in rules.tenants:
+        return f"tenant {tenant!r} is not listed under `tenants` in the routing rules"
+    return None
+
+
+def parse_rules(text: str, source: str = "<rules>") -> RoutingRules:
+    """Parse and validate a rules document, or raise :class:`RulesError`."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise RulesError(f"{source}: not valid YAML: {exc}") from None
+    if document is None:
+        document = {}
+    if isinstance(document, list):
+        document = {"rules": document}
+    if not isinstance(document, dict):
+        raise RulesError(f"{source}: expected a list of rules or a mapping with `rules`")
+    try:
+        parsed = RulesFile.model_validate(document)
+    except ValidationError as exc:
+        raise RulesError(f"{source}: {_describe(exc)}") from None
+    for number, rule in enumerate(parsed.rules, start=1):
+        if rule.queue in RESERVED_QUEUES:
+            raise RulesError(f"{source}: rule {number}: queue {rule.queue!r} is reserved")
+    for tenant in parsed.tenants or []:
+        if not _TOPIC_PART.match(tenant):
+            raise RulesError(f"{source}: tenants: {tenant!r} cannot be part of a topic name")
+    return RoutingRules(
+        rules=tuple(parsed.rules),
+        default=parsed.default,
+        tenants=frozenset(parsed.tenants) if parsed.tenants is not None else None,
+    )
+
+
+def load_rules(path: Path | None) -> RoutingRules:
+    """The rules at ``path`` (``SYMFONIC_ROUTING_RULES``); no path: everything to `default`."""
+    if path is None:
+        return RoutingRules()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise RulesError(f"SYMFONIC_ROUTING_RULES={path}: cannot read: {exc.strerror}") from None
+    return parse_rules(text, f"routing rules {path}")
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        location = list(error["loc"])
+        if len(location) >= 2 and location[0] == "rules" and isinstance(location[1], int):
+            where = f"rule {location[1] + 1}" + "".join(f".{part}" for part in location[2:])
+        else:
+            where = ".".join(str(part) for part in location) or "document"
+        problems.append(f"{where}: {error['msg']}")
+    return "; ".join(problems)

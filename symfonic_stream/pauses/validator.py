@@ -1,0 +1,266 @@
+"""The resume validator: every human answer checked once, the first good one wins (SPEC §7).
+
+It reads ``<prefix>.resume-requests``, keyed by ticket id, where the pause router also
+registers each ticket (header ``symfonic-record-type: ticket``) before any human can see
+it. Its state store, the ticket registry, maps ticket id → what checking an answer needs
+and whether it was answered; it lives in the ``<prefix>-resumes-state-changelog`` topic,
+co-partitioned with the requests, so a ticket and all its answers meet in one instance
+and "first answer wins" holds across restarts and rebalances.
+
+Checks, in order: the ticket exists (``unknown_ticket``), the token matches in constant
+time (``bad_token``: checked before anything else is revealed about the ticket), it was
+not answered (``already_answered``), it has not expired (``expired``), the answer fits
+the ticket's ``payload.response_schema`` when it has one (``invalid_answer``).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import orjson
+from pydantic import ValidationError
+
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.decoding import (
+    DecodeError,
+    check_size,
+    describe_validation_error,
+    parse_json,
+)
+from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
+from symfonic_stream.pauses.router import RECORD_TYPE_HEADER, TICKET_MARK
+from symfonic_stream.topics import TopicNames
+
+OUTCOME_HEADER = "symfonic-outcome"
+
+
+@dataclass(slots=True)
+class Registered:
+    """One ticket as the registry keeps it."""
+
+    token: str
+    run_id: str
+    tool_call_id: str | None
+    expires_at: float
+    response_schema: dict[str, Any] | None
+    answered_at: float = 0.0
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            [
+                self.token,
+                self.run_id,
+                self.tool_call_id,
+                self.expires_at,
+                self.response_schema,
+                self.answered_at,
+            ]
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> Registered:
+        token, run_id, tool_call_id, expires_at, schema, answered_at = orjson.loads(data)
+        return cls(token, run_id, tool_call_id, expires_at, schema, answered_at)
+
+
+def answer_problem(answer: Any, schema: dict[str, Any] | None) -> str | None:
+    """Why ``answer`` does not fit ``schema`` (None when it fits or there is no schema)."""
+    if schema is None:
+        return None
+    validator_class = jsonschema.validators.validator_for(schema)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"the ticket's response_schema is not a valid JSON Schema: {exc.message}"
+    error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(answer))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "answer"
+    return f"{where}: {error.message}"
+
+
+class ResumeValidator:
+    """The validator's processor for one resume-requests partition."""
+
+    def __init__(
+        self, names: TopicNames, *, grace_s: float, max_record_bytes: int | None = None
+    ) -> None:
+        self._names = names
+        self._grace_s = grace_s
+        self._max_bytes = max_record_bytes
+        self._tickets: dict[str, Registered] = {}
+        self._dirty: set[str] = set()
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        try:
+            check_size(record.value, self._max_bytes)
+            parsed = parse_json(record.value)
+            if (RECORD_TYPE_HEADER, TICKET_MARK) in record.headers:
+                self._register(parsed, record, out)
+            else:
+                self._answer(parsed, record, now, out)
+        except DecodeError as rejected:
+            out.dead_letter(record, rejected.reason, rejected.detail)
+
+    def _register(self, parsed: Any, record: InputRecord, out: Collector) -> None:
+        try:
+            ticket = Ticket.model_validate(parsed)
+        except ValidationError as exc:
+            raise DecodeError(
+                DeadLetterReason.INVALID_EVENT, "ticket: " + describe_validation_error(exc)
+            ) from None
+        _check_key(record, ticket.ticket_id)
+        if ticket.ticket_id in self._tickets:
+            out.count("duplicates")
+            return
+        schema = ticket.payload.get("response_schema")
+        self._tickets[ticket.ticket_id] = Registered(
+            ticket.token,
+            ticket.run_id,
+            ticket.tool_call_id,
+            ticket.expires_at,
+            schema if isinstance(schema, dict) else None,
+        )
+        self._dirty.add(ticket.ticket_id)
+
+    def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
+        if not isinstance(parsed, dict):
+            raise DecodeError(DeadLetterReason.INVALID_EVENT, "a resume request is a JSON object")
+        try:
+            request = ResumeRequest.model_validate(parsed)
+        except ValidationError as exc:
+            raise DecodeError(
+                DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)
+            ) from None
+        _check_key(record, request.ticket_id)
+        ticket = self._tickets.get(request.ticket_id)
+        if ticket is None:
+            self._reject(request, RejectionReason.UNKNOWN_TICKET, "no such ticket", now, out)
+        elif not hmac.compare_digest(request.token.encode(), ticket.token.encode()):
+            self._reject(request, RejectionReason.BAD_TOKEN, "token does not match", now, out)
+        elif ticket.answered_at:
+            self._reject(
+                request,
+                RejectionReason.ALREADY_ANSWERED,
+                f"answered at {ticket.answered_at}",
+                now,
+                out,
+            )
+        elif ticket.expires_at <= now:
+            self._reject(
+                request, RejectionReason.EXPIRED, f"expired at {ticket.expires_at}", now, out
+            )
+        elif (problem := answer_problem(request.answer, ticket.response_schema)) is not None:
+            self._reject(request, RejectionReason.INVALID_ANSWER, problem, now, out)
+        else:
+            ticket.answered_at = now
+            self._dirty.add(request.ticket_id)
+            resume = {
+                "ticket_id": request.ticket_id,
+                "run_id": ticket.run_id,
+                "tool_call_id": ticket.tool_call_id,
+                "interrupt_id": request.ticket_id,
+                "answer": request.answer,
+                "responder": request.responder,
+                "answered_at": now,
+            }
+            out.emit(
+                OutputRecord(
+                    self._names.resumes,
+                    ticket.run_id.encode(),
+                    orjson.dumps(resume),
+                    "resume",
+                    None,
+                    ((OUTCOME_HEADER, b"accepted"),),
+                )
+            )
+
+    def _reject(
+        self,
+        request: ResumeRequest,
+        reason: RejectionReason,
+        detail: str,
+        now: float,
+        out: Collector,
+    ) -> None:
+        rejection = {
+            "ticket_id": request.ticket_id,
+            "reason": reason.value,
+            "detail": detail[:1024],
+            "responder": request.responder,
+            "rejected_at": now,
+        }
+        out.emit(
+            OutputRecord(
+                self._names.resume_rejections,
+                request.ticket_id.encode(),
+                orjson.dumps(rejection),
+                "rejection",
+                None,
+                ((OUTCOME_HEADER, reason.value.encode()),),
+            )
+        )
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        """Forget tickets answered or expired longer than the grace period ago."""
+        for ticket_id, ticket in list(self._tickets.items()):
+            if max(ticket.expires_at, ticket.answered_at) + self._grace_s <= now:
+                del self._tickets[ticket_id]
+                self._dirty.discard(ticket_id)
+                out.put_state(ticket_id.encode(), None)
+
+    def checkpoint(self, out: Collector) -> None:
+        for ticket_id in self._dirty:
+            out.put_state(ticket_id.encode(), self._tickets[ticket_id].encode())
+        self._dirty.clear()
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        ticket_id = key.decode()
+        if value is None:
+            self._tickets.pop(ticket_id, None)
+        else:
+            self._tickets[ticket_id] = Registered.decode(value)
+
+    @property
+    def buffered_events(self) -> int:
+        return 0
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._tickets)
+
+
+def _check_key(record: InputRecord, ticket_id: str) -> None:
+    # A request on another key would land on another partition than its ticket.
+    if record.key != ticket_id.encode():
+        shown = record.key.decode("utf-8", "replace") if record.key is not None else "<no key>"
+        raise DecodeError(
+            DeadLetterReason.KEY_MISMATCH,
+            f"record key {shown!r} differs from ticket_id {ticket_id!r}",
+        )
+
+
+def validator_topology(settings: Settings) -> Topology:
+    """The resume validator consumer (group ``<prefix>-resumes``)."""
+    names = TopicNames(settings.topic_prefix)
+
+    def make(partition: int) -> ResumeValidator:
+        return ResumeValidator(
+            names, grace_s=settings.closed_run_grace_s, max_record_bytes=settings.max_record_bytes
+        )
+
+    return Topology(
+        consumer="resumes",
+        group_id=names.group("resumes"),
+        source_topic=names.resume_requests,
+        output_topics=(names.resumes, names.resume_rejections),
+        dead_letter_topic=names.dead_letter,
+        changelog_topic=names.changelog("resumes"),
+        processor_factory=make,
+    )
