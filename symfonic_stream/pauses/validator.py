@@ -49,6 +49,7 @@ class Registered:
     tool_call_id: str | None
     expires_at: float
     response_schema: dict[str, Any] | None
+    routed_at: float
     answered_at: float = 0.0
 
     def encode(self) -> bytes:
@@ -59,14 +60,18 @@ class Registered:
                 self.tool_call_id,
                 self.expires_at,
                 self.response_schema,
+                self.routed_at,
                 self.answered_at,
             ]
         )
 
     @classmethod
     def decode(cls, data: bytes) -> Registered:
-        token, run_id, tool_call_id, expires_at, schema, answered_at = orjson.loads(data)
-        return cls(token, run_id, tool_call_id, expires_at, schema, answered_at)
+        return cls(*orjson.loads(data))
+
+    def forget_after(self, grace_s: float) -> float:
+        """When the registry may drop it: answered, expired or routed, plus the grace."""
+        return max(self.expires_at, self.answered_at, self.routed_at) + grace_s
 
 
 def answer_problem(answer: Any, schema: dict[str, Any] | None) -> str | None:
@@ -126,6 +131,7 @@ class ResumeValidator:
             ticket.tool_call_id,
             ticket.expires_at,
             schema if isinstance(schema, dict) else None,
+            ticket.routed_at,
         )
         self._dirty.add(ticket.ticket_id)
 
@@ -208,9 +214,9 @@ class ResumeValidator:
         )
 
     def punctuate(self, now: float, out: Collector) -> None:
-        """Forget tickets answered or expired longer than the grace period ago."""
+        """Forget tickets answered, expired (and routed) longer than the grace period ago."""
         for ticket_id, ticket in list(self._tickets.items()):
-            if max(ticket.expires_at, ticket.answered_at) + self._grace_s <= now:
+            if ticket.forget_after(self._grace_s) <= now:
                 del self._tickets[ticket_id]
                 self._dirty.discard(ticket_id)
                 out.put_state(ticket_id.encode(), None)

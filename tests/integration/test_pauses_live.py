@@ -1,0 +1,254 @@
+"""The pause router and resume validator on the real broker (SPEC §7)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from symfonic_stream.kafka.admin import ensure_topics
+from symfonic_stream.kafka.topics import TopicSpec, required_topics
+from symfonic_stream.models.pauses import Ticket
+from symfonic_stream.pauses.reviewer import Reviewer
+from symfonic_stream.pauses.router import queue_topics
+from symfonic_stream.pauses.rules import load_rules
+from symfonic_stream.topics import TopicNames
+
+from .harness import ConsumerProcess, TopicReader, produce, settings_for, unique_prefix
+
+pytestmark = pytest.mark.slow
+
+RULES = """
+tenants: [acme, globex]
+rules:
+  - match: {name: approve_payment}
+    queue: payments
+  - match: {kind: ask_user, tenant: globex}
+    queue: globex-questions
+  - match: {tenant: acme}
+    queue: acme-desk
+"""
+
+
+async def setup(prefix: str, rules_path: Path, tenant_queues: bool) -> TopicNames:
+    settings = settings_for(prefix, routing_rules=rules_path, tenant_queues=tenant_queues)
+    rules = load_rules(rules_path)
+    names = TopicNames(prefix)
+    specs = required_topics(settings)
+    known = {spec.name for spec in specs}
+    specs += [
+        TopicSpec(topic, settings.partitions, settings.replication_factor)
+        for topic in queue_topics(names, rules, tenant_queues)
+        if topic not in known
+    ]
+    report = await ensure_topics(settings, specs)
+    assert report.ok, report.mismatches
+    return names
+
+
+def pause(
+    run_id: str,
+    index: int,
+    *,
+    kind: str = "ask_user",
+    name: str = "ask_user",
+    tenant: str | None = "acme",
+    interrupt_id: str | None = None,
+    expires_at: float = 4_102_444_800.0,  # 2100
+    payload: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "index": index,
+        "kind": kind,
+        "timestamp": 1_764_480_000.0 + index,
+        "scope": {"tenant": tenant, "principal": "p"},
+        "interrupt": {
+            "name": name,
+            "kind": kind,
+            "payload": payload if payload is not None else {"questions": [{"q": "ok?"}]},
+            "token": f"token-of-{interrupt_id or run_id}",
+            "tool_call_id": f"call-{index}",
+            "interrupt_id": interrupt_id or f"{run_id}-i{index}",
+            "run_id": run_id,
+            "session_id": "s",
+            "expires_at": expires_at,
+            "resumable": True,
+        },
+    }
+
+
+def text(run_id: str, index: int) -> dict[str, Any]:
+    return {"run_id": run_id, "index": index, "kind": "text_delta", "timestamp": 1.0, "text": "x"}
+
+
+def records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+    return [(e["run_id"].encode(), orjson.dumps(e), []) for e in events]
+
+
+async def read_tickets(topic: str, count: int, within: float = 60) -> list[Ticket]:
+    async with TopicReader(topic) as reader:
+        await reader.until(count, within=within)
+        await reader.settle(quiet=1.5, within=10)
+        return [Ticket.model_validate_json(r.value or b"") for r in reader.records]
+
+
+async def test_routing_resends_and_a_router_crash_give_exactly_one_ticket_each(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(RULES)
+    names = await setup(prefix, rules_path, tenant_queues=False)
+    env = {"routing_rules": str(rules_path)}
+    first = ConsumerProcess("pauses", prefix, tmp_path, name="-first", **env).start()
+    second = ConsumerProcess("pauses", prefix, tmp_path, name="-second", **env)
+    special = [
+        pause("pay", 1, kind="interrupt", name="approve_payment", tenant="globex"),
+        pause("gq", 1, tenant="globex"),
+        pause("acme-int", 1, kind="interrupt", name="other", tenant="acme"),
+        pause("nobody", 1, kind="interrupt", name="other", tenant=None),
+        pause("late", 1, expires_at=1.0),
+    ]
+    bulk = [event for n in range(300) for event in (text(f"bulk-{n}", 0), pause(f"bulk-{n}", 1))]
+    try:
+        await first.wait_ready()
+        await produce(names.agent_events, records(special))
+        feeder = asyncio.create_task(produce(names.agent_events, records(bulk), rate=400))
+        await asyncio.sleep(1.0)
+        first.kill()
+        second.start()
+        await feeder
+        await produce(names.agent_events, records(special + bulk[:100]))  # a kernel re-send
+        await second.wait_ready()
+        acme_desk = await read_tickets(names.human_queue("acme-desk"), 302)
+        payments = await read_tickets(names.human_queue("payments"), 1)
+        globex = await read_tickets(names.human_queue("globex-questions"), 1)
+        default = await read_tickets(names.human_queue("default"), 1)
+        expired = await read_tickets(names.expired_queue, 1)
+    finally:
+        first.stop()
+        second.stop()
+    logs = first.log() + second.log()
+    assert [t.run_id for t in payments] == ["pay"], logs
+    assert [t.run_id for t in globex] == ["gq"]
+    assert [t.run_id for t in default] == ["nobody"]
+    assert [(t.run_id, t.queue) for t in expired] == [("late", "acme-desk")]
+    bulk_ids = sorted(t.ticket_id for t in acme_desk if t.run_id.startswith("bulk-"))
+    assert bulk_ids == sorted(f"bulk-{n}-i1" for n in range(300)), logs  # none twice, none lost
+    assert [t.run_id for t in acme_desk if not t.run_id.startswith("bulk-")] == ["acme-int"]
+
+
+async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path: Path) -> None:
+    prefix = unique_prefix()
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(RULES)
+    names = await setup(prefix, rules_path, tenant_queues=True)
+    env = {"routing_rules": str(rules_path), "tenant_queues": "true"}
+    router = ConsumerProcess("pauses", prefix, tmp_path, **env).start()
+    mixed = [
+        pause(f"{tenant}-{n}", 0, tenant=tenant) for n in range(20) for tenant in ("acme", "globex")
+    ]
+    stranger = pause("initech-1", 0, tenant="initech")
+    try:
+        await router.wait_ready()
+        await produce(names.agent_events, records([*mixed, stranger]))
+        acme = await read_tickets(names.human_queue("acme-desk", "acme"), 20)
+        globex = await read_tickets(names.human_queue("globex-questions", "globex"), 20)
+        async with TopicReader(names.dead_letter) as letters:
+            [letter] = await letters.until(1, within=60)
+    finally:
+        router.stop()
+    assert {t.tenant for t in acme} == {"acme"} and len(acme) == 20
+    assert {t.tenant for t in globex} == {"globex"} and len(globex) == 20
+    assert dict(letter.headers)["symfonic-dlq-reason"] == b"unroutable"
+    assert orjson.loads(letter.value or b"")["run_id"] == "initech-1"
+
+
+async def test_answers_are_checked_once_even_across_a_validator_crash(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(RULES)
+    names = await setup(prefix, rules_path, tenant_queues=False)
+    settings = settings_for(prefix)
+    schema = {
+        "type": "object",
+        "required": ["approved"],
+        "properties": {"approved": {"type": "boolean"}},
+    }
+    router = ConsumerProcess("pauses", prefix, tmp_path, routing_rules=str(rules_path)).start()
+    validator = ConsumerProcess("resumes", prefix, tmp_path, name="-first").start()
+    restarted = ConsumerProcess("resumes", prefix, tmp_path, name="-second")
+    try:
+        await asyncio.gather(router.wait_ready(), validator.wait_ready())
+        await produce(
+            names.agent_events,
+            records(
+                [
+                    pause("a", 0, tenant="acme"),
+                    pause("b", 0, tenant="acme"),
+                    pause("old", 0, tenant="acme", expires_at=1.0),
+                    pause(
+                        "s",
+                        0,
+                        kind="interrupt",
+                        name="approve_payment",
+                        payload={"response_schema": schema},
+                    ),
+                    pause("twice", 0, tenant="acme"),
+                ]
+            ),
+        )
+        desk = {t.run_id: t for t in await read_tickets(names.human_queue("acme-desk"), 3)}
+        [strict] = await read_tickets(names.human_queue("payments"), 1)
+        [old] = await read_tickets(names.expired_queue, 1)
+        async with Reviewer(settings, group_id="review-ui") as reviewer:
+            accepted = await reviewer.answer(desk["a"], {"ok": True}, responder="pat")
+            second = await reviewer.answer(desk["a"], {"ok": False}, responder="sam")
+            await reviewer.submit(desk["b"].ticket_id, "token-of-a-i0", "x")
+            bad_token = await reviewer.outcome(desk["b"].ticket_id)
+            await reviewer.submit("no-such-ticket", "t", "x")
+            unknown = await reviewer.outcome("no-such-ticket")
+            expired = await reviewer.answer(old, "late")
+            invalid = await reviewer.answer(strict, {"approved": "yes"})
+            valid = await reviewer.answer(strict, {"approved": True})
+            # the validator dies between two answers to one ticket
+            first_answer = await reviewer.answer(desk["twice"], "one")
+            validator.kill()
+            restarted.start()
+            await restarted.wait_ready()
+            second_answer = await reviewer.answer(desk["twice"], "two", timeout_s=60)
+        await produce(names.resume_requests, [(b"a-i0", b"{broken", [])])
+        async with TopicReader(names.dead_letter) as letters:
+            [letter] = await letters.until(1, within=60)
+        async with TopicReader(names.resumes) as resumes:
+            await resumes.settle(quiet=1.5, within=20)
+    finally:
+        for proc in (router, validator, restarted):
+            proc.stop()
+    assert accepted.accepted and accepted.record["answer"] == {"ok": True}
+    assert accepted.record["run_id"] == "a"
+    assert [
+        o.reason.value if o.reason else "accepted"
+        for o in (second, bad_token, unknown, expired, invalid, valid, first_answer, second_answer)
+    ] == [
+        "already_answered",
+        "bad_token",
+        "unknown_ticket",
+        "expired",
+        "invalid_answer",
+        "accepted",
+        "accepted",
+        "already_answered",
+    ]
+    assert dict(letter.headers)["symfonic-dlq-consumer"] == b"resumes"
+    accepted_runs = sorted(orjson.loads(r.value or b"")["run_id"] for r in resumes.records)
+    assert accepted_runs == ["a", "s", "twice"]
+    assert [r.key for r in resumes.records if orjson.loads(r.value or b"")["run_id"] == "a"] == [
+        b"a"
+    ]
