@@ -1,0 +1,127 @@
+# symfonic-stream — developer entry points (GNU make).
+#
+#   make test        venv + lint + chart-check + the project's Kafka + pytest
+#   make demo        the whole pipeline on synthetic kernel runs
+#   make bench       the benchmark
+#
+# The Kafka broker comes from scripts/kafka.sh (see docs/dev-broker.md). When
+# SYMFONIC_BOOTSTRAP_SERVERS is set (environment or command line), that Kafka is used and no
+# broker is started or stopped. Otherwise a broker is started when none runs, and stopped
+# afterwards only when this make run started it.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.symfonic-installed
+KAFKA := scripts/kafka.sh
+# Candidates for the interpreter that creates the venv; the first one that is 3.11+ wins.
+PYTHON ?= python3.11
+PYTHON_CANDIDATES := $(PYTHON) python3.13 python3.12 python3.11 python3
+
+PYTEST_ARGS ?=
+DEMO_ARGS ?=
+BENCH_ARGS ?=
+
+# An externally provided Kafka: decided before the default below is applied.
+EXTERNAL_KAFKA := $(if $(strip $(SYMFONIC_BOOTSTRAP_SERVERS)),$(filter environment command,$(firstword $(origin SYMFONIC_BOOTSTRAP_SERVERS))))
+export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
+
+include mk/chart.mk
+
+.PHONY: help venv lint test demo bench schemas chart-check \
+	broker-start broker-stop broker-status broker-logs
+
+help:
+	@echo "make venv          create $(VENV) and install the package with its dev extras"
+	@echo "make lint          ruff + mypy --strict"
+	@echo "make test          venv, lint, chart-check, start Kafka if needed, pytest (PYTEST_ARGS=...)"
+	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
+	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
+	@echo "make schemas       regenerate schemas/ from the models"
+	@echo "make broker-start | broker-stop | broker-status | broker-logs"
+	@echo "Kafka: $(SYMFONIC_BOOTSTRAP_SERVERS)$(if $(EXTERNAL_KAFKA), (external: never started or stopped here))"
+
+# --------------------------------------------------------------------------- venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@py=""; \
+	for c in $(PYTHON_CANDIDATES); do \
+	  if command -v "$$c" >/dev/null 2>&1 && \
+	     "$$c" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; then \
+	    py="$$c"; break; \
+	  fi; \
+	done; \
+	if [ -z "$$py" ]; then echo "make: Python 3.11 or newer is required (tried: $(PYTHON_CANDIDATES))" >&2; exit 1; fi; \
+	if [ -x $(BIN)/python ] && ! $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+	  echo "make: $(VENV) has an old Python; recreating it"; rm -rf $(VENV); \
+	fi; \
+	if [ ! -x $(BIN)/python ]; then echo "make: creating $(VENV) with $$py"; "$$py" -m venv $(VENV); fi; \
+	echo "make: pip install -e '.[dev]'"; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+# --------------------------------------------------------------------------- checks
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+# Runs $(1) with a Kafka available, and stops the broker afterwards only when this run
+# started it (a broker that was already running, maybe used by someone else, stays up), also
+# when $(1) fails or the run is interrupted. Exits with $(1)'s status.
+define with_kafka
+	@started=0; \
+	if [ -z "$(EXTERNAL_KAFKA)" ]; then \
+	  flag="$$(mktemp)"; rm -f "$$flag"; \
+	  SYMFONIC_KAFKA_STARTED_FLAG="$$flag" $(KAFKA) start; \
+	  if [ -s "$$flag" ]; then started=1; fi; \
+	  rm -f "$$flag"; \
+	else \
+	  echo "make: using the Kafka at $$SYMFONIC_BOOTSTRAP_SERVERS (SYMFONIC_BOOTSTRAP_SERVERS is set)"; \
+	fi; \
+	stop_if_started() { if [ "$$started" = 1 ]; then $(KAFKA) stop || true; fi; }; \
+	trap stop_if_started EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
+	rc=0; $(1) || rc=$$?; \
+	if [ "$$rc" -ne 0 ]; then echo "make: $(firstword $(1)) exited with status $$rc" >&2; fi; \
+	exit "$$rc"
+endef
+
+test: venv lint chart-check
+	$(call with_kafka,$(BIN)/pytest $(PYTEST_ARGS))
+
+demo: venv
+	$(call with_kafka,$(BIN)/symfonic-stream demo $(DEMO_ARGS))
+
+bench: venv
+	$(call with_kafka,$(BIN)/python -m bench $(BENCH_ARGS))
+
+schemas: venv
+	$(BIN)/symfonic-stream schemas generate
+
+# --------------------------------------------------------------------------- the broker
+
+broker-start:
+ifeq ($(EXTERNAL_KAFKA),)
+	$(KAFKA) start
+else
+	@echo "make: SYMFONIC_BOOTSTRAP_SERVERS=$(SYMFONIC_BOOTSTRAP_SERVERS) is set: not starting a broker"
+endif
+
+broker-stop:
+ifeq ($(EXTERNAL_KAFKA),)
+	$(KAFKA) stop
+else
+	@echo "make: SYMFONIC_BOOTSTRAP_SERVERS=$(SYMFONIC_BOOTSTRAP_SERVERS) is set: not stopping anything"
+endif
+
+broker-status:
+	$(KAFKA) status
+
+broker-logs:
+	$(KAFKA) logs

@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Is a Kafka broker really serving? Used by scripts/kafka.sh; standard library only.
+
+An open port is not enough: a KRaft broker opens its listener before it has caught up with
+the metadata log and been unfenced. This sends a real ApiVersions request and then a real
+Metadata request and succeeds only when the answer lists at least ``--expect-brokers``
+brokers (and, with ``--expect-node``, that node id among them: a KRaft broker lists only
+unfenced brokers). It retries until ``--timeout`` seconds have passed.
+
+    probe.py 127.0.0.1:9092 [--timeout 90] [--expect-brokers 1] [--expect-node 1] [--quiet]
+
+Exit status: 0 ready; 1 not ready within the timeout; 2 something that is not Kafka answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import struct
+import sys
+import time
+
+API_VERSIONS = 18
+METADATA = 3
+CLIENT_ID = b"symfonic-probe"
+
+
+class NotKafka(Exception):
+    """The peer answered with bytes that are not a Kafka response."""
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by the peer")
+        buf += chunk
+    return bytes(buf)
+
+
+def _request(sock: socket.socket, api_key: int, version: int, corr: int, body: bytes) -> bytes:
+    # Request header v1: api_key, api_version, correlation_id, client_id (nullable string).
+    header = struct.pack(">hhih", api_key, version, corr, len(CLIENT_ID)) + CLIENT_ID
+    payload = header + body
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    (size,) = struct.unpack(">i", _recv_exact(sock, 4))
+    if size < 4 or size > 64 * 1024 * 1024:
+        raise NotKafka(f"implausible response size {size}")
+    data = _recv_exact(sock, size)
+    (got_corr,) = struct.unpack_from(">i", data, 0)
+    if got_corr != corr:
+        raise NotKafka(f"correlation id {got_corr} != {corr}")
+    return data[4:]  # response header v0 is the correlation id alone
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def fmt(self, fmt: str) -> tuple[int, ...]:
+        values = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return values
+
+    def int16(self) -> int:
+        return self.fmt(">h")[0]
+
+    def int32(self) -> int:
+        return self.fmt(">i")[0]
+
+    def string(self) -> str | None:
+        n = self.int16()
+        if n < 0:
+            return None
+        s = self.data[self.pos : self.pos + n].decode("utf-8", "replace")
+        self.pos += n
+        return s
+
+
+def probe_once(host: str, port: int, timeout: float) -> tuple[str | None, list[int]]:
+    """One ApiVersions + Metadata exchange: (cluster id, broker node ids)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        # ApiVersions v0: every broker answers it, whatever it supports.
+        r = _Reader(_request(sock, API_VERSIONS, 0, 1, b""))
+        error = r.int16()
+        if error != 0:
+            raise NotKafka(f"ApiVersions error code {error}")
+        ranges = {}
+        for _ in range(r.int32()):
+            key, lo, hi = r.fmt(">hhh")
+            ranges[key] = (lo, hi)
+        if METADATA not in ranges:
+            raise NotKafka("the broker does not offer the Metadata API")
+        lo, hi = ranges[METADATA]
+        # v4..v8 share one non-flexible layout for what we read (brokers, cluster id).
+        version = max(lo, 4)
+        if version > min(hi, 8):
+            raise NotKafka(f"no Metadata version in 4..8 (broker offers {lo}..{hi})")
+        # topics: empty array (no topic metadata wanted), allow_auto_topic_creation: false;
+        # v8 adds include_cluster/topic_authorized_operations.
+        body = struct.pack(">i?", 0, False)
+        if version >= 8:
+            body += struct.pack(">??", False, False)
+        r = _Reader(_request(sock, METADATA, version, 2, body))
+        r.int32()  # throttle_time_ms
+        brokers = []
+        for _ in range(r.int32()):
+            node_id = r.int32()
+            r.string()  # host
+            r.int32()  # port
+            r.string()  # rack
+            brokers.append(node_id)
+        cluster_id = r.string()
+        return cluster_id, sorted(brokers)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("address", help="host:port of one broker")
+    parser.add_argument("--timeout", type=float, default=0.0, help="seconds to keep retrying")
+    parser.add_argument("--expect-brokers", type=int, default=1)
+    parser.add_argument("--expect-node", type=int, default=None)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args()
+    host, _, port_s = args.address.rpartition(":")
+    port = int(port_s)
+    deadline = time.monotonic() + args.timeout
+    last = "no attempt"
+    while True:
+        try:
+            cluster_id, brokers = probe_once(host, port, timeout=5.0)
+            ok = len(brokers) >= args.expect_brokers and (
+                args.expect_node is None or args.expect_node in brokers
+            )
+            last = f"cluster {cluster_id}, brokers {brokers}"
+            if ok:
+                if not args.quiet:
+                    print(f"kafka at {host}:{port} is ready: {last}")
+                return 0
+        except NotKafka as exc:
+            print(f"{host}:{port} answers but is not a usable Kafka broker: {exc}", file=sys.stderr)
+            return 2
+        except (OSError, struct.error) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            if not args.quiet:
+                print(f"kafka at {host}:{port} is not ready: {last}", file=sys.stderr)
+            return 1
+        time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
