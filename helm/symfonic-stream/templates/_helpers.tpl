@@ -1,0 +1,407 @@
+{{/*
+Names, labels and the shared pieces of every pod. Naming and labels follow the
+Kubernetes recommended labels and the bitnami/common conventions.
+*/}}
+
+{{/* The four consumers, in a fixed order. */}}
+{{- define "symfonic-stream.consumerNames" -}}
+typed chunks pauses resumes
+{{- end -}}
+
+{{- define "symfonic-stream.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "symfonic-stream.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* <fullname>-<suffix>, within the 63-character limit. Call with (dict "ctx" $ "suffix" "x"). */}}
+{{- define "symfonic-stream.componentName" -}}
+{{- printf "%s-%s" (include "symfonic-stream.fullname" .ctx | trunc 50 | trimSuffix "-") .suffix | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "symfonic-stream.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels of every resource. Call with (dict "ctx" $ "component" "typed"); component may be empty. */}}
+{{- define "symfonic-stream.labels" -}}
+helm.sh/chart: {{ include "symfonic-stream.chart" .ctx }}
+{{ include "symfonic-stream.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Values.image.tag | default .ctx.Chart.AppVersion | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: symfonic-stream
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels. Call with (dict "ctx" $ "component" "typed"); component may be empty. */}}
+{{- define "symfonic-stream.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "symfonic-stream.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{/* metadata.annotations (indented for metadata, with a leading newline) from commonAnnotations plus extra ones. Call with (dict "ctx" $ "extra" map). */}}
+{{- define "symfonic-stream.annotations" -}}
+{{- $all := merge (deepCopy (.extra | default dict)) (deepCopy .ctx.Values.commonAnnotations) -}}
+{{- with $all }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
+{{- end -}}
+
+{{- define "symfonic-stream.image" -}}
+{{- $registry := .Values.image.registry | default .Values.global.imageRegistry -}}
+{{- $repo := .Values.image.repository -}}
+{{- if $registry }}{{ $repo = printf "%s/%s" $registry $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "symfonic-stream.imagePullSecrets" -}}
+{{- $secrets := concat .Values.global.imagePullSecrets .Values.imagePullSecrets | uniq -}}
+{{- with $secrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "symfonic-stream.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "symfonic-stream.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "symfonic-stream.configMapName" -}}
+{{- include "symfonic-stream.componentName" (dict "ctx" . "suffix" "config") -}}
+{{- end -}}
+
+{{- define "symfonic-stream.routingConfigMapName" -}}
+{{- .Values.pauses.routing.existingConfigMap | default (include "symfonic-stream.componentName" (dict "ctx" . "suffix" "routing")) -}}
+{{- end -}}
+
+{{/* "true" when the pause router gets a routing rules file. */}}
+{{- define "symfonic-stream.routing.enabled" -}}
+{{- $r := .Values.pauses.routing -}}
+{{- if or $r.rules $r.defaultQueue $r.tenants $r.existingConfigMap }}true{{ end -}}
+{{- end -}}
+
+{{/* The routing rules file rendered from values (SPEC section 7; format of symfonic_stream/pauses/rules.py). */}}
+{{- define "symfonic-stream.routing.file" -}}
+{{- $r := .Values.pauses.routing -}}
+{{- if $r.defaultQueue }}
+default: {{ $r.defaultQueue | quote }}
+{{- end }}
+{{- with $r.tenants }}
+tenants:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+rules:
+{{- if $r.rules }}
+  {{- toYaml $r.rules | nindent 2 }}
+{{- else }} []
+{{- end }}
+{{- end -}}
+
+{{- define "symfonic-stream.routing.key" -}}
+{{- if .Values.pauses.routing.existingConfigMap }}{{ .Values.pauses.routing.existingConfigMapKey }}{{ else }}routing.yaml{{ end -}}
+{{- end -}}
+
+{{- define "symfonic-stream.routing.path" -}}
+/etc/symfonic-stream/routing/{{ include "symfonic-stream.routing.key" . }}
+{{- end -}}
+
+{{- define "symfonic-stream.saslEnabled" -}}
+{{- if hasPrefix "SASL_" .Values.kafka.securityProtocol }}true{{ end -}}
+{{- end -}}
+
+{{- define "symfonic-stream.tlsEnabled" -}}
+{{- if has .Values.kafka.securityProtocol (list "SSL" "SASL_SSL") }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when TLS files are mounted from kafka.tls.existingSecret. */}}
+{{- define "symfonic-stream.tlsFiles" -}}
+{{- if and (include "symfonic-stream.tlsEnabled" .) .Values.kafka.tls.existingSecret }}true{{ end -}}
+{{- end -}}
+
+{{/*
+Every non-secret SYMFONIC_* setting, as ConfigMap data (strings). The SASL password is the
+only secret and never appears here: it comes from kafka.sasl.existingSecret via secretKeyRef.
+SYMFONIC_ROUTING_RULES is set only where the rules file is mounted (see "symfonic-stream.env").
+*/}}
+{{- define "symfonic-stream.configData" -}}
+{{- $v := .Values -}}
+SYMFONIC_BOOTSTRAP_SERVERS: {{ $v.kafka.bootstrapServers | quote }}
+SYMFONIC_SECURITY_PROTOCOL: {{ $v.kafka.securityProtocol | quote }}
+SYMFONIC_TOPIC_PREFIX: {{ $v.kafka.topicPrefix | quote }}
+{{- if include "symfonic-stream.saslEnabled" . }}
+SYMFONIC_SASL_MECHANISM: {{ $v.kafka.sasl.mechanism | quote }}
+SYMFONIC_SASL_USERNAME: {{ $v.kafka.sasl.username | quote }}
+{{- end }}
+{{- if include "symfonic-stream.tlsFiles" . }}
+{{- with $v.kafka.tls.caKey }}
+SYMFONIC_SSL_CAFILE: {{ printf "%s/%s" $v.kafka.tls.mountPath . | quote }}
+{{- end }}
+{{- with $v.kafka.tls.certKey }}
+SYMFONIC_SSL_CERTFILE: {{ printf "%s/%s" $v.kafka.tls.mountPath . | quote }}
+{{- end }}
+{{- with $v.kafka.tls.keyKey }}
+SYMFONIC_SSL_KEYFILE: {{ printf "%s/%s" $v.kafka.tls.mountPath . | quote }}
+{{- end }}
+{{- end }}
+SYMFONIC_GAP_TIMEOUT_S: {{ $v.guard.gapTimeoutSeconds | toString | quote }}
+SYMFONIC_RUN_BUFFER_MAX: {{ $v.guard.runBufferMax | int64 | toString | quote }}
+SYMFONIC_CLOSED_RUN_GRACE_S: {{ $v.guard.closedRunGraceSeconds | toString | quote }}
+SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
+SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
+SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
+SYMFONIC_PARTITIONS: {{ $v.topics.partitions | int64 | toString | quote }}
+SYMFONIC_REPLICATION_FACTOR: {{ $v.topics.replicationFactor | int64 | toString | quote }}
+SYMFONIC_MIN_INSYNC_REPLICAS: {{ $v.topics.minInsyncReplicas | int64 | toString | quote }}
+SYMFONIC_MAX_RECORD_BYTES: {{ $v.engine.maxRecordBytes | int64 | toString | quote }}
+SYMFONIC_BATCH_MAX_RECORDS: {{ $v.engine.batchMaxRecords | int64 | toString | quote }}
+SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote }}
+SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}
+SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
+SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toString | quote }}
+SYMFONIC_SHUTDOWN_TIMEOUT_S: {{ $v.engine.shutdownTimeoutSeconds | toString | quote }}
+{{- end -}}
+
+{{/* The sha256 of everything the pods read from ConfigMaps, to roll them on change. */}}
+{{- define "symfonic-stream.configChecksum" -}}
+{{- printf "%s\n%s" (include "symfonic-stream.configData" .) (include "symfonic-stream.routing.file" . | trim) | sha256sum -}}
+{{- end -}}
+
+{{/*
+Container env and envFrom. Call with (dict "ctx" $ "configMap" name "routing" bool "extraEnv" list).
+*/}}
+{{- define "symfonic-stream.env" -}}
+{{- $v := .ctx.Values -}}
+envFrom:
+  - configMapRef:
+      name: {{ .configMap }}
+  {{- with $v.extraEnvFrom }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
+{{- if or $sasl .routing $v.extraEnv .extraEnv }}
+env:
+  {{- if $sasl }}
+  - name: SYMFONIC_SASL_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ $v.kafka.sasl.existingSecret }}
+        key: {{ $v.kafka.sasl.passwordKey }}
+  {{- end }}
+  {{- if .routing }}
+  - name: SYMFONIC_ROUTING_RULES
+    value: {{ include "symfonic-stream.routing.path" .ctx | quote }}
+  {{- end }}
+  {{- with $v.extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+  {{- with .extraEnv }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Container volumeMounts. Call with (dict "ctx" $ "routing" bool). */}}
+{{- define "symfonic-stream.volumeMounts" -}}
+{{- $v := .ctx.Values -}}
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
+  {{- if include "symfonic-stream.tlsFiles" .ctx }}
+  - name: kafka-tls
+    mountPath: {{ $v.kafka.tls.mountPath }}
+    readOnly: true
+  {{- end }}
+  {{- if .routing }}
+  - name: routing-rules
+    mountPath: /etc/symfonic-stream/routing
+    readOnly: true
+  {{- end }}
+  {{- with $v.extraVolumeMounts }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* Pod volumes. Call with (dict "ctx" $ "routing" bool "routingConfigMap" name). */}}
+{{- define "symfonic-stream.volumes" -}}
+{{- $v := .ctx.Values -}}
+volumes:
+  - name: tmp
+    emptyDir:
+      sizeLimit: {{ $v.tmpSizeLimit }}
+  {{- if include "symfonic-stream.tlsFiles" .ctx }}
+  - name: kafka-tls
+    secret:
+      secretName: {{ $v.kafka.tls.existingSecret }}
+      defaultMode: 0440
+      items:
+        {{- range $key := list $v.kafka.tls.caKey $v.kafka.tls.certKey $v.kafka.tls.keyKey }}
+        {{- if $key }}
+        - key: {{ $key }}
+          path: {{ $key }}
+        {{- end }}
+        {{- end }}
+  {{- end }}
+  {{- if .routing }}
+  - name: routing-rules
+    configMap:
+      name: {{ .routingConfigMap }}
+      items:
+        - key: {{ include "symfonic-stream.routing.key" .ctx }}
+          path: {{ include "symfonic-stream.routing.key" .ctx }}
+  {{- end }}
+  {{- with $v.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The effective autoscaling bounds of one consumer. Call with (dict "ctx" $ "consumer" name); returns YAML. */}}
+{{- define "symfonic-stream.autoscaling" -}}
+{{- $a := .ctx.Values.autoscaling -}}
+{{- $o := (index .ctx.Values.consumers .consumer).autoscaling | default dict -}}
+minReplicas: {{ ternary $o.minReplicas $a.minReplicas (hasKey $o "minReplicas") | int64 }}
+maxReplicas: {{ ternary $o.maxReplicas $a.maxReplicas (hasKey $o "maxReplicas") | int64 }}
+lagThreshold: {{ ternary $o.lagThreshold $a.keda.lagThreshold (hasKey $o "lagThreshold") | int64 }}
+{{- end -}}
+
+{{- define "symfonic-stream.autoscalingEnabled" -}}
+{{- if or .Values.autoscaling.hpa.enabled .Values.autoscaling.keda.enabled }}true{{ end -}}
+{{- end -}}
+
+{{/* The topic a consumer reads (the lag KEDA scales on). Call with (dict "ctx" $ "consumer" name). */}}
+{{- define "symfonic-stream.sourceTopic" -}}
+{{- if eq .consumer "resumes" -}}
+{{ .ctx.Values.kafka.topicPrefix }}.resume-requests
+{{- else -}}
+{{ .ctx.Values.kafka.topicPrefix }}.agent-events
+{{- end -}}
+{{- end -}}
+
+{{/* Scheduling fields of a consumer pod. Call with (dict "ctx" $ "component" name). */}}
+{{- define "symfonic-stream.scheduling" -}}
+{{- $v := .ctx.Values -}}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if $v.affinity }}
+affinity:
+  {{- toYaml $v.affinity | nindent 2 }}
+{{- else if eq $v.podAntiAffinityPreset "soft" }}
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "symfonic-stream.selectorLabels" . | nindent 14 }}
+{{- else if eq $v.podAntiAffinityPreset "hard" }}
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      - topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "symfonic-stream.selectorLabels" . | nindent 12 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  - {{- toYaml (merge (deepCopy .) (dict "labelSelector" (dict "matchLabels" (fromYaml (include "symfonic-stream.selectorLabels" $))))) | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* Fail the render on inconsistent values the schema cannot express. */}}
+{{- define "symfonic-stream.validate" -}}
+{{- $v := .Values -}}
+{{- if and $v.autoscaling.hpa.enabled $v.autoscaling.keda.enabled -}}
+{{- fail "autoscaling.hpa.enabled and autoscaling.keda.enabled are mutually exclusive: both would scale the same Deployments. Turn one of them off." -}}
+{{- end -}}
+{{- $partitions := $v.topics.partitions | int64 -}}
+{{- range $name := splitList " " (include "symfonic-stream.consumerNames" $) -}}
+{{- $c := index $v.consumers $name -}}
+{{- if $c.enabled -}}
+{{- if gt ($c.replicaCount | int64) $partitions -}}
+{{- fail (printf "consumers.%s.replicaCount (%d) exceeds topics.partitions (%d): a consumer group cannot use more members than partitions." $name ($c.replicaCount | int64) $partitions) -}}
+{{- end -}}
+{{- if include "symfonic-stream.autoscalingEnabled" $ -}}
+{{- $as := fromYaml (include "symfonic-stream.autoscaling" (dict "ctx" $ "consumer" $name)) -}}
+{{- if lt ($as.minReplicas | int64) 1 -}}
+{{- fail (printf "autoscaling: minReplicas of %s must be at least 1 (transaction markers leave a lag of 1 per partition, so scale-to-zero would flap)." $name) -}}
+{{- end -}}
+{{- if gt ($as.maxReplicas | int64) $partitions -}}
+{{- fail (printf "autoscaling: maxReplicas of %s (%d) exceeds topics.partitions (%d): a consumer group cannot use more members than partitions." $name ($as.maxReplicas | int64) $partitions) -}}
+{{- end -}}
+{{- if gt ($as.minReplicas | int64) ($as.maxReplicas | int64) -}}
+{{- fail (printf "autoscaling: minReplicas of %s (%d) exceeds its maxReplicas (%d)." $name ($as.minReplicas | int64) ($as.maxReplicas | int64)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if include "symfonic-stream.saslEnabled" . -}}
+{{- if not $v.kafka.sasl.mechanism -}}
+{{- fail (printf "kafka.sasl.mechanism is required when kafka.securityProtocol is %s." $v.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if not $v.kafka.sasl.username -}}
+{{- fail (printf "kafka.sasl.username is required when kafka.securityProtocol is %s." $v.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if not $v.kafka.sasl.existingSecret -}}
+{{- fail (printf "kafka.sasl.existingSecret (a Secret holding the password under kafka.sasl.passwordKey) is required when kafka.securityProtocol is %s." $v.kafka.securityProtocol) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (empty $v.kafka.tls.certKey) (empty $v.kafka.tls.keyKey) -}}
+{{- fail "kafka.tls.certKey and kafka.tls.keyKey go together: set both for mutual TLS, or neither." -}}
+{{- end -}}
+{{- if and $v.kafka.tls.existingSecret (not $v.kafka.tls.caKey) (not $v.kafka.tls.certKey) -}}
+{{- fail "kafka.tls.existingSecret is set but neither kafka.tls.caKey nor kafka.tls.certKey names a file in it." -}}
+{{- end -}}
+{{- if and $v.kafka.tls.existingSecret (not (include "symfonic-stream.tlsEnabled" .)) -}}
+{{- fail (printf "kafka.tls.existingSecret is set but kafka.securityProtocol is %s: use SSL or SASL_SSL." $v.kafka.securityProtocol) -}}
+{{- end -}}
+{{- if and $v.pauses.tenantQueues (not $v.pauses.routing.tenants) (not $v.pauses.routing.existingConfigMap) -}}
+{{- fail "pauses.tenantQueues needs pauses.routing.tenants (the tenants whose queue topics exist), or a rules file with `tenants` in pauses.routing.existingConfigMap." -}}
+{{- end -}}
+{{- if and (eq $v.topics.management "strimzi") (not $v.topics.strimzi.clusterName) -}}
+{{- fail "topics.strimzi.clusterName (the Strimzi Kafka cluster, label strimzi.io/cluster) is required when topics.management is strimzi." -}}
+{{- end -}}
+{{- if ge ($v.engine.shutdownTimeoutSeconds | float64) ($v.terminationGracePeriodSeconds | float64) -}}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must exceed engine.shutdownTimeoutSeconds (%v), or Kubernetes kills consumers mid-commit." $v.terminationGracePeriodSeconds $v.engine.shutdownTimeoutSeconds) -}}
+{{- end -}}
+{{- if gt ($v.topics.minInsyncReplicas | int64) ($v.topics.replicationFactor | int64) -}}
+{{- fail (printf "topics.minInsyncReplicas (%d) cannot exceed topics.replicationFactor (%d)." ($v.topics.minInsyncReplicas | int64) ($v.topics.replicationFactor | int64)) -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,158 @@
+"""Chart checks that need no helm: settings coverage, schema strictness, docs, Dockerfile.
+
+The rendering checks (lint, template, helm-unittest, Kubernetes schemas) are `make
+chart-check`; these keep the chart in step with the code and run in plain pytest.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from symfonic_stream.config import ENV_PREFIX, Settings
+
+from . import values_doc
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "symfonic-stream"
+SCHEMA = yaml.safe_load((CHART / "values.schema.json").read_text())
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
+SCENARIOS = sorted((CHART / "ci").glob("*-values.yaml"))
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _errors(values: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(values)
+    ]
+
+
+def _templates_text() -> str:
+    return "\n".join(p.read_text() for p in sorted((CHART / "templates").rglob("*")) if p.is_file())
+
+
+def test_every_setting_reaches_the_pods() -> None:
+    """Each SYMFONIC_* setting of config.py is set by the chart, and no other is."""
+    settings = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    in_chart = set(re.findall(r"\bSYMFONIC_[A-Z0-9_]+\b", _templates_text()))
+    assert settings - in_chart == set(), "settings the chart never sets"
+    assert in_chart - settings == set(), "variables the chart sets that config.py does not read"
+
+
+def test_the_password_only_comes_from_a_secret() -> None:
+    text = _templates_text()
+    block = text[text.index("- name: SYMFONIC_SASL_PASSWORD") :][:200]
+    assert "secretKeyRef" in block
+    assert "password" not in DEFAULTS["kafka"]["sasl"]
+
+
+def test_defaults_and_every_scenario_match_the_schema() -> None:
+    assert _errors(DEFAULTS) == []
+    for scenario in SCENARIOS:
+        assert _errors(_merge(DEFAULTS, yaml.safe_load(scenario.read_text()))) == [], scenario.name
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ({"kafka": {"bootstrapServer": "x:9092"}}, "'bootstrapServer' was unexpected"),
+        ({"kafka": {"sasl": {"password": "hunter2"}}}, "'password' was unexpected"),
+        ({"consumers": {"typed": {"replicas": 2}}}, "'replicas' was unexpected"),
+        ({"consumers": {"typed": {"replicaCount": "2"}}}, "'2' is not of type 'integer'"),
+        ({"topics": {"partitions": 1.5}}, "1.5 is not of type 'integer'"),
+        ({"autoscaling": {"minReplicas": 0}}, "0 is less than the minimum of 1"),
+        ({"kafka": {"securityProtocol": "TLS"}}, "'TLS' is not one of"),
+        ({"metrics": {"port": 0}}, "0 is less than the minimum of 1"),
+        ({"containerSecurityContext": {"readOnlyRootFileSystem": True}}, "was unexpected"),
+    ],
+)
+def test_the_schema_rejects_unknown_keys_and_wrong_types(
+    override: dict[str, Any], expected: str
+) -> None:
+    errors = _errors(_merge(DEFAULTS, override))
+    assert any(expected in error for error in errors), errors
+
+
+def test_every_object_in_the_schema_is_closed() -> None:
+    """additionalProperties: false on every object with properties (global is shared)."""
+    open_objects: list[str] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if "properties" in node and node.get("additionalProperties") is not False:
+                open_objects.append(where or "/")
+            for key, child in node.items():
+                walk(child, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, child in enumerate(node):
+                walk(child, f"{where}/{index}")
+
+    walk(SCHEMA, "")
+    assert open_objects == ["/properties/global"]
+
+
+def test_every_value_is_documented_and_the_tables_are_current() -> None:
+    docs = values_doc.documented_keys()
+    assert values_doc.undocumented(docs, DEFAULTS) == []
+    table = values_doc.table()
+    for target in values_doc.TARGETS:
+        assert table in target.read_text(), f"{target}: run `make chart-docs`"
+
+
+#: Schema keys with no default in values.yaml: optional Kubernetes fields and overrides.
+OPTIONAL_KEYS = re.compile(
+    r"^(consumers\.\w+\.autoscaling|consumers\.\w+\.resources|topics\.ensureJob\.resources"
+    r"|podSecurityContext|containerSecurityContext|updateStrategy)\."
+)
+
+
+def test_values_yaml_shows_every_option_of_the_schema() -> None:
+    """Every key the schema accepts has a (documented) default in values.yaml."""
+
+    def resolve(schema: dict[str, Any]) -> dict[str, Any]:
+        ref = schema.get("$ref")
+        return SCHEMA["$defs"][ref.rsplit("/", 1)[-1]] if ref else schema
+
+    def walk(values: Any, schema: dict[str, Any], path: str) -> list[str]:
+        props = resolve(schema).get("properties") or {}
+        found = []
+        for key, sub in props.items():
+            child = f"{path}.{key}" if path else key
+            if not isinstance(values, dict) or key not in values:
+                found.append(child)
+            else:
+                found += walk(values[key], sub, child)
+        return found
+
+    absent = [k for k in walk(DEFAULTS, SCHEMA, "") if not OPTIONAL_KEYS.match(k)]
+    assert absent == []
+
+
+def test_dockerfile_final_stage() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    final = text[text.rindex("\nFROM ") :]
+    assert re.search(r"^USER \$\{UID\}:\$\{GID\}$", final, re.M)
+    assert re.search(r"^ARG UID=\d+$", final, re.M) and re.search(r"^ARG GID=\d+$", final, re.M)
+    assert 'ENTRYPOINT ["symfonic-stream"]' in final
+    assert re.search(r"^EXPOSE 9400$", final, re.M)
+    assert "--no-index" in final
+    for tool in ("gcc", "build-essential", "apt-get install"):
+        assert tool not in final
+    assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11-slim", text, re.M)
+    assert text.count("\nFROM ") == 2  # builder + runtime

@@ -1,0 +1,164 @@
+"""Validate rendered chart manifests offline against the Kubernetes OpenAPI schemas.
+
+    python tests/chart/validate_manifests.py --kube-version 1.28.0 [--kube-version ...] FILE...
+
+Every document of every FILE (`helm template` output) is validated strictly (unknown fields
+are errors) with kubernetes-validate's bundled schemas for each version. Custom resources
+(CRD kinds, listed by name below) have no schema there and are skipped; any other kind
+without a schema is an error, not a skip. On top of the schemas, every pod template is
+checked for the chart's security promises, and no env var may carry a literal secret. The
+settings ConfigMaps must load with the application's own settings model, and rendered
+routing rules files must parse with its own rules parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import yaml
+
+from symfonic_stream.config import ENV_PREFIX, ConfigError, load_settings
+from symfonic_stream.pauses.rules import RulesError, parse_rules
+
+#: Custom resources: validated by their operators' webhooks, not by core Kubernetes schemas.
+CRD_KINDS = frozenset(
+    {
+        "ServiceMonitor",
+        "PodMonitor",
+        "PrometheusRule",
+        "ScaledObject",
+        "TriggerAuthentication",
+        "KafkaTopic",
+    }
+)
+
+
+def pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    kind = doc.get("kind")
+    if kind == "Pod":
+        return [doc["spec"]]
+    if kind in {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}:
+        return [doc["spec"]["template"]["spec"]]
+    if kind == "CronJob":
+        return [doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]]
+    return []
+
+
+def security_problems(doc: dict[str, Any]) -> list[str]:
+    """The chart's promises for every pod: non-root, read-only root, no capabilities, ..."""
+    problems = []
+    for spec in pod_specs(doc):
+        pod_sc = spec.get("securityContext") or {}
+        if pod_sc.get("runAsNonRoot") is not True:
+            problems.append("pod securityContext.runAsNonRoot is not true")
+        if (pod_sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+            problems.append("pod seccompProfile is not RuntimeDefault")
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        for container in spec.get("containers", []) + spec.get("initContainers", []):
+            name = container["name"]
+            sc = container.get("securityContext") or {}
+            if sc.get("readOnlyRootFilesystem") is not True:
+                problems.append(f"{name}: readOnlyRootFilesystem is not true")
+            if sc.get("allowPrivilegeEscalation") is not False:
+                problems.append(f"{name}: allowPrivilegeEscalation is not false")
+            if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+                problems.append(f"{name}: capabilities do not drop ALL")
+            if sc.get("runAsNonRoot") is not True:
+                problems.append(f"{name}: runAsNonRoot is not true")
+            mounts = {m["mountPath"]: m["name"] for m in container.get("volumeMounts") or []}
+            if "emptyDir" not in volumes.get(mounts.get("/tmp", ""), {}):
+                problems.append(f"{name}: /tmp is not an emptyDir")
+            for env in container.get("env") or []:
+                secretish = any(w in env["name"].upper() for w in ("PASSWORD", "SECRET", "TOKEN"))
+                if secretish and "value" in env:
+                    problems.append(f"{name}: env {env['name']} has a literal value")
+    return problems
+
+
+def app_problems(doc: dict[str, Any], tmp: Path) -> list[str]:
+    """ConfigMaps the application reads: settings via config.py, routing rules via rules.py."""
+    if doc.get("kind") != "ConfigMap":
+        return []
+    data = doc.get("data") or {}
+    problems = []
+    if f"{ENV_PREFIX}BOOTSTRAP_SERVERS" in data:
+        overrides: dict[str, object] = {
+            key.removeprefix(ENV_PREFIX).lower(): value for key, value in data.items()
+        }
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if name in overrides:  # mounted from a Secret in the pod: stand in a file here
+                (tmp / name).write_text("PEM")
+                overrides[name] = str(tmp / name)
+        if str(overrides.get("security_protocol", "")).startswith("SASL_"):
+            overrides["sasl_password"] = "from-the-secret"
+        try:
+            load_settings(**overrides)
+        except ConfigError as exc:
+            problems.append(f"settings do not load: {exc}")
+    if "routing.yaml" in data:
+        try:
+            parse_rules(data["routing.yaml"], "routing.yaml")
+        except RulesError as exc:
+            problems.append(f"routing rules do not parse: {exc}")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kube-version", action="append", required=True, dest="versions")
+    parser.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args()
+
+    failures = 0
+    tmp = Path(tempfile.mkdtemp(prefix="chart-validate-"))
+    for path in args.files:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        if not docs:
+            print(f"ERROR {path}: no manifests")
+            failures += 1
+            continue
+        before = failures
+        checked: Counter[str] = Counter()
+        skipped: Counter[str] = Counter()
+        for doc in docs:
+            if not isinstance(doc, dict):
+                print(f"ERROR {path}: a document is not a mapping: {str(doc)[:80]!r}")
+                failures += 1
+                continue
+            kind = doc.get("kind", "?")
+            ident = f"{path.name}: {kind}/{doc.get('metadata', {}).get('name', '?')}"
+            for problem in security_problems(doc) + app_problems(doc, tmp):
+                print(f"ERROR {ident}: {problem}")
+                failures += 1
+            if kind in CRD_KINDS:
+                skipped[kind] += 1
+                continue
+            for version in args.versions:
+                try:
+                    kubernetes_validate.validate(doc, version, strict=True)
+                except kubernetes_validate.ValidationError as exc:
+                    where = ".".join(str(p) for p in exc.path)
+                    print(f"ERROR {ident} (k8s {version}): {where}: {exc.message}")
+                    failures += 1
+                except kubernetes_validate.SchemaNotFoundError as exc:
+                    print(f"ERROR {ident} (k8s {version}): no schema: {exc.message}")
+                    failures += 1
+            checked[kind] += 1
+        summary = ", ".join(f"{n} {k}" for k, n in sorted(checked.items()))
+        crds = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items())) or "none"
+        status = "ok" if failures == before else "FAILED"
+        versions = ", ".join(args.versions)
+        print(f"{status} {path.name}: {summary} (k8s {versions}); CRDs skipped: {crds}")
+    if failures:
+        print(f"{failures} problem(s)", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
