@@ -19,6 +19,18 @@ def _register() -> None:
     from symfonic_stream.commands import project
 
     main.add_command(project.command)
+    from symfonic_stream.commands import schemas
+    main.add_command(schemas.command)
+    from symfonic_stream.commands import run, topics
+    main.add_command(run.command)
+    main.add_command(topics.command)
+    from symfonic_stream.commands import publish, tail
+    main.add_command(publish.command)
+    main.add_command(tail.command)
+    from symfonic_stream.commands import replay
+    main.add_command(replay.command)
+    from symfonic_stream.commands import demo
+    main.add_command(demo.command)
 
 
 _register()

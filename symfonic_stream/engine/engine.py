@@ -1,0 +1,430 @@
+"""The consume → process → transactional-produce loop every consumer runs.
+
+Checkpoint sequence
+===================
+
+On assignment of input partition p (the rebalance callback only pauses p and queues it;
+the work below runs in the consume loop, so heartbeats keep flowing during a long restore.
+aio-libs/aiokafka#738: aiokafka lets the fetcher run *before* ``on_partitions_assigned``
+completes, so records of p can come back before p is set up; they are dropped, and the
+seek of step 3 makes the fetcher start over from the committed offset):
+
+1. **Fence.** Create p's producer (``transactional_id = <group>-<source>-<p>``) and start
+   it: InitProducerId bumps the epoch, which fences any zombie still holding p and
+   commits or aborts whatever transaction it left open. From here on nobody else can
+   write p's outputs, dead letters, changelog or offsets.
+2. **Restore.** A group-less read_committed consumer replays changelog partition p from
+   its beginning to its end offset (the LSO) into a fresh processor.
+3. **Seek.** Fetch p's committed offset from the group coordinator (now final, because
+   step 1 resolved any transaction that could still move it) and seek there, or to the
+   beginning of p when the group never committed it.
+4. **Consume.** Resume p.
+
+A batch of p: process the records into a Collector (no transaction open yet), then one
+transaction through p's producer: begin → outputs, dead letters, changelog writes →
+``send_offsets_to_transaction({p: last offset + 1})`` → wait for every send → commit.
+A punctuation of p (a wall-clock timer, so gap timeouts fire on an idle partition) is a
+transaction of its own, without offsets.
+
+On failure: an aborted transaction rebuilds p's processor from the changelog and seeks p
+back to its committed offset (the batch is processed again, with a back-off when it keeps
+failing). A fenced or fatal producer is never used again: p is paused, its producer and
+processor dropped, and the consumer rejoins the group so the group decides who owns p now
+(the new owner starts again at step 1).
+
+On revocation (aiokafka's eager protocol revokes everything at every rebalance): wait for
+the batch in flight to commit or abort (the engine lock), then stop and drop the
+producers and processors of the revoked partitions. Nothing else is needed: the next
+owner's step 1 fences and cleans up whatever we could not. aio-libs/aiokafka#844 (a
+rebalance during a transaction lets the old owner commit offsets it no longer owns) is
+closed twice over: the revocation waits for the transaction, and a member that lost p
+without knowing it (session timeout) is fenced by the new owner's step 1. A batch fetched
+across a rebalance is discarded (the epoch check), never committed by the old owner.
+
+On SIGTERM/SIGINT: stop fetching, let the batch in flight finish, stop the producers and
+leave the group, all within ``SYMFONIC_SHUTDOWN_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import ConsumerStoppedError, KafkaError
+
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.checkpoint import (
+    EngineError,
+    Superseded,
+    check_topics,
+    committed_offsets,
+    prepare_partitions,
+    restore_processor,
+)
+from symfonic_stream.engine.partition import Outcome, PartitionTask
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.kafka.clients import group_consumer_kwargs
+from symfonic_stream.observability.health import HealthState
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Engine", "EngineError"]
+
+#: How long one idle poll waits; bounds how late a stop or a punctuation is noticed.
+IDLE_POLL_MS = 250
+#: Back-off after a failed partition set-up or a repeatedly failing transaction.
+RETRY_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+
+
+class Engine:
+    """Runs one :class:`Topology` until :meth:`stop` is called."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        settings: Settings,
+        metrics: ConsumerMetrics,
+        health: HealthState | None = None,
+    ) -> None:
+        self.topology = topology
+        self.settings = settings
+        self.metrics = metrics
+        self.health = health
+        self._consumer: AIOKafkaConsumer | None = None
+        self._tasks: dict[TopicPartition, PartitionTask] = {}
+        self._pending: set[TopicPartition] = set()
+        # Held while a batch, a punctuation or a revocation touches the tasks.
+        self._lock = asyncio.Lock()
+        # Bumped by every revocation and assignment: work started under an older epoch
+        # (a fetched batch, a set-up) is stale and discarded.
+        self._epoch = 0
+        self._assigned = False
+        # A partition was dropped (fenced producer); not ready until the group reassigns it.
+        self._dropped = False
+        self._rejoin = False
+        self._setup_retry_at = 0.0
+        self._stopping = asyncio.Event()
+        self._punctuate_every = min(1.0, settings.gap_timeout_s / 4)
+        self._next_punctuation = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish the batch in flight and shut down (signal-handler safe)."""
+        self._stopping.set()
+
+    async def run(self) -> int:
+        """Run until stopped; 0 after a clean shutdown, 1 when it had to be cut short."""
+        main = asyncio.create_task(self._main(), name=f"engine-{self.topology.consumer}")
+        stopping = asyncio.create_task(self._stopping.wait())
+        try:
+            await asyncio.wait({main, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not main.done():
+                done, _ = await asyncio.wait({main}, timeout=self.settings.shutdown_timeout_s)
+                if not done:
+                    log.error("shutdown timed out; abandoning the batch in flight "
+                              "(the next owner's fencing aborts its transaction)")
+                    main.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await asyncio.wait_for(main, 5.0)
+                    return 1
+            main.result()
+            return 0
+        finally:
+            stopping.cancel()
+
+    async def _main(self) -> None:
+        await check_topics(self.settings, self.topology)
+        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, self.topology.group_id))
+        self._consumer = consumer
+        consumer.subscribe([self.topology.source_topic], listener=_Listener(self))
+        await consumer.start()
+        log.info("consumer started", extra={"group": self.topology.group_id,
+                                            "topic": self.topology.source_topic})
+        try:
+            await self._loop(consumer)
+        finally:
+            await self._shutdown(consumer)
+
+    async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
+        self._set_ready(False)
+        async with self._lock:
+            tasks = list(self._tasks.values())
+            self._tasks.clear()
+            self._pending.clear()
+            await asyncio.gather(*(task.close() for task in tasks))
+            for task in tasks:
+                self.metrics.forget_partition(task.tp.topic, task.tp.partition)
+        # Leaving the group now hands our partitions over at once, not after a session timeout.
+        await consumer.stop()
+        log.info("consumer stopped", extra={"group": self.topology.group_id})
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def _loop(self, consumer: AIOKafkaConsumer) -> None:
+        settings = self.settings
+        while not self._stopping.is_set():
+            if self._rejoin:
+                self._rejoin = False
+                self._force_rejoin(consumer)
+            if self._pending and time.monotonic() >= self._setup_retry_at:
+                await self._set_up_pending(consumer)
+            self._resume_due(consumer)
+            epoch = self._epoch
+            try:
+                batch = await consumer.getmany(
+                    timeout_ms=IDLE_POLL_MS, max_records=settings.batch_max_records
+                )
+                if batch and settings.batch_max_latency_ms > 0:
+                    batch = await self._fill(consumer, batch)
+            except ConsumerStoppedError:
+                break
+            except KafkaError as exc:
+                # Coordination and fetch errors surface here; the consumer recovers from
+                # most of them by itself. Never crash: log, back off, poll again.
+                log.warning("poll failed", extra={"error": repr(exc)})
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            self._mark_progress()
+            if batch:
+                async with self._lock:
+                    # A rebalance while fetching may have moved these partitions elsewhere.
+                    if epoch == self._epoch:
+                        await self._process(consumer, batch, epoch)
+            await self._maybe_punctuate(consumer)
+            self._set_ready(self.ready)
+
+    async def _fill(
+        self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, list[Any]]
+    ) -> dict[TopicPartition, list[Any]]:
+        """Wait up to the batch latency for more records, so one transaction carries more."""
+        count = sum(len(records) for records in batch.values())
+        room = self.settings.batch_max_records - count
+        if room <= 0:
+            return batch
+        await asyncio.sleep(self.settings.batch_max_latency_ms / 1000)
+        more = await consumer.getmany(timeout_ms=0, max_records=room)
+        for tp, records in more.items():
+            batch.setdefault(tp, []).extend(records)
+        return batch
+
+    async def _process(
+        self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, list[Any]], epoch: int
+    ) -> None:
+        # Partitions are independent (own producer, own processor): commit them concurrently.
+        jobs = [(self._tasks[tp], records) for tp, records in batch.items()
+                if records and tp in self._tasks]
+        outcomes = await asyncio.gather(*(task.process(records) for task, records in jobs))
+        for (task, _), outcome in zip(jobs, outcomes, strict=True):
+            await self._settle(consumer, task, outcome, epoch)
+        self._update_gauges(consumer)
+
+    async def _maybe_punctuate(self, consumer: AIOKafkaConsumer) -> None:
+        if time.monotonic() < self._next_punctuation:
+            return
+        self._next_punctuation = time.monotonic() + self._punctuate_every
+        async with self._lock:
+            epoch = self._epoch
+            tasks = list(self._tasks.values())
+            now = time.time()
+            outcomes = await asyncio.gather(*(task.punctuate(now) for task in tasks))
+            for task, outcome in zip(tasks, outcomes, strict=True):
+                await self._settle(consumer, task, outcome, epoch)
+            self._update_gauges(consumer)
+
+    async def _settle(
+        self, consumer: AIOKafkaConsumer, task: PartitionTask, outcome: Outcome, epoch: int
+    ) -> None:
+        """Act on a transaction's outcome (the engine lock is held)."""
+        if outcome is Outcome.COMMITTED or epoch != self._epoch:
+            return  # a pending revocation will drop the partition anyway
+        if outcome is Outcome.ABORTED:
+            try:
+                await self._rebuild(consumer, task)
+                return
+            except Exception:
+                log.exception("rebuilding the partition failed; giving it back to the group",
+                              extra={"partition": task.partition})
+        await self._drop(consumer, task)
+
+    async def _rebuild(self, consumer: AIOKafkaConsumer, task: PartitionTask) -> None:
+        """After an abort: fresh processor from the changelog, back to the committed offset."""
+        processor = await restore_processor(
+            self.settings, self.topology, task.partition, self._mark_progress
+        )
+        offsets = await committed_offsets(consumer, [task.tp])
+        task.processor = processor
+        task.next_offset = offsets[task.tp]
+        consumer.seek(task.tp, task.next_offset)
+        if task.failures > 1:
+            # The same batch keeps failing: back off instead of spinning on the broker.
+            delay = min(MAX_BACKOFF_S, RETRY_BACKOFF_S * 2 ** (task.failures - 2))
+            task.paused_until = time.monotonic() + delay
+            consumer.pause(task.tp)
+            log.warning("partition paused after repeated failures",
+                        extra={"partition": task.partition, "failures": task.failures,
+                               "seconds": delay})
+
+    async def _drop(self, consumer: AIOKafkaConsumer, task: PartitionTask) -> None:
+        """Fenced or fatal: stop using the partition and let the group reassign it."""
+        self._tasks.pop(task.tp, None)
+        with contextlib.suppress(Exception):
+            consumer.pause(task.tp)
+        await task.close()
+        self.metrics.forget_partition(task.tp.topic, task.tp.partition)
+        self._dropped = True
+        self._set_ready(False)
+        self._rejoin = True
+
+    def _force_rejoin(self, consumer: AIOKafkaConsumer) -> None:
+        """Make the group run a rebalance, so the partitions we dropped get an owner.
+
+        aiokafka has no public call for this; ``request_rejoin`` is what it uses itself
+        when metadata changes. A rebalance revokes everything here and the assignment
+        sets every partition up again from step 1, with fresh producers.
+        """
+        coordinator = getattr(consumer, "_coordinator", None)
+        request = getattr(coordinator, "request_rejoin", None)
+        if request is None:
+            raise EngineError("this aiokafka version cannot force a group rejoin")
+        log.info("rejoining the group to reassign dropped partitions")
+        request()
+
+    def _resume_due(self, consumer: AIOKafkaConsumer) -> None:
+        now = time.monotonic()
+        for task in self._tasks.values():
+            if task.paused_until and now >= task.paused_until:
+                task.paused_until = 0.0
+                consumer.resume(task.tp)
+
+    # -- assignment --------------------------------------------------------------------
+
+    async def _set_up_pending(self, consumer: AIOKafkaConsumer) -> None:
+        """Checkpoint steps 1-4 for every newly assigned partition (steps 1-3 unlocked)."""
+        epoch = self._epoch
+        tps = sorted(self._pending)
+        try:
+            prepared = await prepare_partitions(
+                self.settings, self.topology, consumer, tps, metrics=self.metrics,
+                cancelled=lambda: epoch != self._epoch or self._stopping.is_set(),
+                on_progress=self._mark_progress,
+            )
+        except Superseded:
+            return
+        except Exception:
+            log.exception("setting partitions up failed; retrying",
+                          extra={"partitions": [tp.partition for tp in tps]})
+            self._setup_retry_at = time.monotonic() + RETRY_BACKOFF_S
+            return
+        async with self._lock:
+            if epoch != self._epoch or self._stopping.is_set():
+                await asyncio.gather(*(p.producer.close() for p in prepared.values()))
+                return
+            for tp, ready in prepared.items():
+                consumer.seek(tp, ready.offset)
+                self._tasks[tp] = PartitionTask(
+                    self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
+                    metrics=self.metrics, max_record_bytes=self.settings.max_record_bytes,
+                )
+                self._pending.discard(tp)
+            # Step 4: consume.
+            consumer.resume(*tps)
+        log.info("partitions ready", extra={"partitions": [tp.partition for tp in tps],
+                                            "offsets": [prepared[tp].offset for tp in tps]})
+
+    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._epoch += 1
+        self._assigned = False
+        self._dropped = False
+        self._set_ready(False)
+        self.metrics.rebalance()
+        # The lock waits for the batch in flight to commit or abort (aio-libs/aiokafka#844:
+        # never let a transaction straddle the hand-over).
+        async with self._lock:
+            self._pending.clear()
+            tasks = [self._tasks.pop(tp) for tp in list(self._tasks) if tp in revoked]
+            await asyncio.gather(*(task.close() for task in tasks))
+            for task in tasks:
+                self.metrics.forget_partition(task.tp.topic, task.tp.partition)
+        if revoked:
+            log.info("partitions revoked",
+                     extra={"partitions": sorted(p.partition for p in revoked)})
+
+    async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._epoch += 1
+        mine = {tp for tp in assigned if tp.topic == self.topology.source_topic}
+        if mine and self._consumer is not None:
+            # Nothing is fetched until the partition is set up (steps 1-3).
+            self._consumer.pause(*mine)
+        self._pending = mine
+        self._setup_retry_at = 0.0
+        self._assigned = True
+        log.info("partitions assigned", extra={"partitions": sorted(p.partition for p in mine)})
+
+    # -- observability ---------------------------------------------------------------
+
+    def _update_gauges(self, consumer: AIOKafkaConsumer) -> None:
+        tasks = list(self._tasks.values())
+        self.metrics.set_buffered(sum(t.processor.buffered_events for t in tasks))
+        self.metrics.set_active_runs(sum(t.processor.active_runs for t in tasks))
+        for task in tasks:
+            end = _end_offset(consumer, task.tp)
+            if end is not None:
+                self.metrics.set_lag(task.tp.topic, task.tp.partition, end - task.next_offset)
+
+    def _mark_progress(self) -> None:
+        if self.health is not None:
+            self.health.mark_progress()
+
+    def _set_ready(self, ready: bool) -> None:
+        if self.health is not None:
+            if ready != self.health.ready:
+                self.health.set_ready(ready)
+        else:
+            self.metrics.set_ready(ready)
+
+    @property
+    def ready(self) -> bool:
+        """Assigned, every assigned partition set up and consuming (an instance the group
+        gave no partition is ready too: it is a healthy standby)."""
+        return (
+            self._assigned
+            and not self._pending
+            and not self._dropped
+            and not self._stopping.is_set()
+        )
+
+    @property
+    def owned_partitions(self) -> list[int]:
+        return sorted(tp.partition for tp in self._tasks)
+
+
+def _end_offset(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+    """The LSO (read_committed) from the last fetch, else the high watermark."""
+    try:
+        lso = consumer.last_stable_offset(tp)
+        if lso is not None and lso >= 0:
+            return int(lso)
+        highwater = consumer.highwater(tp)
+        return None if highwater is None else int(highwater)
+    except (AssertionError, KafkaError):  # no longer assigned
+        return None
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Forwards aiokafka's rebalance callbacks to the engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._engine._on_revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self._engine._on_assigned(set(assigned))

@@ -1,0 +1,182 @@
+"""One assigned input partition: its processor, its producer and where it stands.
+
+A :class:`PartitionTask` turns one fetched batch (or one punctuation) into one
+transaction and reports what happened as an :class:`Outcome`; the engine decides what an
+abort or a fenced producer means for the partition (see :mod:`symfonic_stream.engine.engine`).
+Processing happens before the transaction opens, so a transaction stays as short as the
+writes themselves.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, Processor
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transactions import (
+    PartitionProducer,
+    ProducerUnusable,
+    TransactionAborted,
+)
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(enum.Enum):
+    """What became of one transaction attempt."""
+
+    COMMITTED = "committed"
+    #: Rolled back; the processor ran ahead and must be rebuilt, the offset re-sought.
+    ABORTED = "aborted"
+    #: The producer is fenced or fatal; the partition must be given back to the group.
+    UNUSABLE = "unusable"
+
+
+class PartitionTask:
+    """The engine's handle on one input partition it owns."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        partition: int,
+        producer: PartitionProducer,
+        processor: Processor,
+        next_offset: int,
+        *,
+        metrics: ConsumerMetrics,
+        max_record_bytes: int,
+    ) -> None:
+        self.topology = topology
+        self.tp = TopicPartition(topology.source_topic, partition)
+        self.producer = producer
+        self.processor = processor
+        #: The offset of the next record to process (the committed offset after a commit).
+        self.next_offset = next_offset
+        #: Consecutive failed transactions, for the back-off before retrying.
+        self.failures = 0
+        #: While ``time.monotonic()`` is below this, the partition stays paused.
+        self.paused_until = 0.0
+        self._metrics = metrics
+        self._max_record_bytes = max_record_bytes
+
+    @property
+    def partition(self) -> int:
+        partition: int = self.tp.partition
+        return partition
+
+    async def process(self, records: Sequence[Any]) -> Outcome:
+        """Process ``records`` (aiokafka ConsumerRecords, in offset order) in one transaction."""
+        out = Collector()
+        now = time.time()
+        try:
+            for record in records:
+                self._process_one(record, now, out)
+            self.processor.checkpoint(out)
+        except Exception:
+            # Processors are meant to dead-letter, not raise; a bug must not kill the
+            # consumer. Nothing was sent yet: rebuild the processor and retry the batch.
+            log.exception("processor failed", extra=self._log_context())
+            return self._failed(0.0)
+        next_offset = records[-1].offset + 1
+        return await self._commit(out, next_offset, consumed=len(records))
+
+    async def punctuate(self, now: float) -> Outcome:
+        """Fire timers (gap timeouts, grace expiry); commit what they produced, if anything."""
+        out = Collector()
+        try:
+            self.processor.punctuate(now, out)
+            self.processor.checkpoint(out)
+        except Exception:
+            log.exception("processor punctuation failed", extra=self._log_context())
+            return self._failed(0.0)
+        if not (out.outputs or out.dead_letters or out.state):
+            self._count(out)
+            return Outcome.COMMITTED
+        return await self._commit(out, None, consumed=0)
+
+    async def close(self) -> None:
+        await self.producer.close()
+
+    def _process_one(self, record: Any, now: float, out: Collector) -> None:
+        value: bytes | None = record.value
+        item = InputRecord(
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            key=record.key,
+            value=value,
+            headers=tuple((k, v if v is not None else b"") for k, v in record.headers or ()),
+            timestamp_ms=record.timestamp or 0,
+        )
+        # SPEC §6 checks too_large first, before any decoding, for every consumer.
+        if value is not None and len(value) > self._max_record_bytes:
+            out.dead_letter(
+                item,
+                DeadLetterReason.TOO_LARGE,
+                f"value is {len(value)} bytes, limit {self._max_record_bytes}",
+            )
+            return
+        self.processor.process(item, now, out)
+
+    async def _commit(self, out: Collector, next_offset: int | None, *, consumed: int) -> Outcome:
+        started = time.monotonic()
+        offsets = None if next_offset is None else {self.tp: next_offset}
+        try:
+            await self.producer.commit(out, offsets)
+        except TransactionAborted as exc:
+            log.warning("transaction aborted; partition will be rebuilt",
+                        extra={**self._log_context(), "error": repr(exc.__cause__)})
+            return self._failed(time.monotonic() - started)
+        except ProducerUnusable as exc:
+            log.warning("producer unusable; partition given back to the group",
+                        extra={**self._log_context(), "fenced": exc.fenced, "error": str(exc)})
+            self._metrics.observe_transaction(time.monotonic() - started, committed=False)
+            if exc.fenced:
+                self._metrics.producer_fenced()
+            return Outcome.UNUSABLE
+        self.failures = 0
+        if next_offset is not None:
+            self.next_offset = next_offset
+        try:
+            self._after_commit(out, time.monotonic() - started, consumed)
+        except Exception:  # bookkeeping must never turn a commit into a failure
+            log.exception("metrics update failed", extra=self._log_context())
+        return Outcome.COMMITTED
+
+    def _failed(self, seconds: float) -> Outcome:
+        self.failures += 1
+        if seconds:
+            self._metrics.observe_transaction(seconds, committed=False)
+        return Outcome.ABORTED
+
+    def _after_commit(self, out: Collector, seconds: float, consumed: int) -> None:
+        metrics = self._metrics
+        metrics.observe_transaction(seconds, committed=True)
+        if consumed:
+            metrics.record_in(self.tp.topic, consumed)
+        now = time.time()
+        for record in out.outputs:
+            metrics.record_out(record.topic, record.record_type)
+            if record.source_ts is not None:
+                metrics.observe_end_to_end(now - record.source_ts)
+        for letter in out.dead_letters:
+            metrics.dead_letter(str(letter.reason))
+        self._count(out)
+
+    def _count(self, out: Collector) -> None:
+        if out.counts:
+            self._metrics.add_counts(out.counts)
+
+    def _log_context(self) -> dict[str, object]:
+        return {
+            "topic": self.tp.topic,
+            "partition": self.tp.partition,
+            "transactional_id": self.producer.transactional_id,
+        }

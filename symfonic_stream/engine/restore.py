@@ -1,0 +1,130 @@
+"""Replaying changelog partitions into fresh processors (checkpoint step 2).
+
+A separate, group-less, read_committed consumer is assigned the changelog partitions of
+the input partitions being set up, seeks to their beginning and feeds every record to
+``processor.restore`` until its position reaches the end offset captured first. Under
+read_committed aiokafka's ``end_offsets`` is the last stable offset (ListOffsets carries the
+isolation level; aio-libs/aiokafka#1087 was about older versions that returned the high
+watermark), and since the partition's producer has already run InitProducerId, no
+transaction of ours is still open on it: the end offset is where our committed state ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.records import Processor
+from symfonic_stream.kafka.clients import restore_consumer_kwargs
+
+log = logging.getLogger(__name__)
+
+#: Fail a restore whose position has not moved for this long (broker gone, or a bug).
+RESTORE_STALL_S = 120.0
+#: A position that has not moved for this long, although fetches from it keep coming back
+#: empty, has nothing visible left to read (see :func:`_nothing_left`).
+SETTLE_S = 3.0
+_POLL_MS = 200
+_MAX_RECORDS = 10_000
+
+
+class RestoreCancelled(Exception):
+    """The partitions were revoked (or the engine stopped) while restoring."""
+
+
+class RestoreStalled(Exception):
+    """A changelog partition stopped advancing before reaching its end offset."""
+
+
+async def restore_partitions(
+    settings: Settings,
+    changelog_topic: str,
+    processors: Mapping[int, Processor],
+    *,
+    cancelled: Callable[[], bool] = lambda: False,
+    on_progress: Callable[[], None] = lambda: None,
+) -> dict[int, int]:
+    """Restore every processor from its changelog partition; returns records per partition."""
+    counts = dict.fromkeys(processors, 0)
+    if not processors:
+        return counts
+    consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
+    await consumer.start()
+    try:
+        tps = [TopicPartition(changelog_topic, p) for p in processors]
+        consumer.assign(tps)
+        begins = await consumer.beginning_offsets(tps)
+        ends = await consumer.end_offsets(tps)
+        remaining = {tp for tp in tps if ends[tp] > begins[tp]}
+        for tp in remaining:
+            consumer.seek(tp, begins[tp])
+        positions = {tp: begins[tp] for tp in remaining}
+        moved_at = dict.fromkeys(remaining, time.time())
+        last_move = time.monotonic()
+        while remaining:
+            if cancelled():
+                raise RestoreCancelled(changelog_topic)
+            poll_started = time.time()
+            batch = await consumer.getmany(
+                *remaining, timeout_ms=_POLL_MS, max_records=_MAX_RECORDS
+            )
+            # Everything fetched before the poll started has been handed over to us.
+            drained = sum(len(records) for records in batch.values()) < _MAX_RECORDS
+            for tp, records in batch.items():
+                processor = processors[tp.partition]
+                end = ends[tp]
+                for record in records:
+                    # Only what was committed when we started; a tombstone restores as None.
+                    if record.offset < end and record.key is not None:
+                        processor.restore(record.key, record.value)
+                        counts[tp.partition] += 1
+            for tp in list(remaining):
+                position = await consumer.position(tp)
+                if position != positions[tp]:
+                    positions[tp] = position
+                    moved_at[tp] = time.time()
+                    last_move = time.monotonic()
+                if position >= ends[tp] or (
+                    drained and _nothing_left(consumer, tp, moved_at[tp], poll_started)
+                ):
+                    remaining.discard(tp)
+            on_progress()
+            if remaining and time.monotonic() - last_move > RESTORE_STALL_S:
+                raise RestoreStalled(
+                    f"{changelog_topic}: no progress for {RESTORE_STALL_S:.0f} s at "
+                    + ", ".join(f"{tp.partition}@{positions[tp]}/{ends[tp]}" for tp in remaining)
+                )
+            await asyncio.sleep(0)
+    finally:
+        await consumer.stop()
+    return counts
+
+
+def _nothing_left(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, moved_at: float, poll_started: float
+) -> bool:
+    """Whether the broker has said, after the position stopped, that nothing follows it.
+
+    Normally the position reaches the end offset, stepping over the trailing commit marker
+    (aio-libs/aiokafka#911 was a version where it stopped one short of it). A broker may
+    also drop the last markers or records of a compacted partition (quix-streams#1017 saw
+    Redpanda do it), leaving offsets that no fetch will ever return. A fetch response that
+    arrived well after the position last moved, but before the last poll started (so the
+    poll would have handed over anything it carried), and gave nothing, proves that: the
+    restore then ends there instead of waiting forever.
+    """
+    if time.time() - moved_at < SETTLE_S:
+        return False
+    polled_ms = consumer.last_poll_timestamp(tp)
+    if polled_ms is None or not moved_at + 1.0 < polled_ms / 1000 < poll_started:
+        return False
+    log.warning(
+        "changelog partition ends before its end offset; treating it as restored",
+        extra={"topic": tp.topic, "partition": tp.partition},
+    )
+    return True

@@ -1,0 +1,1 @@
+"""Kafka access: client keyword arguments from the settings, and the admin side (topics)."""

@@ -1,0 +1,130 @@
+"""aiokafka keyword arguments built from :class:`~symfonic_stream.config.Settings`.
+
+Every client the project opens (group consumer, restore consumer, transactional producers,
+admin client, test helpers) takes its connection and security settings from here, so TLS
+and SASL are configured in exactly one place. Secrets are read from ``SecretStr`` only at
+the moment the kwargs are built and never logged.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+from aiokafka.helpers import create_ssl_context
+
+from symfonic_stream import __version__
+from symfonic_stream.config import Settings
+
+#: Producer batches: big enough that a copier at full speed sends few requests, small
+#: enough that 12 per-partition producers per process stay cheap.
+PRODUCER_MAX_BATCH_BYTES = 512 * 1024
+#: Room for the dead-letter headers on top of a record at the size limit.
+_DLQ_HEADROOM_BYTES = 64 * 1024
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The TLS context for ``SSL``/``SASL_SSL``, or ``None`` for plaintext protocols.
+
+    Without ``SYMFONIC_SSL_CAFILE`` the system trust store is used (a managed Kafka with a
+    public CA); a client certificate is only sent when both cert and key files are set.
+    """
+    if not settings.security_protocol.endswith("SSL"):
+        return None
+    context: ssl.SSLContext = create_ssl_context(
+        cafile=settings.ssl_cafile,
+        certfile=settings.ssl_certfile,
+        keyfile=settings.ssl_keyfile,
+    )
+    return context
+
+
+def client_kwargs(settings: Settings, client_id: str) -> dict[str, Any]:
+    """Connection and security kwargs shared by consumers, producers and the admin client."""
+    kwargs: dict[str, Any] = {
+        "bootstrap_servers": settings.bootstrap_servers,
+        "client_id": f"symfonic-stream-{__version__}-{client_id}",
+        "security_protocol": settings.security_protocol,
+    }
+    context = ssl_context(settings)
+    if context is not None:
+        kwargs["ssl_context"] = context
+    if settings.security_protocol.startswith("SASL_"):
+        # Settings validation guarantees mechanism, username and password are all set.
+        assert settings.sasl_mechanism is not None and settings.sasl_password is not None
+        kwargs["sasl_mechanism"] = settings.sasl_mechanism
+        # aiokafka uses the "plain" username/password for SCRAM as well.
+        kwargs["sasl_plain_username"] = settings.sasl_username
+        kwargs["sasl_plain_password"] = settings.sasl_password.get_secret_value()
+    return kwargs
+
+
+def group_consumer_kwargs(settings: Settings, group_id: str) -> dict[str, Any]:
+    """The engine's input consumer: read_committed, manual (transactional) offsets."""
+    return {
+        **client_kwargs(settings, group_id),
+        "group_id": group_id,
+        # Only committed input: an upstream producer's aborted writes are never projected.
+        "isolation_level": "read_committed",
+        # Offsets are committed only inside the output transaction (send_offsets_to_transaction).
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "fetch_max_bytes": settings.batch_max_bytes,
+        "max_partition_fetch_bytes": settings.batch_max_bytes,
+        "max_poll_records": settings.batch_max_records,
+        # aiokafka defaults the rebalance timeout to the session timeout (10 s); revoking
+        # finishes the transaction in flight, which may take longer than a heartbeat gap.
+        "session_timeout_ms": 10_000,
+        "heartbeat_interval_ms": 3_000,
+        "rebalance_timeout_ms": 30_000,
+    }
+
+
+def restore_consumer_kwargs(settings: Settings, name: str) -> dict[str, Any]:
+    """A group-less consumer that replays changelog partitions (read_committed)."""
+    return {
+        **client_kwargs(settings, f"{name}-restore"),
+        "group_id": None,
+        "isolation_level": "read_committed",
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        "fetch_max_bytes": settings.batch_max_bytes,
+        "max_partition_fetch_bytes": settings.batch_max_bytes,
+    }
+
+
+def transactional_producer_kwargs(settings: Settings, transactional_id: str) -> dict[str, Any]:
+    """One partition's producer: idempotent, ``acks=all``, fenced by ``transactional_id``."""
+    return {
+        **client_kwargs(settings, transactional_id),
+        "transactional_id": transactional_id,
+        "transaction_timeout_ms": settings.transaction_timeout_ms,
+        "enable_idempotence": True,
+        "acks": "all",
+        "compression_type": compression_type(settings),
+        "linger_ms": 0,
+        "max_batch_size": PRODUCER_MAX_BATCH_BYTES,
+        # A dead letter carries a whole record that may be at (or, for too_large, above)
+        # the size limit, plus headers; aiokafka refuses locally anything above this.
+        "max_request_size": max(1_048_576, settings.max_record_bytes * 2 + _DLQ_HEADROOM_BYTES),
+    }
+
+
+def plain_producer_kwargs(settings: Settings, name: str) -> dict[str, Any]:
+    """A non-transactional, idempotent producer (publishing tools and tests)."""
+    return {
+        **client_kwargs(settings, name),
+        "enable_idempotence": True,
+        "acks": "all",
+        "compression_type": compression_type(settings),
+    }
+
+
+def admin_kwargs(settings: Settings) -> dict[str, Any]:
+    """The admin client (``topics ensure``, start-up checks)."""
+    return client_kwargs(settings, "admin")
+
+
+def compression_type(settings: Settings) -> str | None:
+    """``SYMFONIC_COMPRESSION`` as aiokafka expects it (``none`` means no codec)."""
+    return None if settings.compression == "none" else settings.compression

@@ -1,0 +1,116 @@
+"""The engine with the copier: every record copied once, in order, with its metrics; and the
+engine's own ``too_large`` dead-letter path."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from symfonic_stream.engine.dead_letters import truncate_detail
+from symfonic_stream.kafka.topics import copier_output_topic
+from symfonic_stream.models.dead_letter import (
+    HEADER_CONSUMER,
+    HEADER_DETAIL,
+    HEADER_REASON,
+    HEADER_SOURCE,
+)
+from symfonic_stream.processors.passthrough import copier_topology
+from symfonic_stream.topics import TopicNames
+
+from .harness import (
+    ConsumerProcess,
+    InProcessEngine,
+    TopicReader,
+    create_topics,
+    expected_by_key,
+    prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
+    produce,
+    sequences_by_key,
+    wait_caught_up,
+)
+
+
+def _records(n: int, keys: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
+    return [
+        (f"run-{i % keys}".encode(), f"value-{i}".encode(), [("trace", f"t{i}".encode())])
+        for i in range(n)
+    ]
+
+
+async def test_copier_copies_each_record_once_in_order_with_metrics(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    settings = await create_topics(prefix)
+    names = TopicNames(prefix)
+    sent = _records(600, keys=12)
+    await produce(names.agent_events, sent[:300])
+    async with InProcessEngine(copier_topology(settings), settings) as running:
+        await produce(names.agent_events, sent[300:])  # while it runs, too
+        async with TopicReader(copier_output_topic(names)) as reader:
+            copied = await reader.until(len(sent), within=60)
+            await wait_caught_up(names.group("copier"), names.agent_events)
+            copied = await reader.settle(quiet=1.0)
+        assert running.sample("records_in_total", topic=names.agent_events) == len(sent)
+        assert (
+            running.sample(
+                "records_out_total", topic=copier_output_topic(names), type="copy"
+            )
+            == len(sent)
+        )
+        assert running.sample("transactions_total", outcome="committed") >= 1
+        assert running.sample("transactions_total", outcome="aborted") == 0
+        assert running.sample("ready") == 1
+        assert running.engine.owned_partitions == [0, 1, 2, 3]
+    assert running.sample("ready") == 0  # shut down
+
+    assert sorted(r.value for r in copied) == sorted(v for _, v, _ in sent)  # once each
+    # Per key (so per input partition) the order is the order sent.
+    assert sequences_by_key(copied) == expected_by_key(sent)
+    by_value = {r.value: r for r in copied}
+    assert by_value[b"value-7"].key == b"run-7"
+    assert by_value[b"value-7"].headers == (("trace", b"t7"),)
+
+
+async def test_too_large_record_goes_to_dead_letter_whole_and_consumer_goes_on(
+    bootstrap_servers: str, prefix: str, tmp_path: Path
+) -> None:
+    await create_topics(prefix)
+    names = TopicNames(prefix)
+    big = b"x" * 500
+    await produce(
+        names.agent_events,
+        [
+            (b"run-a", b"small-1", [("h", b"1")]),
+            (b"run-a", big, [("h", b"2"), ("other", b"kept")]),
+            (b"run-a", b"small-2", [("h", b"3")]),
+        ],
+    )
+    consumer = ConsumerProcess("copier", prefix, tmp_path, max_record_bytes=100)
+    consumer.start()
+    try:
+        await consumer.wait_ready()
+        async with TopicReader(names.dead_letter) as dlq:
+            letters = await dlq.until(1, within=60)
+        async with TopicReader(copier_output_topic(names)) as out:
+            copied = await out.until(2, within=60)
+            copied = await out.settle(quiet=1.0)
+    finally:
+        consumer.stop()
+    assert [r.value for r in copied] == [b"small-1", b"small-2"], consumer.log()
+    assert len(letters) == 1
+    letter = letters[0]
+    assert (letter.key, letter.value) == (b"run-a", big)
+    headers = dict(letter.headers)
+    assert letter.headers[:2] == (("h", b"2"), ("other", b"kept"))  # originals first, whole
+    assert headers[HEADER_REASON] == b"too_large"
+    assert headers[HEADER_DETAIL] == b"value is 500 bytes, limit 100"
+    # All three records share a key, so a partition: the big one is at offset 1 there.
+    assert re.fullmatch(rf"{re.escape(names.agent_events)}/\d/1", headers[HEADER_SOURCE].decode())
+    assert headers[HEADER_CONSUMER] == b"copier"
+
+
+def test_dead_letter_detail_is_cut_to_one_kilobyte_on_a_character_boundary() -> None:
+    detail = "é" * 600  # 1200 bytes of UTF-8
+    cut = truncate_detail(detail)
+    assert len(cut) <= 1024
+    assert cut.decode("utf-8") == "é" * 512

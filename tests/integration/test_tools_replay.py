@@ -1,0 +1,228 @@
+"""``replay``: a time range of the raw topic re-projected exactly once, equal to offline."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
+
+from symfonic_stream.config import Settings
+from symfonic_stream.offline import project_lines
+from symfonic_stream.render import format_ts
+from symfonic_stream.replay import ReplaySummary, progress_topic, replay
+from symfonic_stream.synthetic import Damage, RunShape, deliver, generate_run, interleave
+from symfonic_stream.topics import TopicNames
+
+from .conftest import ReadTopic, create_topic
+from .test_tools_cli import run_cli
+
+# Record timestamps (ms) of three publishing windows. In the past: brokers refuse records
+# stamped too far in the future (message.timestamp.after.max.ms, 1 h by default).
+T0 = (int(time.time()) - 3 * 3600) * 1000
+T1, T2 = T0 + 100_000, T0 + 200_000
+PARTITIONS = 3
+
+
+@pytest.fixture
+async def prefix(admin_client: AIOKafkaAdminClient) -> AsyncIterator[str]:
+    """A fresh topic prefix with its raw topic; every topic under it is deleted after."""
+    name = f"it-replay-{uuid.uuid4().hex[:10]}"
+    await create_topic(admin_client, TopicNames(name).agent_events, PARTITIONS)
+    yield name
+    with contextlib.suppress(KafkaError):
+        topics = [t for t in await admin_client.list_topics() if t.startswith(name)]
+        await admin_client.delete_topics(topics)
+
+
+def _raw_stream(seed: int = 11) -> list[bytes]:
+    """Runs with duplicates, reordering and lost events, interleaved as kernels publish."""
+    rng = random.Random(seed)
+    runs = []
+    for n in range(12):
+        events = generate_run(rng, f"rp-{n}", shape=RunShape(min_events=6, max_events=40))
+        runs.append(deliver(rng, events, Damage(duplicate_share=0.05, reorder_share=0.05,
+                                                loss_share=0.03)))
+    return [orjson.dumps(event) for event in interleave(rng, runs)]
+
+
+async def _publish(bootstrap: str, topic: str, lines: list[bytes]) -> list[bytes]:
+    """Produce in three time windows; returns the lines of the middle window [T1, T2)."""
+    third = len(lines) // 3
+    windows = [(T0, lines[:third]), (T1, lines[third : 2 * third]), (T2, lines[2 * third :])]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    await producer.start()
+    try:
+        futures = [
+            await producer.send(
+                topic, value=line, key=orjson.loads(line)["run_id"].encode(),
+                timestamp_ms=start_ms + i,
+            )
+            for start_ms, chunk in windows
+            for i, line in enumerate(chunk)
+        ]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    return windows[1][1]
+
+
+def _offline_by_run(lines: list[bytes], projection: str) -> dict[str, list[bytes]]:
+    expected: dict[str, list[bytes]] = defaultdict(list)
+    for released in project_lines(lines, "typed" if projection == "typed" else "chunks"):
+        for out in released.outputs:
+            assert out.key is not None and out.value is not None
+            expected[out.key.decode()].append(out.value)
+    return dict(expected)
+
+
+async def _target_by_run(read_topic: ReadTopic, topic: str) -> dict[str, list[bytes]]:
+    got: dict[str, list[bytes]] = defaultdict(list)
+    for record in await read_topic(topic):  # ordered by (partition, offset)
+        assert record.key is not None and record.value is not None
+        got[record.key.decode()].append(record.value)
+    return dict(got)
+
+
+async def test_replay_equals_offline_projection_and_reruns_write_nothing(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic
+) -> None:
+    settings = Settings(bootstrap_servers=bootstrap_servers, topic_prefix=prefix,
+                        partitions=PARTITIONS)
+    in_range = await _publish(bootstrap_servers, TopicNames(prefix).agent_events, _raw_stream())
+    target = f"{prefix}.replayed"
+
+    summary = await replay(settings, projection="typed", from_ts=T1 / 1000, to_ts=T2 / 1000,
+                           to_topic=target)
+    expected = _offline_by_run(in_range, "typed")
+    got = await _target_by_run(read_topic, target)
+    assert got == expected
+    assert summary.total("records_in") == len(in_range)
+    assert summary.total("records_out") == sum(map(len, expected.values()))
+    assert not summary.resumed
+    # The range starts mid-run: such a run opens with a gap for what came before.
+    assert any(b'"gap":{"from_index":0' in values[0] for values in got.values())
+
+    again = await replay(settings, projection="typed", from_ts=T1 / 1000, to_ts=T2 / 1000,
+                         to_topic=target)
+    assert again.already_complete
+    assert await _target_by_run(read_topic, target) == expected
+
+
+async def test_replay_resumes_after_a_crash_without_duplicates(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic
+) -> None:
+    # Small batches, so the replay takes several transactions and can die between them.
+    settings = Settings(bootstrap_servers=bootstrap_servers, topic_prefix=prefix,
+                        partitions=PARTITIONS, batch_max_records=7)
+    lines = _raw_stream(seed=5)
+    await _publish(bootstrap_servers, TopicNames(prefix).agent_events, lines)
+    target = f"{prefix}.resumed"
+    batches = 0
+
+    def crash_after_three(summary: ReplaySummary) -> None:
+        nonlocal batches
+        batches += 1
+        if batches > 3:
+            raise RuntimeError("simulated crash")
+
+    # No --to: the range ends where the raw topic ends when the replay is first planned.
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        await replay(settings, projection="chunks", from_ts=T0 / 1000, to_ts=None,
+                     to_topic=target, on_progress=crash_after_three)
+    partial = sum(map(len, (await _target_by_run(read_topic, target)).values()))
+    assert partial > 0
+
+    # Records published after the first start are outside the planned range.
+    extra = orjson.dumps({"run_id": "late", "index": 0, "kind": "text_delta",
+                          "timestamp": 1.0, "text": "late"})
+    await _publish_one(bootstrap_servers, TopicNames(prefix).agent_events, extra)
+
+    summary = await replay(settings, projection="chunks", from_ts=T0 / 1000, to_ts=None,
+                           to_topic=target)
+    assert summary.resumed and not summary.already_complete
+    assert await _target_by_run(read_topic, target) == _offline_by_run(lines, "chunks")
+    assert summary.total("records_in") == len(lines)
+
+
+async def _publish_one(bootstrap: str, topic: str, value: bytes) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value=value, key=orjson.loads(value)["run_id"].encode())
+    finally:
+        await producer.stop()
+
+
+async def test_replay_cli_refuses_live_topics_and_prints_json(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic
+) -> None:
+    names = TopicNames(prefix)
+    env = {"SYMFONIC_TOPIC_PREFIX": prefix, "SYMFONIC_PARTITIONS": str(PARTITIONS)}
+    status, _, err = await run_cli("replay", "--projection", "typed", "--from", "0",
+                                   "--to-topic", names.stream_events,
+                                   bootstrap=bootstrap_servers, env=env)
+    assert status == 2 and "--force" in err
+    status, _, err = await run_cli("replay", "--projection", "typed", "--from", "0",
+                                   "--to-topic", names.agent_events, "--force",
+                                   bootstrap=bootstrap_servers, env=env)
+    assert status == 2 and "not an output topic" in err
+
+    in_range = await _publish(bootstrap_servers, names.agent_events, _raw_stream(seed=3))
+    target = f"{prefix}.cli"
+    status, out, err = await run_cli(
+        "replay", "--projection", "typed", "--from", format_ts(T1 / 1000),  # ISO-8601
+        "--to", str(T2 / 1000), "--to-topic", target, "--json",
+        bootstrap=bootstrap_servers, env=env,
+    )
+    assert status == 0, err
+    summary: dict[str, Any] = orjson.loads(out)
+    assert summary["records_in"] == len(in_range)
+    assert summary["records_out"] == len(await read_topic(target))
+    assert summary["already_complete"] is False
+    assert progress_topic(target).startswith(target)
+
+
+async def test_replay_after_a_crash_inside_a_transaction(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that dies with a transaction open (outputs sent, never committed): that
+    transaction is aborted (at the latest when the rerun fences the transactional id) and
+    nothing it sent is ever visible to read_committed readers."""
+    settings = Settings(bootstrap_servers=bootstrap_servers, topic_prefix=prefix,
+                        partitions=PARTITIONS, batch_max_records=9)
+    lines = _raw_stream(seed=8)
+    await _publish(bootstrap_servers, TopicNames(prefix).agent_events, lines)
+    target = f"{prefix}.fenced"
+    commits = 0
+    real_commit = AIOKafkaProducer.commit_transaction
+
+    async def dying_commit(self: AIOKafkaProducer) -> None:
+        nonlocal commits
+        commits += 1
+        if commits == 3:  # the plan, one batch, then die before committing the next
+            raise RuntimeError("killed before commit")
+        await real_commit(self)
+
+    monkeypatch.setattr(AIOKafkaProducer, "commit_transaction", dying_commit)
+    with pytest.raises(RuntimeError, match="killed before commit"):
+        await replay(settings, projection="typed", from_ts=T0 / 1000, to_ts=None, to_topic=target)
+    monkeypatch.setattr(AIOKafkaProducer, "commit_transaction", real_commit)
+
+    summary = await replay(settings, projection="typed", from_ts=T0 / 1000, to_ts=None,
+                           to_topic=target)
+    assert summary.resumed
+    assert await _target_by_run(read_topic, target) == _offline_by_run(lines, "typed")
+    # The dead process's outputs were written, then aborted: visible to read_uncommitted only.
+    uncommitted = await read_topic(target, isolation_level="read_uncommitted")
+    assert len(uncommitted) > summary.total("records_out")

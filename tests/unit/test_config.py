@@ -1,0 +1,198 @@
+"""Settings: SPEC §8 defaults, validation naming the variable, and the aiokafka kwargs built
+from them (TLS, SASL, compression, the engine's consumer and producer contracts)."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symfonic_stream.config import ConfigError, Settings, load_settings
+from symfonic_stream.kafka.clients import (
+    client_kwargs,
+    group_consumer_kwargs,
+    restore_consumer_kwargs,
+    transactional_producer_kwargs,
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only what a test sets: no SYMFONIC_* variable leaks in from the shell."""
+    for name in list(os.environ):
+        if name.startswith("SYMFONIC_"):
+            monkeypatch.delenv(name)
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    settings = load_settings()
+    assert settings.bootstrap_servers == "127.0.0.1:9092"
+    assert settings.security_protocol == "PLAINTEXT"
+    assert settings.sasl_mechanism is None and settings.sasl_password is None
+    assert settings.topic_prefix == "symfonic"
+    assert settings.gap_timeout_s == 30
+    assert settings.run_buffer_max == 1000
+    assert settings.closed_run_grace_s == 600
+    assert settings.routing_rules is None
+    assert settings.tenant_queues is False
+    assert settings.metrics_port == 9400
+    assert (settings.partitions, settings.replication_factor, settings.min_insync_replicas) == (
+        12, 1, 1,
+    )
+
+
+def test_values_come_from_symfonic_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYMFONIC_GAP_TIMEOUT_S", "2.5")
+    monkeypatch.setenv("SYMFONIC_METRICS_PORT", "0")
+    monkeypatch.setenv("SYMFONIC_TOPIC_PREFIX", "staging")
+    monkeypatch.setenv("SYMFONIC_TENANT_QUEUES", "true")
+    settings = load_settings()
+    assert settings.gap_timeout_s == 2.5
+    assert settings.metrics_port == 0
+    assert settings.topic_prefix == "staging"
+    assert settings.tenant_queues is True
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SYMFONIC_GAP_TIMEOUT_S", "abc"),
+        ("SYMFONIC_GAP_TIMEOUT_S", "0"),
+        ("SYMFONIC_METRICS_PORT", "70000"),
+        ("SYMFONIC_METRICS_PORT", "-1"),
+        ("SYMFONIC_PARTITIONS", "0"),
+        ("SYMFONIC_RUN_BUFFER_MAX", "1.5"),
+        ("SYMFONIC_SECURITY_PROTOCOL", "TLS"),
+        ("SYMFONIC_COMPRESSION", "brotli"),
+        ("SYMFONIC_TOPIC_PREFIX", "bad prefix"),
+        ("SYMFONIC_TENANT_QUEUES", "perhaps"),
+    ],
+)
+def test_a_bad_value_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    assert variable in str(error.value)
+    assert repr(value) in str(error.value)
+
+
+def test_sasl_needs_a_mechanism_and_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYMFONIC_SECURITY_PROTOCOL", "SASL_SSL")
+    with pytest.raises(ConfigError, match="SYMFONIC_SASL_MECHANISM"):
+        load_settings()
+    monkeypatch.setenv("SYMFONIC_SASL_MECHANISM", "SCRAM-SHA-512")
+    with pytest.raises(ConfigError, match="SYMFONIC_SASL_USERNAME"):
+        load_settings()
+
+
+def test_a_secret_never_appears_in_errors_or_reprs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYMFONIC_SASL_PASSWORD", "hunter2-secret")
+    monkeypatch.setenv("SYMFONIC_METRICS_PORT", "70000")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    assert "hunter2-secret" not in str(error.value)
+    monkeypatch.setenv("SYMFONIC_METRICS_PORT", "9400")
+    settings = load_settings()
+    assert "hunter2-secret" not in repr(settings)
+    assert "hunter2-secret" not in str(settings.model_dump())
+
+
+def test_min_insync_replicas_cannot_exceed_the_replication_factor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SYMFONIC_MIN_INSYNC_REPLICAS", "2")
+    with pytest.raises(ConfigError, match="SYMFONIC_MIN_INSYNC_REPLICAS"):
+        load_settings()
+
+
+def test_a_missing_tls_file_names_its_variable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SYMFONIC_SSL_CAFILE", str(tmp_path / "nope.pem"))
+    with pytest.raises(ConfigError, match="SYMFONIC_SSL_CAFILE"):
+        load_settings()
+
+
+# --------------------------------------------------------------------------- client kwargs
+
+
+def test_plaintext_clients_carry_no_tls_or_sasl() -> None:
+    kwargs = client_kwargs(Settings(), "x")
+    assert kwargs["bootstrap_servers"] == "127.0.0.1:9092"
+    assert kwargs["security_protocol"] == "PLAINTEXT"
+    assert "ssl_context" not in kwargs and "sasl_mechanism" not in kwargs
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_credentials_reach_aiokafka(mechanism: str) -> None:
+    settings = Settings(
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,  # type: ignore[arg-type]
+        sasl_username="svc",
+        sasl_password="pw",  # type: ignore[arg-type]
+    )
+    kwargs = client_kwargs(settings, "x")
+    assert kwargs["sasl_mechanism"] == mechanism
+    assert (kwargs["sasl_plain_username"], kwargs["sasl_plain_password"]) == ("svc", "pw")
+    assert "ssl_context" not in kwargs
+
+
+def test_sasl_ssl_gets_a_tls_context() -> None:
+    settings = Settings(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_username="svc",
+        sasl_password="pw",  # type: ignore[arg-type]
+    )
+    kwargs = client_kwargs(settings, "x")
+    assert isinstance(kwargs["ssl_context"], ssl.SSLContext)
+    assert kwargs["ssl_context"].verify_mode == ssl.CERT_REQUIRED
+
+
+def test_the_engine_consumer_reads_committed_data_and_never_autocommits() -> None:
+    kwargs = group_consumer_kwargs(Settings(batch_max_bytes=2048), "symfonic-typed")
+    assert kwargs["group_id"] == "symfonic-typed"
+    assert kwargs["isolation_level"] == "read_committed"
+    assert kwargs["enable_auto_commit"] is False
+    assert kwargs["auto_offset_reset"] == "earliest"
+    assert kwargs["fetch_max_bytes"] == 2048
+    restore = restore_consumer_kwargs(Settings(), "changelog")
+    assert restore["group_id"] is None and restore["isolation_level"] == "read_committed"
+
+
+@pytest.mark.parametrize(("setting", "codec"), [("none", None), ("zstd", "zstd"), ("lz4", "lz4")])
+def test_the_transactional_producer_is_idempotent_with_acks_all(
+    setting: str, codec: str | None
+) -> None:
+    settings = Settings(compression=setting, transaction_timeout_ms=5000)  # type: ignore[arg-type]
+    kwargs = transactional_producer_kwargs(settings, "symfonic-typed-symfonic.agent-events-3")
+    assert kwargs["transactional_id"] == "symfonic-typed-symfonic.agent-events-3"
+    assert kwargs["enable_idempotence"] is True
+    assert kwargs["acks"] == "all"
+    assert kwargs["compression_type"] == codec
+    assert kwargs["transaction_timeout_ms"] == 5000
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SYMFONIC_GAP_TIMEOUT_S", "abc"), ("SYMFONIC_METRICS_PORT", "70000")],
+)
+def test_run_with_a_bad_setting_exits_2_naming_the_variable(variable: str, value: str) -> None:
+    script = Path(sys.executable).parent / "symfonic-stream"
+    env = {"PATH": "/usr/bin:/bin", variable: value}
+    result = subprocess.run(
+        [str(script), "run", "copier"], env=env, capture_output=True, text=True, timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert variable in result.stderr
+    assert "Traceback" not in result.stderr

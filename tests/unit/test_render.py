@@ -1,0 +1,107 @@
+"""Rendering a run as text, compared with golden files (no colour).
+
+The golden run (tests/golden/golden_run.jsonl) has thinking, text deltas, a re-sent
+duplicate, a tool call with arguments and its result, a failed tool call, an ask_user pause
+with questions, a lost index (a gap) and a completed end with usage. It is projected with
+the offline projector, so these files are also what ``tail`` prints for it (checked against
+the broker in tests/integration/test_tools_cli.py).
+
+Regenerate after an intended change with
+``SYMFONIC_UPDATE_GOLDEN=1 pytest tests/unit/test_render.py``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from symfonic_stream.models.envelope import EndRecord, GapRecord, RunEnd
+from symfonic_stream.offline import project_lines
+from symfonic_stream.reader import OutputRecord, parse_output_record
+from symfonic_stream.render import RunRenderer, format_ts, render_records
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+GOLDEN_RUN = GOLDEN / "golden_run.jsonl"
+
+
+def golden_records(projection: str) -> list[OutputRecord]:
+    lines = GOLDEN_RUN.read_bytes().splitlines()
+    records: list[OutputRecord] = []
+    for released in project_lines(lines, "typed" if projection == "typed" else "chunks"):
+        records.extend(
+            parse_output_record(out.value, "typed" if projection == "typed" else "chunks")
+            for out in released.outputs
+        )
+    return records
+
+
+def plain_console() -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    return Console(file=buffer, no_color=True, width=100, force_terminal=False), buffer
+
+
+def rendered(records: list[OutputRecord]) -> str:
+    console, buffer = plain_console()
+    render_records(records, console)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("projection", ["typed", "chunks"])
+def test_golden_run(projection: str) -> None:
+    text = rendered(golden_records(projection))
+    golden = GOLDEN / f"render_{projection}.txt"
+    if os.environ.get("SYMFONIC_UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_no_escape_codes_without_colour() -> None:
+    assert "\x1b[" not in rendered(golden_records("typed"))
+
+
+def test_colour_styles_thinking_dim() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, color_system="standard", width=100)
+    render_records(golden_records("typed")[:1], console)
+    assert "\x1b[2;3m" in buffer.getvalue()  # dim italic
+
+
+def test_error_end_and_gap_lines() -> None:
+    records: list[OutputRecord] = [
+        GapRecord(run_id="r", seq=0, ts=1.0, gap={"from_index": 0, "to_index": 3}),
+        EndRecord(
+            run_id="r", seq=1, ts=2.0, source_index=4,
+            end=RunEnd(status="error", error={"type": "ProviderError", "message": "rate limited"}),
+        ),
+    ]
+    text = rendered(records)
+    assert "⚠ gap: kernel indexes 0..3 never arrived" in text
+    assert "■ run failed: ProviderError: rate limited" in text
+
+
+def test_streaming_matches_whole_rendering() -> None:
+    records = golden_records("typed")
+    console, buffer = plain_console()
+    renderer = RunRenderer(console)
+    for record in records:
+        renderer.render(record)
+    renderer.finish()
+    assert buffer.getvalue() == rendered(records)
+
+
+def test_long_values_are_cut() -> None:
+    record = parse_output_record(
+        b'{"run_id":"r","seq":0,"source_index":0,"ts":1.0,"event":{"type":"tool_result",'
+        b'"tool_call_id":"c","result":"' + b"x" * 5000 + b'"}}',
+        "typed",
+    )
+    line = rendered([record]).splitlines()[-1]
+    assert len(line) < 500 and line.endswith("…")
+
+
+def test_format_ts_is_utc_with_millis() -> None:
+    assert format_ts(1764480000.25) == "2025-11-30T05:20:00.250Z"

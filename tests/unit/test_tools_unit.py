@@ -1,0 +1,150 @@
+"""Pure parts of the tools: TIME parsing, event validation, reader errors, demo helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from symfonic_stream.demo_report import metric_total, percentile
+from symfonic_stream.models.agent_event import AgentEvent
+from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.envelope import EndRecord, GapRecord, TypedEventRecord
+from symfonic_stream.publish import InvalidEventError, encode_event
+from symfonic_stream.reader import RunReadError, SequenceError, parse_output_record, parse_time
+from symfonic_stream.replay import ReplayError, refused_targets, replay_id
+from symfonic_stream.topics import TopicNames
+
+VALID = {"run_id": "r-1", "index": 0, "kind": "text_delta", "timestamp": 1.5, "text": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1764480000", 1764480000.0),
+        ("1764480000.25", 1764480000.25),
+        ("2025-11-30T05:20:00Z", 1764480000.0),
+        ("2025-11-30T05:20:00", 1764480000.0),  # no zone: UTC
+        ("2025-11-30T06:20:00+01:00", 1764480000.0),
+        ("2025-11-30", 1764460800.0),
+    ],
+)
+def test_parse_time(text: str, expected: float) -> None:
+    assert parse_time(text) == expected
+
+
+@pytest.mark.parametrize("text", ["yesterday", "", "-5", "nan", "2025-13-01"])
+def test_parse_time_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a time"):
+        parse_time(text)
+
+
+def test_encode_accepts_dict_model_and_bytes() -> None:
+    from_dict = encode_event(VALID)
+    from_model = encode_event(AgentEvent.model_validate(VALID))
+    from_bytes = encode_event(b'{"run_id":"r-1","index":0,"kind":"text_delta","timestamp":1.5}')
+    assert from_dict[0] == from_model[0]
+    assert from_bytes[0].run_id == "r-1"
+
+
+def test_encode_keeps_unknown_fields() -> None:
+    _, value = encode_event({**VALID, "future_field": {"x": 1}})
+    assert b'"future_field"' in value
+
+
+@pytest.mark.parametrize(
+    ("event", "reason", "detail"),
+    [
+        (b"{oops", DeadLetterReason.INVALID_JSON, ""),
+        (b"[1,2]", DeadLetterReason.INVALID_EVENT, "not an object"),
+        ({**VALID, "index": "0"}, DeadLetterReason.INVALID_EVENT, "index"),
+        ({**VALID, "index": True}, DeadLetterReason.INVALID_EVENT, "index"),
+        ({"run_id": "r"}, DeadLetterReason.INVALID_EVENT, "index"),
+        ({**VALID, "when": {1, 2}}, DeadLetterReason.INVALID_JSON, "set"),
+    ],
+)
+def test_encode_rejects(event: object, reason: DeadLetterReason, detail: str) -> None:
+    with pytest.raises(InvalidEventError) as caught:
+        encode_event(event)  # type: ignore[arg-type]
+    assert caught.value.reason is reason
+    assert detail in caught.value.detail
+
+
+def test_encode_rejects_too_large() -> None:
+    with pytest.raises(InvalidEventError) as caught:
+        encode_event({**VALID, "text": "x" * 2000}, max_bytes=1000)
+    assert caught.value.reason is DeadLetterReason.TOO_LARGE
+
+
+def test_encode_rejects_other_types() -> None:
+    with pytest.raises(TypeError):
+        encode_event(42)  # type: ignore[arg-type]
+
+
+def test_parse_output_records() -> None:
+    typed = parse_output_record(
+        b'{"run_id":"r","seq":0,"source_index":0,"ts":1.0,'
+        b'"event":{"type":"text_delta","text":"a"}}',
+        "typed",
+    )
+    end = parse_output_record(
+        b'{"run_id":"r","seq":1,"source_index":0,"ts":1.0,'
+        b'"end":{"status":"paused","error":null}}',
+        "typed",
+    )
+    gap = parse_output_record(
+        b'{"run_id":"r","seq":2,"source_index":null,"ts":1.0,'
+        b'"gap":{"from_index":1,"to_index":2}}',
+        "chunks",
+    )
+    assert isinstance(typed, TypedEventRecord)
+    assert isinstance(end, EndRecord)
+    assert isinstance(gap, GapRecord)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, b"nope", b"[]", b'{"run_id":"r","seq":0}', b'{"run_id":"r","seq":0,"ts":1,"event":{}}'],
+)
+def test_parse_output_record_rejects(value: bytes | None) -> None:
+    with pytest.raises(RunReadError):
+        parse_output_record(value, "typed")
+
+
+def test_sequence_error_messages_name_run_and_seqs() -> None:
+    hole = SequenceError("run-9", expected=3, got=6, offset=41)
+    assert str(hole) == "run 'run-9': hole: seq 3..5 missing before seq 6 (offset 41)"
+    single = SequenceError("run-9", expected=3, got=4, offset=41)
+    assert "hole: seq 3 missing before seq 4" in str(single)
+    repeat = SequenceError("run-9", expected=3, got=2, offset=41)
+    assert str(repeat) == "run 'run-9': repeat: seq 2 again where seq 3 was due (offset 41)"
+
+
+def test_replay_refuses_project_topics() -> None:
+    names = TopicNames("p")
+    never, live = refused_targets(names)
+    assert {"p.agent-events", "p.dead-letter", "p-typed-state-changelog"} <= never
+    assert live == {"p.stream-events", "p.stream-chunks"}
+    assert issubclass(ReplayError, Exception)
+
+
+def test_replay_id_is_stable_and_specific() -> None:
+    a = replay_id("p.agent-events", "typed", 1000, None, "out")
+    assert a == replay_id("p.agent-events", "typed", 1000, None, "out")
+    assert a != replay_id("p.agent-events", "chunks", 1000, None, "out")
+    assert a != replay_id("p.agent-events", "typed", 1000, 2000, "out")
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(n) for n in range(1, 101)]
+    assert percentile(values, 0.5) == 50.0
+    assert percentile(values, 0.99) == 99.0
+    assert percentile([], 0.5) is None
+
+
+def test_metric_total_sums_the_consumer_samples() -> None:
+    text = (
+        '# HELP symfonic_stream_duplicates_total x\n'
+        'symfonic_stream_duplicates_total{consumer="typed"} 12.0\n'
+        'symfonic_stream_duplicates_total{consumer="chunks"} 3.0\n'
+    )
+    assert metric_total(text, "symfonic_stream_duplicates_total", "typed") == 12.0
+    assert metric_total(text, "symfonic_stream_missing_total", "typed") is None
