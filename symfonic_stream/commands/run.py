@@ -46,7 +46,9 @@ def command(consumer: str) -> None:
     module_name = CONSUMER_MODULES[consumer]
     try:
         module = importlib.import_module(module_name)
-        # typed/chunks import their processor lazily: check it is there before starting.
+        # Build the topology once up front: its processor module is imported lazily, and
+        # what it reads besides the settings (the pause router's rules file) is validated
+        # here, so such errors are usage errors with a message, not a crash.
         topology = getattr(module, "topology", None)
         if topology is not None:
             topology(settings)
@@ -55,5 +57,8 @@ def command(consumer: str) -> None:
         if exc.name != module_name and not (exc.name or "").startswith("symfonic_stream."):
             raise
         click.echo(f"symfonic-stream: consumer {consumer!r} is not implemented yet", err=True)
+        sys.exit(EXIT_USAGE)
+    except Exception as exc:
+        click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     sys.exit(asyncio.run(module.main(settings)))

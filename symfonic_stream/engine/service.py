@@ -15,7 +15,11 @@ import signal
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine, EngineError
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.observability.health import HealthState, start_configured_health_server
+from symfonic_stream.observability.health import (
+    DEFAULT_STALE_AFTER_S,
+    HealthState,
+    start_configured_health_server,
+)
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 log = logging.getLogger(__name__)
@@ -28,7 +32,10 @@ EXIT_FAILURE = 1
 async def serve(topology: Topology, settings: Settings) -> int:
     """Run ``topology`` until SIGTERM/SIGINT; returns the process exit status."""
     metrics = ConsumerMetrics(topology.consumer)
-    health = HealthState(metrics=metrics)
+    # A commit may legitimately wait up to the transaction timeout: liveness must not
+    # restart a pod that is slow but still making progress.
+    stale_after = max(DEFAULT_STALE_AFTER_S, 2 * settings.transaction_timeout_ms / 1000)
+    health = HealthState(stale_after, metrics=metrics)
     server = await start_configured_health_server(settings.metrics_port, metrics.registry, health)
     engine = Engine(topology, settings, metrics, health)
     loop = asyncio.get_running_loop()

@@ -1,6 +1,7 @@
-"""The typed projector on the engine, crashed mid-transaction and restarted: its state
-(the ordering guard's per-run seq and buffers) comes back from the changelog, so the
-committed output equals the offline projection of the same input, run by run."""
+"""The typed projector on the engine. Crashed mid-transaction and restarted, its state (the
+ordering guard's per-run seq and buffers) comes back from the changelog, so the committed
+output equals the offline projection of the same input, run by run; and its gap timeout
+fires from the engine's wall-clock timer on a partition that receives nothing more."""
 
 from __future__ import annotations
 
@@ -12,20 +13,21 @@ import orjson
 import pytest
 
 from symfonic_stream.offline import project_lines
+from symfonic_stream.processors.projector import projector_topology
 from symfonic_stream.synthetic import Damage, RunShape, synthetic_stream
 from symfonic_stream.topics import TopicNames
 
 from .harness import (
     ConsumerProcess,
+    InProcessEngine,
     TopicReader,
     create_topics,
     kill_mid_transaction,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
     produce,
+    settings_for,
     wait_caught_up,
 )
-
-pytestmark = pytest.mark.slow
 
 
 def _offline_by_run(events: list[dict[str, object]]) -> dict[str, list[bytes]]:
@@ -38,6 +40,7 @@ def _offline_by_run(events: list[dict[str, object]]) -> dict[str, list[bytes]]:
     return by_run
 
 
+@pytest.mark.slow
 async def test_typed_projector_survives_sigkill_with_its_state(
     bootstrap_servers: str, prefix: str, tmp_path: Path
 ) -> None:
@@ -82,3 +85,25 @@ async def test_typed_projector_survives_sigkill_with_its_state(
     for run_id, outputs in expected.items():
         assert live_by_run[run_id] == outputs, f"run {run_id} differs\n{second.log()}"
     assert letters == []
+
+
+async def test_gap_timeout_fires_on_an_idle_partition(bootstrap_servers: str, prefix: str) -> None:
+    await create_topics(prefix, with_copier=False)
+    settings = settings_for(prefix, gap_timeout_s=1.0)
+    names = TopicNames(prefix)
+
+    def event(index: int) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+        value = {"run_id": "run-gap", "index": index, "kind": "text_delta",
+                 "timestamp": 1_700_000_000.0 + index, "text": f"t{index}"}
+        return b"run-gap", orjson.dumps(value), []
+
+    async with InProcessEngine(projector_topology("typed", settings), settings) as running:
+        # Index 2 never comes, and nothing else arrives afterwards on that partition.
+        await produce(names.agent_events, [event(0), event(1), event(3)])
+        async with TopicReader(names.stream_events) as reader:
+            records = await reader.until(4, within=30)
+        assert running.sample("gaps_total") == 1
+    envelopes = [orjson.loads(r.value) for r in records if r.value is not None]
+    assert [e["seq"] for e in envelopes] == [0, 1, 2, 3]
+    assert envelopes[2]["gap"] == {"from_index": 2, "to_index": 2}
+    assert envelopes[3]["source_index"] == 3
