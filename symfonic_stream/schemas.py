@@ -44,6 +44,13 @@ from symfonic_stream.models.envelope import (
     StreamChunkRecord,
     StreamEventRecord,
 )
+from symfonic_stream.models.headers import (
+    KIND_HEADER,
+    OUTCOME_HEADER,
+    QUEUE_HEADER,
+    RECORD_TYPE_HEADER,
+)
+from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
 from symfonic_stream.models.pauses import (
     RejectionReason,
     Resume,
@@ -356,14 +363,7 @@ def _group(group_id: str) -> dict[str, Any]:
 _RUN_KEY = "The run id, UTF-8."
 _TICKET_KEY = "The ticket id (the pause's interrupt_id), UTF-8; equal to the payload's ticket_id."
 
-# Record headers the pause router and the resume validator write. They are named in
-# symfonic_stream/pauses/ (the tests check these copies against it); they are repeated here
-# so the generator depends on the models and topic names only.
-RECORD_TYPE_HEADER = "symfonic-record-type"
-TICKET_MARK = "ticket"
-QUEUE_HEADER = "symfonic-queue"
-KIND_HEADER = "symfonic-kind"
-OUTCOME_HEADER = "symfonic-outcome"
+TICKET_MARK = TICKET_MARK_BYTES.decode()
 ACCEPTED_OUTCOME = "accepted"
 
 

@@ -17,13 +17,20 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, Processor
+from symfonic_stream.engine.records import (
+    Collector,
+    DeadLetterReason,
+    Headers,
+    InputRecord,
+    Processor,
+)
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transactions import (
     PartitionProducer,
     ProducerUnusable,
     TransactionAborted,
 )
+from symfonic_stream.models.headers import KIND_HEADER, OUTCOME_HEADER, QUEUE_HEADER
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 log = logging.getLogger(__name__)
@@ -166,6 +173,8 @@ class PartitionTask:
             metrics.record_out(record.topic, record.record_type)
             if record.source_ts is not None:
                 metrics.observe_end_to_end(now - record.source_ts)
+            if record.headers:
+                _observe_pause_output(metrics, record.headers)
         for letter in out.dead_letters:
             metrics.dead_letter(str(letter.reason))
         self._count(out)
@@ -180,3 +189,12 @@ class PartitionTask:
             "partition": self.tp.partition,
             "transactional_id": self.producer.transactional_id,
         }
+
+
+def _observe_pause_output(metrics: ConsumerMetrics, headers: Headers) -> None:
+    """Tickets by queue and kind, resumes by outcome: read off the records' own headers."""
+    found = {name: value.decode() for name, value in headers}
+    if QUEUE_HEADER in found and KIND_HEADER in found:
+        metrics.ticket_routed(found[QUEUE_HEADER], found[KIND_HEADER])
+    if OUTCOME_HEADER in found:
+        metrics.resume(found[OUTCOME_HEADER])

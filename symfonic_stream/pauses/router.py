@@ -26,13 +26,14 @@ from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.agent_event import CLOSING_KINDS, AgentEvent, PendingInterrupt
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.headers import (
+    KIND_HEADER,
+    QUEUE_HEADER,
+    RECORD_TYPE_HEADER,
+    TICKET_MARK,
+)
 from symfonic_stream.pauses.rules import RoutingRules, RulesError, load_rules, tenant_problem
 from symfonic_stream.topics import TopicNames
-
-RECORD_TYPE_HEADER = "symfonic-record-type"
-QUEUE_HEADER = "symfonic-queue"
-KIND_HEADER = "symfonic-kind"
-TICKET_MARK = b"ticket"
 
 
 def build_ticket(

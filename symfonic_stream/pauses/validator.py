@@ -33,11 +33,9 @@ from symfonic_stream.models.decoding import (
     describe_validation_error,
     parse_json,
 )
+from symfonic_stream.models.headers import OUTCOME_HEADER, RECORD_TYPE_HEADER, TICKET_MARK
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
-from symfonic_stream.pauses.router import RECORD_TYPE_HEADER, TICKET_MARK
 from symfonic_stream.topics import TopicNames
-
-OUTCOME_HEADER = "symfonic-outcome"
 
 
 @dataclass(slots=True)

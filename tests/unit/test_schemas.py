@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from symfonic_stream import schemas as schemas_module
 from symfonic_stream.cli import main
 from symfonic_stream.commands.schemas import drift
 from symfonic_stream.models.agent_event import AgentEvent
@@ -786,17 +785,6 @@ def test_asyncapi_examples_validate_against_their_schemas() -> None:
                     assert not errors, (message_id, example.get("name"), errors)
                     checked += 1
     assert checked >= 12
-
-
-def test_header_names_match_the_consumers() -> None:
-    """The AsyncAPI copies of the pause router's and validator's header names."""
-    router = pytest.importorskip("symfonic_stream.pauses.router")
-    validator_module = pytest.importorskip("symfonic_stream.pauses.validator")
-    assert router.RECORD_TYPE_HEADER == schemas_module.RECORD_TYPE_HEADER
-    assert schemas_module.TICKET_MARK.encode() == router.TICKET_MARK
-    assert router.QUEUE_HEADER == schemas_module.QUEUE_HEADER
-    assert router.KIND_HEADER == schemas_module.KIND_HEADER
-    assert validator_module.OUTCOME_HEADER == schemas_module.OUTCOME_HEADER
 
 
 def test_the_pause_routers_tickets_validate() -> None:
