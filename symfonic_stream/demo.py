@@ -3,8 +3,8 @@
 It is a list of steps (:data:`STEPS`) over one :class:`DemoContext`; each step is an async
 function of the context. Consumers are real processes (``symfonic-stream run <name>``),
 started with a fresh topic prefix (``symfonic-demo-<timestamp>``) so reruns never collide.
-To add a consumer to the demo (the pause router, the resume validator), add its name to
-``DemoContext.consumers`` and, if it needs one, a step that drives and checks it.
+The pause router and the resume validator run beside the projectors; a step answers one
+routed pause with the reviewer SDK (:mod:`symfonic_stream.demo_pauses`).
 
 Latency is end to end: every event is stamped with the wall clock when it is published
 (the kernel timestamp), and measured again when its output record is read back with
@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from symfonic_stream.config import Settings
+from symfonic_stream.demo_pauses import answer_a_pause
 from symfonic_stream.demo_report import print_summary, render_run
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
@@ -83,7 +84,9 @@ class DemoContext:
     options: DemoOptions
     settings: Settings
     console: Console
-    consumers: list[str] = field(default_factory=lambda: ["typed", "chunks"])
+    consumers: list[str] = field(
+        default_factory=lambda: ["typed", "chunks", "pauses", "resumes"]
+    )
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="symfonic-demo-")))
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     metrics_ports: dict[str, int] = field(default_factory=dict)
@@ -226,6 +229,7 @@ STEPS: list[Step] = [
     ("ensure topics", ensure_demo_topics),
     ("start consumers", start_consumers),
     ("publish synthetic runs", publish_and_watch),
+    ("answer a pause as a reviewer", answer_a_pause),
     ("scrape metrics", scrape_metrics),
     ("summary", summarize),
     ("one run, rendered", render_example),
