@@ -1,8 +1,9 @@
 """``symfonic-stream demo`` end to end: a smoke test with a few runs, bounded in time.
 
-It starts the real typed and chunk projectors as subprocesses (``symfonic-stream run``),
-publishes synthetic runs and checks that every run reached its end record on both output
-topics; ``--delete-topics`` removes the demo's topics afterwards.
+It starts the real projectors, pause router and resume validator as subprocesses
+(``symfonic-stream run``), publishes synthetic runs, checks that every run reached its end
+record on both output topics and that a reviewer's answer was accepted once;
+``--delete-topics`` removes the demo's topics afterwards.
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
         assert row is not None, out
         assert int(row.group(1)) > 0
         assert row.group(2) == row.group(3) == str(RUNS)
-    assert "dead letters: invalid_event 2, invalid_json 2, key_mismatch 2" in out
+    # each bad record is dead-lettered once by every consumer of the raw topic (3 of them)
+    assert "dead letters: invalid_event 3, invalid_json 3, key_mismatch 3" in out
+    # a reviewer answered a routed pause: accepted once, then refused as already answered
+    assert re.search(r"answer .* → accepted; resume keyed by", out), out
+    assert "a second answer → rejected: already_answered" in out
     assert re.search(r"metrics of typed: http://127\.0\.0\.1:\d+/metrics", out)
     # The rendered run: a header, a tool call and an end line.
     assert re.search(r"^run demo-7-\d{5}  \(from seq 0", out, re.MULTILINE)
