@@ -1,7 +1,7 @@
 """The chart's values table, generated from the ``# --`` comments of values.yaml.
 
     python tests/chart/values_doc.py            print the table
-    python tests/chart/values_doc.py --write    rewrite it in the chart README and docs/deploy.md
+    python tests/chart/values_doc.py --write    rewrite it in the chart README and the README
     python tests/chart/values_doc.py --check    exit 1 on an undocumented key or a stale table
 
 A ``# -- text`` comment (continued by following ``#`` lines) documents the key right below
@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "symfonic-stream"
 VALUES = CHART / "values.yaml"
-TARGETS = (CHART / "README.md", ROOT / "docs" / "deploy.md")
+TARGETS = (CHART / "README.md", ROOT / "README.md")
 START, END = "<!-- values-table:start -->", "<!-- values-table:end -->"
 
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(\s|$)")
