@@ -8,6 +8,7 @@ record on both output topics and that a reviewer's answer was accepted once;
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -26,7 +27,8 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
         timeout_s=170,
     )
     assert status == 0, out + err
-    assert [p.name for p in tmp_path.glob("symfonic-demo-*/*.log")] != []
+    logs = await asyncio.to_thread(lambda: list(tmp_path.glob("symfonic-demo-*/*.log")))
+    assert logs != []
     for consumer in ("typed", "chunks"):
         row = re.search(rf"│ {consumer}\s+│\s+(\d+) │\s+(\d+)/(\d+) │", out)
         assert row is not None, out
