@@ -10,11 +10,9 @@ import orjson
 import pytest
 
 from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.kafka.topics import TopicSpec, required_topics
+from symfonic_stream.kafka.topics import required_topics
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.pauses.reviewer import Reviewer
-from symfonic_stream.pauses.router import queue_topics
-from symfonic_stream.pauses.rules import load_rules
 from symfonic_stream.topics import TopicNames
 
 from .harness import ConsumerProcess, TopicReader, produce, settings_for, unique_prefix
@@ -35,18 +33,9 @@ rules:
 
 async def setup(prefix: str, rules_path: Path, tenant_queues: bool) -> TopicNames:
     settings = settings_for(prefix, routing_rules=rules_path, tenant_queues=tenant_queues)
-    rules = load_rules(rules_path)
-    names = TopicNames(prefix)
-    specs = required_topics(settings)
-    known = {spec.name for spec in specs}
-    specs += [
-        TopicSpec(topic, settings.partitions, settings.replication_factor)
-        for topic in queue_topics(names, rules, tenant_queues)
-        if topic not in known
-    ]
-    report = await ensure_topics(settings, specs)
+    report = await ensure_topics(settings, required_topics(settings))  # queues from the rules
     assert report.ok, report.mismatches
-    return names
+    return TopicNames(prefix)
 
 
 def pause(

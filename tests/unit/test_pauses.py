@@ -409,3 +409,22 @@ def test_answered_and_expired_tickets_are_forgotten_after_grace() -> None:
     v.validator.punctuate(NOW + 150, v.out)
     assert v.validator.active_runs == 0
     assert v.out.state[b"intr-1"] is None
+
+
+def test_topics_ensure_creates_every_queue_the_rules_can_reach(tmp_path: Path) -> None:
+    from symfonic_stream.kafka.topics import required_topics
+
+    path = tmp_path / "rules.yaml"
+    path.write_text("tenants: [acme]\nrules:\n  - {match: {kind: ask_user}, queue: questions}\n")
+    shared = {spec.name for spec in required_topics(Settings(routing_rules=path))}
+    assert {
+        "symfonic.human.questions",
+        "symfonic.human.default",
+        "symfonic.human.expired",
+    } <= shared
+    per_tenant = {
+        spec.name for spec in required_topics(Settings(routing_rules=path, tenant_queues=True))
+    }
+    assert {"symfonic.human.acme.questions", "symfonic.human.acme.default"} <= per_tenant
+    names = [spec.name for spec in required_topics(Settings(routing_rules=path))]
+    assert len(names) == len(set(names))
