@@ -265,3 +265,26 @@ async def test_run_closed_is_dead_lettered_live(bootstrap_servers: str, tmp_path
         assert AgentEvent.model_validate_json(letter.value or b"").index == 1
     finally:
         proc.stop()
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd", "snappy", "gzip"])
+async def test_outputs_are_written_with_each_compression_codec(
+    bootstrap_servers: str, codec: str
+) -> None:
+    from symfonic_stream.processors.projector import projector_topology
+
+    from .harness import InProcessEngine, settings_for
+
+    prefix = unique_prefix()
+    await create_topics(prefix, with_copier=False)
+    names = TopicNames(prefix)
+    settings = settings_for(prefix, compression=codec)
+    events = [
+        {"run_id": "z", "index": i, "kind": "text_delta", "timestamp": 1.0, "text": "x" * 200}
+        for i in range(20)
+    ]
+    async with InProcessEngine(projector_topology("typed", settings), settings):
+        await produce(names.agent_events, as_records(events))
+        async with TopicReader(names.stream_events) as reader:
+            got = await reader.until(20, within=60)
+    assert [orjson.loads(r.value or b"")["seq"] for r in got] == list(range(20))
