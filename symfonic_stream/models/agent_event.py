@@ -8,7 +8,7 @@ projects to nothing.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -65,9 +65,9 @@ class PendingInterrupt(_Strict):
 class TokenUsage(_Strict):
     """Token counts; 0 means *unreported*, never *measured as zero*."""
 
-    input_tokens: Annotated[int, Field(ge=0)] = 0
-    output_tokens: Annotated[int, Field(ge=0)] = 0
-    total_tokens: Annotated[int, Field(ge=0)] = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
 
 
 class RunResult(_Strict):

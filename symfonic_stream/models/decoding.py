@@ -25,6 +25,11 @@ _JSON_TYPE_NAMES = {
 }
 
 
+_loads = orjson.loads
+#: ``AgentEvent.model_validate`` without the wrapper (same validator, same defaults).
+_validate = AgentEvent.__pydantic_validator__.validate_python
+
+
 class DecodeError(Exception):
     """A record that is not a usable AgentEvent; ``reason`` is its dead-letter reason."""
 
@@ -72,24 +77,34 @@ def decode_agent_event(
 
     ``check_key`` compares the record key (UTF-8) with ``run_id``; the offline command has
     no keys and leaves it off.
+
+    This is the projectors' hot path: :func:`check_size` and :func:`parse_json` are
+    inlined (same checks, same order, same details), and the model's validator is called
+    directly (``model_validate`` is a thin wrapper around it).
     """
-    check_size(value, max_bytes)
-    parsed = parse_json(value)
+    if value is None:
+        raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
+    if max_bytes is not None and len(value) > max_bytes:
+        raise DecodeError(
+            DeadLetterReason.TOO_LARGE, f"value is {len(value)} bytes, limit {max_bytes}"
+        )
+    try:
+        parsed = _loads(value)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(DeadLetterReason.INVALID_JSON, str(exc)) from None
     if not isinstance(parsed, dict):
         raise DecodeError(
             DeadLetterReason.INVALID_EVENT,
             f"value is a JSON {_JSON_TYPE_NAMES.get(type(parsed), 'value')}, not an object",
         )
     try:
-        event = AgentEvent.model_validate(parsed)
+        event: AgentEvent = _validate(parsed)
     except ValidationError as exc:
         raise DecodeError(DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)) from None
-    if check_key:
-        run_id = event.run_id.encode()
-        if key != run_id:
-            shown = key.decode("utf-8", "replace") if key is not None else "<no key>"
-            raise DecodeError(
-                DeadLetterReason.KEY_MISMATCH,
-                f"record key {shown!r} differs from run_id {event.run_id!r}",
-            )
+    if check_key and key != event.run_id.encode():
+        shown = key.decode("utf-8", "replace") if key is not None else "<no key>"
+        raise DecodeError(
+            DeadLetterReason.KEY_MISMATCH,
+            f"record key {shown!r} differs from run_id {event.run_id!r}",
+        )
     return event
