@@ -430,7 +430,6 @@ _INVALID_EVENTS = {
         "kind": "done",
         "result": {"usage": {"input_tokens": 1.5}},
     },
-    "negative usage tokens": {**_VALID_EVENT, "result": {"usage": {"output_tokens": -1}}},
     "interrupt of an unknown kind": {**_VALID_EVENT, "interrupt": interrupt("pause")},
     "interrupt with an empty id": {**_VALID_EVENT, "interrupt": interrupt(interrupt_id="")},
     "interrupt resumable a string": {**_VALID_EVENT, "interrupt": interrupt(resumable="yes")},
