@@ -77,10 +77,18 @@ def decode_agent_event(
 
     ``check_key`` compares the record key (UTF-8) with ``run_id``; the offline command has
     no keys and leaves it off.
+    """
+    return decode_record(value, key, check_key, max_bytes)
 
-    This is the projectors' hot path: :func:`check_size` and :func:`parse_json` are
-    inlined (same checks, same order, same details), and the model's validator is called
-    directly (``model_validate`` is a thin wrapper around it).
+
+def decode_record(
+    value: bytes | None, key: bytes | None, check_key: bool, max_bytes: int | None
+) -> AgentEvent:
+    """:func:`decode_agent_event` with positional arguments, for the projectors' hot path.
+
+    :func:`check_size` and :func:`parse_json` are inlined here (same checks, same order,
+    same details), and the model's validator is called directly: ``model_validate`` is a
+    thin Python wrapper around it.
     """
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")

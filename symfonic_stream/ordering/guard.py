@@ -31,6 +31,13 @@ from symfonic_stream.ordering.run_state import (
 from symfonic_stream.projections import Projection
 
 _END_STATUS = {"done": "completed", "error": "error", "cancelled": "cancelled"}
+_dumps = orjson.dumps
+# Output records are built with ``tuple.__new__`` on the hot path: the NamedTuple's own
+# ``__new__`` is a generated Python function (defaults, keywords) that costs more than
+# the tuple. That needs the exact field order, checked here once.
+_new_record = tuple.__new__
+if OutputRecord._fields != ("topic", "key", "value", "record_type", "source_ts", "headers"):
+    raise RuntimeError("OutputRecord changed its fields: update symfonic_stream/ordering/guard.py")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +92,10 @@ class OrderingGuard:
                 self._fill_first_hole(run_id, run, now, out)
             return
         self._release(run_id, run, event, now, out)
-        self._drain(run_id, run, now, out)
+        # Only a run with something buffered can release more (and only such a run is in
+        # ``_waiting``: the buffer empties and the run leaves it together, see ``_drain``).
+        if run.buffer:
+            self._drain(run_id, run, now, out)
 
     def punctuate(self, now: float, out: Collector) -> None:
         """Fill holes older than the gap timeout; forget closed runs past their grace."""
@@ -155,21 +165,24 @@ class OrderingGuard:
         key = run_id.encode()
         index = event.index
         ts = event.timestamp
-        for body in self._project(event):
-            self._emit(
-                key,
-                run,
-                {
+        bodies = self._project(event)
+        if bodies:
+            # _emit inlined: the loop runs once or twice for nearly every input event.
+            topic = self._topic
+            emit = out.emit
+            seq = run.next_seq
+            for body in bodies:
+                envelope = {
                     "run_id": run_id,
-                    "seq": run.next_seq,
+                    "seq": seq,
                     "source_index": index,
                     "ts": ts,
                     "event": body,
-                },
-                body["type"],
-                ts,
-                out,
-            )
+                }
+                value = _dumps(envelope)
+                emit(_new_record(OutputRecord, (topic, key, value, body["type"], ts, ())))
+                seq += 1
+            run.next_seq = seq
         run.next_index = index + 1
         kind = event.kind
         if kind not in KNOWN_KINDS:
@@ -254,7 +267,7 @@ class OrderingGuard:
         out: Collector,
     ) -> None:
         run.next_seq += 1
-        out.emit(OutputRecord(self._topic, key, orjson.dumps(envelope), record_type, ts))
+        out.emit(OutputRecord(self._topic, key, _dumps(envelope), record_type, ts))
 
 
 def _oldest_arrival(run: RunState) -> float:

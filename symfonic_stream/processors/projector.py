@@ -11,7 +11,7 @@ from typing import Literal
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.decoding import DecodeError, decode_record
 from symfonic_stream.ordering.guard import GuardLimits, OrderingGuard
 from symfonic_stream.projections import Projection
 from symfonic_stream.projections.chunks import project_chunks
@@ -44,12 +44,7 @@ class ProjectorProcessor:
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
-            event = decode_agent_event(
-                record.value,
-                key=record.key,
-                check_key=self._check_keys,
-                max_bytes=self._max_bytes,
-            )
+            event = decode_record(record.value, record.key, self._check_keys, self._max_bytes)
         except DecodeError as rejected:
             out.dead_letter(record, rejected.reason, rejected.detail)
             return

@@ -14,6 +14,15 @@ from symfonic_stream.projections.encoding import compact_json
 
 def project_typed(event: AgentEvent) -> list[Body]:
     """The typed events of one AgentEvent, in the order the contract fixes."""
+    if event.interrupt is None:
+        # The hot path: three quarters of a run are text and thinking deltas.
+        kind = event.kind
+        if kind == "text_delta":
+            text = event.text
+            return [{"type": "text_delta", "text": text}] if text else []
+        if kind == "thinking":
+            text = event.text
+            return [{"type": "thinking_delta", "text": text}] if text else []
     bodies = _as_typed_events(event)
     if event.kind == "done":
         usage = _usage(event.result)

@@ -1,0 +1,202 @@
+"""What the typed projector would do if its pure hot path cost nothing.
+
+    python -m bench.zero_cost [--events 200000] [--partitions 4] [--rounds 3]
+
+The typed projector does two things the copier does not: the pure work (decode, ordering
+guard, projection, envelope encoding, state encoding) and *more Kafka writes* (1.24 output
+records per input event instead of 1, plus changelog records). This experiment separates
+the two. On one fresh prefix it publishes the benchmark's stream, then consumes it, each
+in its own consumer group and one at a time, with:
+
+* ``copier``: the baseline;
+* ``typed``: the real typed projector;
+* ``typed-replay``: the engine running a processor that emits, for every input record, the
+  exact output records (topic, key, value, record type, timestamp) and, per batch, one state
+  record per run touched — all computed *before* the consumer starts by running the real
+  ``ProjectorProcessor`` offline over each partition. Its cost is the engine's cost for the
+  typed projector's output volume: the ceiling any optimisation of the pure path can reach.
+
+Each runs in its own process (``python -m bench.zero_cost --serve`` for the replay, through
+:func:`symfonic_stream.engine.service.serve`), timed like the main benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import pickle
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+from bench.consumers import Consumer
+from bench.kafka_bench import Throughput, _timed_consumption
+from bench.kafka_io import create_topics, delete_prefix_topics, end_offsets, publish
+from bench.workload import make_workload
+from symfonic_stream.config import Settings, load_settings
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.partitioner import partition_for_key
+from symfonic_stream.processors.projector import projector_topology
+from symfonic_stream.topics import TopicNames
+
+REPLAY = "typed-replay"
+#: What a checkpoint writes per touched run: an ``encode_run`` value of typical size.
+_STATE_VALUE = b"[123,154,0,0.0]"
+
+#: (partition, offset) -> the typed projector's outputs for that input record.
+Plan = dict[tuple[int, int], tuple[OutputRecord, ...]]
+
+
+def plan_outputs(records: list[tuple[bytes, bytes]], partitions: int, topic: str) -> Plan:
+    """Run the real typed projector over each partition's records, in offset order."""
+    settings = Settings(topic_prefix="plan", partitions=partitions)
+    output = TopicNames(topic.removesuffix(".agent-events")).stream_events
+    factory = projector_topology("typed", settings).processor_factory
+    processors = {p: factory(p) for p in range(partitions)}
+    offsets: dict[int, int] = defaultdict(int)
+    plan: Plan = {}
+    now = time.time()
+    for key, value in records:
+        partition = partition_for_key(key, partitions)
+        offset = offsets[partition]
+        offsets[partition] += 1
+        out = Collector()
+        processors[partition].process(InputRecord(topic, partition, offset, key, value), now, out)
+        plan[(partition, offset)] = tuple(o._replace(topic=output) for o in out.outputs)
+    return plan
+
+
+class ReplayProcessor:
+    """Emits the planned outputs of each record; one state record per run per batch."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._plan = plan
+        self._touched: set[bytes] = set()
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        """Nothing to restore."""
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        for output in self._plan.get((record.partition, record.offset), ()):
+            out.emit(output)
+        if record.key is not None:
+            self._touched.add(record.key)
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        """No timers."""
+
+    def checkpoint(self, out: Collector) -> None:
+        for key in self._touched:
+            out.put_state(key, _STATE_VALUE)
+        self._touched.clear()
+
+    @property
+    def buffered_events(self) -> int:
+        return 0
+
+    @property
+    def active_runs(self) -> int:
+        return 0
+
+
+def replay_topology(settings: Settings, plan: Plan) -> Topology:
+    names = TopicNames(settings.topic_prefix)
+    return Topology(
+        consumer=REPLAY,
+        group_id=names.group(REPLAY),
+        source_topic=names.agent_events,
+        output_topics=(names.stream_events,),
+        dead_letter_topic=names.dead_letter,
+        # Co-partitioned and compacted like the typed changelog: the pauses changelog of
+        # this prefix is never used by anything else here.
+        changelog_topic=names.changelog("pauses"),
+        processor_factory=lambda partition: ReplayProcessor(plan),
+    )
+
+
+def serve_replay(plan_file: str) -> int:
+    from symfonic_stream.engine.service import serve
+    from symfonic_stream.observability.logs import configure_logging
+
+    settings = load_settings()
+    configure_logging(REPLAY, settings.log_level)
+    with open(plan_file, "rb") as handle:
+        plan: Plan = pickle.load(handle)
+    return asyncio.run(serve(replay_topology(settings, plan), settings))
+
+
+class _ReplayConsumer(Consumer):
+    def __init__(self, settings: Settings, log_dir: Path, plan_file: Path) -> None:
+        super().__init__(REPLAY, settings, log_dir)
+        self.command = [sys.executable, "-m", "bench.zero_cost", "--serve", str(plan_file)]
+
+
+async def run(args: argparse.Namespace) -> dict[str, list[Throughput]]:
+    base = load_settings()
+    workload = make_workload(args.events)
+    records = workload.encoded()
+    log_dir = Path(tempfile.mkdtemp(prefix="symfonic-zero-"))
+    prefixes: list[str] = []
+    results: dict[str, list[Throughput]] = defaultdict(list)
+    try:
+        for round_no in range(args.rounds):
+            prefix = f"bench-zero-{uuid.uuid4().hex[:8]}"
+            prefixes.append(prefix)
+            settings = base.model_copy(update={"topic_prefix": prefix,
+                                               "partitions": args.partitions})
+            names = TopicNames(prefix)
+            await create_topics(settings)
+            await publish(settings, records)
+            ends = await end_offsets(settings, names.agent_events, args.partitions)
+            plan = plan_outputs(records, args.partitions, names.agent_events)
+            planned = sum(ends.values())
+            if planned != len(records):
+                raise RuntimeError(f"the topic holds {planned} events, {len(records)} sent")
+            plan_file = log_dir / f"{prefix}.plan"
+            plan_file.write_bytes(pickle.dumps(plan))
+            for name in ("copier", "typed", REPLAY):
+                factory = (
+                    (lambda s, d, f=plan_file: _ReplayConsumer(s, d, f))
+                    if name == REPLAY else None
+                )
+                result = await _timed_consumption(
+                    settings, (name,), len(records), log_dir, 600.0, factory=factory
+                )
+                results[name].append(result)
+                print(f"round {round_no + 1}: {name:<13} {result.events_per_s:>9,.0f} ev/s  "
+                      f"cpu {result.cpu_s_per_million:6.1f} s/M", file=sys.stderr, flush=True)
+    finally:
+        await delete_prefix_topics(base, prefixes)
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        sys.exit(serve_replay(sys.argv[2]))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    results = asyncio.run(run(args))
+    base_rate = statistics.median(t.events_per_s for t in results["copier"])
+    base_cpu = statistics.median(t.cpu_s_per_million for t in results["copier"])
+    print(f"{'consumer':<14} {'ev/s':>9} {'x copier':>9} {'CPU s/M':>8} {'x copier':>9}")
+    for name, runs in results.items():
+        rate = statistics.median(t.events_per_s for t in runs)
+        cpu = statistics.median(t.cpu_s_per_million for t in runs)
+        print(f"{name:<14} {rate:>9,.0f} {rate / base_rate:>9.2f} {cpu:>8.1f} "
+              f"{cpu / base_cpu:>9.2f}")
+
+
+if __name__ == "__main__":
+    main()

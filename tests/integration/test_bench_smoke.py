@@ -1,0 +1,61 @@
+"""``python -m bench --quick``: the benchmark runs end to end against the broker.
+
+The figures of a tiny run mean nothing, so nothing is timed here: the report must have
+every row and every column, each a positive number, and the JSON must say the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.kafka_bench import ROWS
+from bench.report import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(170)
+def test_quick_benchmark_reports_every_row_and_column(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "latest.json"
+    env = {**os.environ, "SYMFONIC_BOOTSTRAP_SERVERS": bootstrap_servers}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--offline-events", "2000",
+         "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=160, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    result = json.loads(out.read_text())
+    assert result["quick"] is True
+    rows = result["rows"]
+    assert list(rows) == list(ROWS)
+    for name, entry in rows.items():
+        for _, key, _ in COLUMNS:
+            assert entry[key] > 0, (name, key, entry[key])
+            assert entry["ratio_to_copier"][key] > 0, (name, key)
+        assert entry["latency_samples"] > 0, name
+    for key in ("encoded_record_bytes_per_run", "memory_bytes_per_run_tracemalloc",
+                "restore_s", "typed_start_to_ready_s"):
+        assert result["state"][key] > 0, key
+    assert result["state"]["runs"] > 0
+    assert result["state"]["memory_bytes_per_run_rss"] >= 0  # a tiny state may fit freed pages
+    for key in ("baseline_us_per_event", "offline_us_per_event", "engine_shape_us_per_event",
+                "ratio", "engine_shape_ratio"):
+        assert result["offline"][key] > 0, key
+    assert set(result["verdicts"]) == {
+        "typed_throughput_ratio", "typed_p99_latency_ratio", "restore_seconds", "offline_ratio"
+    }
+
+    table = done.stdout
+    for title, _, _ in COLUMNS:
+        assert title in table
+    for name in ROWS:
+        assert any(line.startswith(name + " ") for line in table.splitlines()), name
