@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -169,12 +170,15 @@ class PartitionTask:
         if consumed:
             metrics.record_in(self.tp.topic, consumed)
         now = time.time()
+        produced: Counter[tuple[str, str]] = Counter()
         for record in out.outputs:
-            metrics.record_out(record.topic, record.record_type)
+            produced[record.topic, record.record_type] += 1
             if record.source_ts is not None:
                 metrics.observe_end_to_end(now - record.source_ts)
             if record.headers:
                 _observe_pause_output(metrics, record.headers)
+        for (topic, record_type), n in produced.items():  # one increment per type, not record
+            metrics.record_out(topic, record_type, n)
         for letter in out.dead_letters:
             metrics.dead_letter(str(letter.reason))
         self._count(out)
