@@ -37,6 +37,20 @@ of the same replay and aborts its open transaction, then reads the progress topi
 (read_committed), restores the guards and continues after the last committed batch. Nothing
 is written twice and nothing is skipped. A completed replay's rerun writes nothing; to
 replay again, use a new target topic (or different times).
+
+Readable when it returns
+========================
+
+``commit_transaction`` returns as soon as the transaction coordinator has logged the
+commit; the commit markers that make the records readable are written to each partition
+after that, asynchronously (milliseconds, far more on a loaded broker). Until a partition
+has its marker, its last stable offset stays at the transaction's first record, so a
+read_committed reader starting right then (the next step of a pipeline, a test comparing
+the target with the offline projection) reads up to there and stops: a completed replay
+would look like one with the last batch missing. So :func:`replay` returns only once the
+last stable offset of every partition it wrote (target, dead letters, progress) is past
+the last record it committed there. (A rerun needs no such wait: starting the producer
+waits for any transaction of the same id to complete, markers included.)
 """
 
 from __future__ import annotations
@@ -48,6 +62,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaTimeoutError
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.dead_letters import dead_letter_headers
@@ -75,6 +90,8 @@ __all__ = ["ReplayError", "ReplayProgress", "ReplaySummary", "progress_topic", "
 #: The guard's clock during a replay (see the module docstring): holes never time out.
 _FROZEN_NOW = 0.0
 _POLL_MS = 500
+#: How often the end offsets are asked while waiting for the commit markers.
+_VISIBLE_POLL_S = 0.01
 
 
 class ReplayError(Exception):
@@ -169,6 +186,8 @@ class _Replay:
         self.processors: dict[int, ProjectorProcessor] = {}
         # Run ids whose guard state is in the progress topic, per partition (to tombstone).
         self.state_keys: dict[int, set[bytes]] = {}
+        # The last offset this process committed in each partition it wrote to.
+        self.committed: dict[TopicPartition, int] = {}
 
     async def execute(
         self,
@@ -201,9 +220,10 @@ class _Replay:
                 )
             if all(p.done for p in summary.partitions.values()):
                 summary.already_complete = summary.resumed
-                return summary
-            self._restore(summary, saved.states)
-            await self._run(consumer, summary, on_progress)
+            else:
+                self._restore(summary, saved.states)
+                await self._run(consumer, summary, on_progress)
+            await self._until_readable(consumer)
             return summary
         finally:
             await consumer.stop()
@@ -345,12 +365,37 @@ class _Replay:
             for key, value in progress_records.items():
                 futures.append(await producer.send(self.progress_topic, value=value, key=key))
             # aiokafka would commit a transaction with a failed send in it: check them all.
-            await asyncio.gather(*futures)
+            sent = await asyncio.gather(*futures)
         except BaseException:
             if not producer._txn_manager.is_fatal_error():
                 await producer.abort_transaction()
             raise
         await producer.commit_transaction()
+        for metadata in sent:
+            tp = TopicPartition(metadata.topic, metadata.partition)
+            self.committed[tp] = max(self.committed.get(tp, -1), metadata.offset)
+
+    async def _until_readable(self, consumer: AIOKafkaConsumer) -> None:
+        """Wait for the commit markers of everything committed (see the module docstring).
+
+        The consumer is read_committed, so its end offsets are the last stable offsets.
+        Bounded by the transaction timeout: a transaction of another producer open before
+        ours on a ``--force`` target holds the last stable offset back until then.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.transaction_timeout_ms / 1000
+        pending = dict(self.committed)
+        while pending:
+            stable = await consumer.end_offsets(list(pending))
+            pending = {tp: last for tp, last in pending.items() if stable[tp] <= last}
+            if not pending:
+                return
+            if loop.time() >= deadline:
+                raise KafkaTimeoutError(
+                    "the replay committed, but its last records are still not readable "
+                    f"(read_committed) in {sorted(map(str, pending))}"
+                )
+            await asyncio.sleep(_VISIBLE_POLL_S)
 
 
 def _input(record: Any) -> InputRecord:

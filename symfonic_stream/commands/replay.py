@@ -1,9 +1,10 @@
 """``symfonic-stream replay``: re-project a time range of the raw topic into a topic, once.
 
-Exit status: 0 when the replay completed (or was already complete); 1 when it stopped part
-way (Kafka failed, the process was fenced by another run of the same replay): rerunning
-the same command resumes it without duplicating anything; 2 for bad usage or
-configuration, or a refused target; 130 on Ctrl-C (also resumable).
+Exit status: 0 when the replay completed (or was already complete) and all it wrote is
+readable (read_committed); 1 when it stopped part way (Kafka failed, the process was fenced
+by another run of the same replay): rerunning the same command resumes it without
+duplicating anything; 2 for bad usage or configuration, or a refused target; 130 on Ctrl-C
+(also resumable).
 """
 
 from __future__ import annotations

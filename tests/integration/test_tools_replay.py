@@ -8,12 +8,12 @@ import random
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
@@ -94,6 +94,37 @@ async def _target_by_run(read_topic: ReadTopic, topic: str) -> dict[str, list[by
     return dict(got)
 
 
+Unreadable = Callable[[str], Awaitable[dict[int, int]]]
+
+
+@contextlib.asynccontextmanager
+async def _unreadable(bootstrap: str) -> AsyncIterator[Unreadable]:
+    """``await unreadable(topic)``: {partition: how many offsets read_committed cannot read}.
+
+    The high watermark minus the last stable offset, asked by consumers started beforehand
+    so that the answer describes the moment it is asked: a read_committed reader starting
+    then reads up to the last stable offset and stops there. Committed records whose commit
+    marker is not written yet count, as do the records of an open transaction.
+    """
+    consumers = [
+        AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=level)
+        for level in ("read_committed", "read_uncommitted")
+    ]
+    for consumer in consumers:
+        await consumer.start()
+
+    async def unreadable(topic: str) -> dict[int, int]:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        stable, high = await asyncio.gather(*(c.end_offsets(tps) for c in consumers))
+        return {tp.partition: high[tp] - stable[tp] for tp in tps if stable[tp] < high[tp]}
+
+    try:
+        yield unreadable
+    finally:
+        for consumer in consumers:
+            await consumer.stop()
+
+
 async def test_replay_equals_offline_projection_and_reruns_write_nothing(
     bootstrap_servers: str, prefix: str, read_topic: ReadTopic
 ) -> None:
@@ -102,8 +133,11 @@ async def test_replay_equals_offline_projection_and_reruns_write_nothing(
     in_range = await _publish(bootstrap_servers, TopicNames(prefix).agent_events, _raw_stream())
     target = f"{prefix}.replayed"
 
-    summary = await replay(settings, projection="typed", from_ts=T1 / 1000, to_ts=T2 / 1000,
-                           to_topic=target)
+    async with _unreadable(bootstrap_servers) as unreadable:
+        summary = await replay(settings, projection="typed", from_ts=T1 / 1000,
+                               to_ts=T2 / 1000, to_topic=target)
+        # Readable as soon as it returns (the commit markers are written asynchronously).
+        assert await unreadable(target) == {}
     expected = _offline_by_run(in_range, "typed")
     got = await _target_by_run(read_topic, target)
     assert got == expected
@@ -148,8 +182,14 @@ async def test_replay_resumes_after_a_crash_without_duplicates(
                           "timestamp": 1.0, "text": "late"})
     await _publish_one(bootstrap_servers, TopicNames(prefix).agent_events, extra)
 
-    summary = await replay(settings, projection="chunks", from_ts=T0 / 1000, to_ts=None,
-                           to_topic=target)
+    async with _unreadable(bootstrap_servers) as unreadable:
+        assert await unreadable(target) == {}  # (and fetches the target's metadata first)
+        summary = await replay(settings, projection="chunks", from_ts=T0 / 1000, to_ts=None,
+                               to_topic=target)
+        # Everything the replay committed is readable the moment it returns, its last
+        # batch included: commit_transaction returns before the commit markers are
+        # written; a reader starting before they are would see the last batch missing.
+        assert await unreadable(target) == {}
     assert summary.resumed and not summary.already_complete
     assert await _target_by_run(read_topic, target) == _offline_by_run(lines, "chunks")
     assert summary.total("records_in") == len(lines)
