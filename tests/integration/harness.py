@@ -363,6 +363,10 @@ async def open_transaction_partitions(topic: str) -> list[int]:
             if ends["read_committed"][tp] < ends["read_uncommitted"][tp]]
 
 
+#: Longer than the broker takes to write the commit markers of a transaction it logged.
+_MARKER_SETTLE_S = 0.3
+
+
 async def kill_mid_transaction(
     process: ConsumerProcess, output_topic: str, tries: int = 100
 ) -> bool:
@@ -377,6 +381,10 @@ async def kill_mid_transaction(
     for _ in range(tries):
         process.proc.send_signal(signal.SIGSTOP)
         try:
+            # A transaction whose commit the coordinator already logged still shows as open
+            # until the broker writes its markers, a few milliseconds later; a frozen
+            # process cannot commit, so what is still open after a pause really is open.
+            await asyncio.sleep(_MARKER_SETTLE_S)
             if await open_transaction_partitions(output_topic):
                 process.kill()
                 return True
