@@ -19,6 +19,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.observability import ConsumerMetrics
+from tests.unit.test_observability import exercise
 
 FILES = Path(__file__).resolve().parents[2] / "helm" / "symfonic-stream" / "files"
 DASHBOARD = FILES / "grafana-dashboard.json"
@@ -33,22 +34,7 @@ DURATION = re.compile(r"^\d+[smhdw]$")
 def exercised_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     for consumer in ("typed", "pauses", "resumes"):
-        m = ConsumerMetrics(consumer, registry)
-        m.record_in("symfonic.agent-events")
-        m.record_out("symfonic.stream-events", "text_delta")
-        m.dead_letter("invalid_json")
-        m.add_counts({"duplicates": 1, "gaps": 1, "unknown_kind": 1})
-        m.set_buffered(1)
-        m.set_active_runs(1)
-        m.set_lag("symfonic.agent-events", 0, 1)
-        m.observe_end_to_end(0.1)
-        m.observe_transaction(0.1, committed=True)
-        m.producer_fenced()
-        m.rebalance()
-        m.state_restored(0.1, 1)
-        m.ticket_routed("default", "ask_user")
-        m.resume("accepted")
-        m.set_ready(True)
+        exercise(ConsumerMetrics(consumer, registry))
     return registry
 
 
