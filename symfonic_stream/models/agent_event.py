@@ -61,6 +61,12 @@ class PendingInterrupt(_Strict):
     expires_at: float
     resumable: bool = False
 
+    @property
+    def questions(self) -> list[Any]:
+        """``payload["questions"]``, ``[]`` when absent (AgentEvent checks it is a list)."""
+        questions = self.payload.get("questions")
+        return questions if questions is not None else []
+
 
 class TokenUsage(_Strict):
     """Token counts; 0 means *unreported*, never *measured as zero*."""

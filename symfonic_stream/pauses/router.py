@@ -41,9 +41,7 @@ def build_ticket(
 ) -> dict[str, Any]:
     """The SPEC §7 ticket for one pause (field order as the contract lists it)."""
     kind = "ask_user" if event.kind == "ask_user" else "interrupt"
-    questions = None
-    if kind == "ask_user":  # as in the typed ask_user event: a list, [] when absent
-        questions = pending.payload.get("questions") or []
+    questions = pending.questions if kind == "ask_user" else None  # as the typed event
     scope = event.scope
     return {
         "ticket_id": pending.interrupt_id,

@@ -96,22 +96,11 @@ def _as_typed_events(event: AgentEvent) -> list[Body]:
 def _pause(kind: str, pending: PendingInterrupt) -> Body:
     # ask_user vs interrupt is decided by the AgentEvent's kind, not the interrupt's own.
     if kind == "ask_user":
-        questions = pending.payload.get("questions")
-        return {
-            "type": "ask_user",
-            "questions": questions if questions is not None else [],
-            "token": pending.token,
-            "tool_call_id": pending.tool_call_id,
-            "interrupt_id": pending.interrupt_id,
-            "run_id": pending.run_id,
-            "session_id": pending.session_id,
-            "expires_at": pending.expires_at,
-            "resumable": pending.resumable,
-        }
+        head: Body = {"type": "ask_user", "questions": pending.questions}
+    else:
+        head = {"type": "interrupt", "name": pending.name, "payload": pending.payload}
     return {
-        "type": "interrupt",
-        "name": pending.name,
-        "payload": pending.payload,
+        **head,
         "token": pending.token,
         "tool_call_id": pending.tool_call_id,
         "interrupt_id": pending.interrupt_id,
