@@ -367,6 +367,19 @@ async def open_transaction_partitions(topic: str) -> list[int]:
 _MARKER_SETTLE_S = 0.3
 
 
+async def _really_open(output_topic: str) -> bool:
+    """An open transaction on ``output_topic`` that stays open while its writer is frozen.
+
+    A transaction whose commit the coordinator already logged still shows as open until
+    the broker writes its markers, a few milliseconds later; a frozen process cannot
+    commit, so what is still open after a pause really is open.
+    """
+    if not await open_transaction_partitions(output_topic):
+        return False
+    await asyncio.sleep(_MARKER_SETTLE_S)
+    return bool(await open_transaction_partitions(output_topic))
+
+
 async def kill_mid_transaction(
     process: ConsumerProcess, output_topic: str, tries: int = 100
 ) -> bool:
@@ -381,11 +394,7 @@ async def kill_mid_transaction(
     for _ in range(tries):
         process.proc.send_signal(signal.SIGSTOP)
         try:
-            # A transaction whose commit the coordinator already logged still shows as open
-            # until the broker writes its markers, a few milliseconds later; a frozen
-            # process cannot commit, so what is still open after a pause really is open.
-            await asyncio.sleep(_MARKER_SETTLE_S)
-            if await open_transaction_partitions(output_topic):
+            if await _really_open(output_topic):
                 process.kill()
                 return True
         finally:
