@@ -74,12 +74,14 @@ lint: venv
 
 # Runs $(1) with a Kafka available, and stops the broker afterwards only when this run
 # started it (a broker that was already running, maybe used by someone else, stays up), also
-# when $(1) fails or the run is interrupted. Exits with $(1)'s status.
+# when $(1) fails or the run is interrupted. Exits with $(1)'s status. $(2): options for
+# `kafka.sh start`; the tests pass --fresh, so a broker they launch does not first load every
+# topic that earlier runs left in its storage.
 define with_kafka
 	@started=0; \
 	if [ -z "$(EXTERNAL_KAFKA)" ]; then \
 	  flag="$$(mktemp)"; rm -f "$$flag"; \
-	  SYMFONIC_KAFKA_STARTED_FLAG="$$flag" $(KAFKA) start; \
+	  SYMFONIC_KAFKA_STARTED_FLAG="$$flag" $(KAFKA) start $(2); \
 	  if [ -s "$$flag" ]; then started=1; fi; \
 	  rm -f "$$flag"; \
 	else \
@@ -93,7 +95,7 @@ define with_kafka
 endef
 
 test: venv lint chart-check
-	$(call with_kafka,$(BIN)/pytest $(PYTEST_ARGS))
+	$(call with_kafka,$(BIN)/pytest $(PYTEST_ARGS),--fresh)
 
 demo: venv
 	$(call with_kafka,$(BIN)/symfonic-stream demo $(DEMO_ARGS))

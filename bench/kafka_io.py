@@ -17,7 +17,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from symfonic_stream.config import Settings
-from symfonic_stream.kafka.admin import ensure_topics
+from symfonic_stream.kafka.admin import ensure_topics, group_offsets
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.topics import required_topics
 from symfonic_stream.partitioner import partition_for_key
@@ -222,11 +222,9 @@ class OffsetWatcher:
 
     async def committed(self, group: str) -> int:
         """The sum of ``group``'s committed offsets on the topic (0 before any commit)."""
-        offsets = await self._admin.list_consumer_group_offsets(group)
+        offsets = await group_offsets(self._admin, group)
         return sum(
-            meta.offset
-            for tp, meta in offsets.items()
-            if tp.topic == self._topic and meta.offset > 0
+            offset for tp, offset in offsets.items() if tp.topic == self._topic and offset > 0
         )
 
 

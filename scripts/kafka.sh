@@ -24,6 +24,7 @@ CLUSTER_BASE_PORT="${SYMFONIC_KAFKA_CLUSTER_BASE_PORT:-19092}"
 CLUSTER_HEAP_OPTS="${SYMFONIC_KAFKA_CLUSTER_HEAP_OPTS:--Xms512m -Xmx512m}"
 CLUSTER_SIZE=3
 START_TIMEOUT="${SYMFONIC_KAFKA_START_TIMEOUT:-90}"
+START_LIMIT="${SYMFONIC_KAFKA_START_LIMIT:-600}"
 STOP_TIMEOUT="${SYMFONIC_KAFKA_STOP_TIMEOUT:-30}"
 PYTHON="${SYMFONIC_KAFKA_PYTHON:-python3}"
 JVM_OPTS=(-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35
@@ -46,8 +47,9 @@ usage() {
 usage: scripts/kafka.sh COMMAND
 
 single broker (broker+controller on ${HOST}:${PORT}, controller ${HOST}:${CONTROLLER_PORT}):
-  start            resolve Kafka if needed, format storage once, start, wait until it serves
-                   (reuses a broker that already answers on the port)
+  start [--fresh]  resolve Kafka if needed, format storage once, start, wait until it serves
+                   (reuses a broker that already answers on the port); --fresh: a broker
+                   this command launches starts from empty storage (make test uses it)
   stop             SIGTERM, wait up to ${STOP_TIMEOUT}s, then SIGKILL
   status           exit 0 when a broker answers metadata requests, 1 when none runs
   logs [-f]        the broker log (last 200 lines, or follow)
@@ -63,7 +65,8 @@ three nodes on one host (brokers ${CLUSTER_BASE_PORT}/$((CLUSTER_BASE_PORT + 2))
 
 environment: SYMFONIC_KAFKA_VERSION, SYMFONIC_KAFKA_HOME (jar cache), SYMFONIC_KAFKA_STATE,
 SYMFONIC_KAFKA_PORT, SYMFONIC_KAFKA_CONTROLLER_PORT, SYMFONIC_KAFKA_CLUSTER_BASE_PORT,
-SYMFONIC_KAFKA_HEAP_OPTS, SYMFONIC_KAFKA_START_TIMEOUT, SYMFONIC_KAFKA_STOP_TIMEOUT,
+SYMFONIC_KAFKA_HEAP_OPTS, SYMFONIC_KAFKA_START_TIMEOUT (seconds without progress while
+starting), SYMFONIC_KAFKA_START_LIMIT (seconds in all), SYMFONIC_KAFKA_STOP_TIMEOUT,
 SYMFONIC_KAFKA_MAVEN_ARGS, SYMFONIC_KAFKA_STARTED_FLAG (a file written when start really
 started a broker, for callers that must stop only what they started).
 EOF
@@ -320,11 +323,21 @@ launch_node() { # dir heap_opts
   die "the broker process did not start (see $dir/logs/stdout.log)"
 }
 
+# A broker with thousands of partitions spends minutes loading its logs before it serves; a
+# fixed bound would kill it half-way. The bound therefore counts time without progress (its
+# log not growing), under a hard limit.
 wait_ready() { # dir host:port probe-options...: until it serves, the JVM dies, or the bound
-  local dir="$1" addr="$2" deadline
+  local dir="$1" addr="$2" deadline limit size last_size=-1
   shift 2
   deadline=$((SECONDS + START_TIMEOUT))
+  limit=$((SECONDS + START_LIMIT))
   while true; do
+    size="$(stat -c %s "$dir/logs/server.log" 2>/dev/null || echo 0)"
+    if ((size != last_size)); then
+      last_size=$size
+      deadline=$((SECONDS + START_TIMEOUT))
+      ((deadline > limit)) && deadline=$limit
+    fi
     if ! node_pid "$dir" >/dev/null; then
       log "the broker in $dir exited while starting; the end of its logs:"
       tail -n 30 "$dir/logs/server.log" >&2 2>/dev/null || true
@@ -335,7 +348,8 @@ wait_ready() { # dir host:port probe-options...: until it serves, the JVM dies, 
       return 0
     fi
     if ((SECONDS >= deadline)); then
-      log "the broker on $addr did not serve metadata within ${START_TIMEOUT}s; the end of its log:"
+      log "the broker on $addr did not serve metadata (no progress in its log for" \
+        "${START_TIMEOUT}s, or ${START_LIMIT}s in all); the end of its log:"
       tail -n 30 "$dir/logs/server.log" >&2 2>/dev/null || true
       return 1
     fi
@@ -376,7 +390,13 @@ tail_logs() { # dir [-f]
 
 # --------------------------------------------------------------------------- single broker
 
-cmd_start() {
+cmd_start() { # [--fresh]
+  local fresh=0
+  case "${1:-}" in
+    "") ;;
+    --fresh) fresh=1 ;;
+    *) die "start: unknown option '$1' (expected --fresh)" ;;
+  esac
   need_python
   lock_state
   local pid rc=0 t0=$SECONDS
@@ -398,6 +418,11 @@ cmd_start() {
   need_java
   ensure_kafka
   local voters="1@$HOST:$CONTROLLER_PORT"
+  if ((fresh)) && [[ -d "$SINGLE_DIR/data" ]]; then
+    # Topics left by earlier runs only slow the start (every partition's log is loaded).
+    rm -rf "$SINGLE_DIR/data"
+    log "--fresh: deleted the old storage in $SINGLE_DIR/data"
+  fi
   write_config "$SINGLE_DIR" 1 "$PORT" "$CONTROLLER_PORT" "$voters" 1 1
   if [[ ! -f "$SINGLE_DIR/data/meta.properties" ]]; then
     new_cluster_id >"$SINGLE_DIR/cluster.id"
@@ -595,7 +620,7 @@ main() {
   local cmd="${1:-}"
   shift || true
   case "$cmd" in
-    start) cmd_start ;;
+    start) cmd_start "$@" ;;
     fetch)
       ensure_kafka
       echo "kafka.sh: Kafka $KAFKA_VERSION jars in $LIBS"

@@ -8,14 +8,16 @@ changelog that is not compacted grows forever. Such topics are reported as misma
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import for_code
+from aiokafka.errors import KafkaError, for_code
 
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import admin_kwargs
@@ -181,3 +183,24 @@ async def _cleanup_policies(admin: AIOKafkaAdminClient, topics: list[str]) -> di
                 if key == "cleanup.policy":
                     policies[resource["resource_name"]] = entry["config_value"]
     return policies
+
+
+async def group_offsets(
+    admin: AIOKafkaAdminClient, group: str, *, within_s: float = 30.0
+) -> dict[TopicPartition, int]:
+    """``group``'s committed offsets, waiting out a coordinator that is not ready yet.
+
+    On a fresh broker the first group lookup creates ``__consumer_offsets``, and until its
+    partitions are loaded FindCoordinator answers COORDINATOR_NOT_AVAILABLE; a coordinator
+    that moves answers NOT_COORDINATOR. Both are retriable, not an answer.
+    """
+    deadline = asyncio.get_running_loop().time() + within_s
+    while True:
+        try:
+            offsets = await admin.list_consumer_group_offsets(group)
+        except KafkaError as exc:
+            if not exc.retriable or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+            continue
+        return {tp: meta.offset for tp, meta in offsets.items()}

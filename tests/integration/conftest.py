@@ -8,7 +8,8 @@ for a green run.
 
 ``new_topic`` creates uniquely named topics and deletes them when the test ends, so the
 long-lived development broker does not fill up with test topics. Set
-``SYMFONIC_TEST_KEEP_TOPICS=1`` to keep them for a post-mortem.
+``SYMFONIC_TEST_KEEP_TOPICS=1`` to keep them for a post-mortem. What a test leaves behind
+anyway (module-scoped pipelines, killed consumers) is swept when the session ends.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -85,6 +87,50 @@ def bootstrap_servers() -> str:
     if not cluster.get("brokers"):
         pytest.fail(f"the Kafka cluster at {bootstrap} reports no brokers", pytrace=False)
     return bootstrap
+
+
+# The names the fixtures and harness give topics (``it.<prefix>.<hex>``, ``t<hex>.<topic>``,
+# ``t<hex>-<consumer>-state-changelog``): only these are swept at the end of the session, so
+# topics someone else created on a shared broker meanwhile are never touched.
+_TEST_TOPIC = re.compile(r"^(it\.|t[0-9a-f]{12}[.-])")
+
+
+async def _list_topics(bootstrap: str) -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
+async def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        for start in range(0, len(names), 100):
+            with contextlib.suppress(KafkaError):
+                await admin.delete_topics(names[start : start + 100])
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sweep_test_topics(bootstrap_servers: str) -> Iterator[None]:
+    """Delete, when the session ends, every test topic it created that a test left behind.
+
+    Module-scoped pipelines and killed consumers leave topics behind; on a long-lived
+    development broker thousands of them pile up and make its next start load every one.
+    ``SYMFONIC_TEST_KEEP_TOPICS=1`` keeps them for a post-mortem.
+    """
+    before = asyncio.run(_list_topics(bootstrap_servers))
+    yield
+    if os.environ.get("SYMFONIC_TEST_KEEP_TOPICS"):
+        return
+    with contextlib.suppress(KafkaError, OSError):
+        after = asyncio.run(_list_topics(bootstrap_servers))
+        left = sorted(t for t in after - before if _TEST_TOPIC.match(t))
+        asyncio.run(_delete_topics(bootstrap_servers, left))
 
 
 # --------------------------------------------------------------------------- topics

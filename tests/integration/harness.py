@@ -35,7 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.kafka.admin import ensure_topics
+from symfonic_stream.kafka.admin import ensure_topics, group_offsets
 from symfonic_stream.kafka.topics import required_topics
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -326,10 +326,10 @@ async def committed_offsets(group: str, topic: str) -> dict[int, int]:
     admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)
     await admin.start()
     try:
-        offsets = await admin.list_consumer_group_offsets(group)
+        offsets = await group_offsets(admin, group)
     finally:
         await admin.close()
-    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
+    return {tp.partition: offset for tp, offset in offsets.items() if tp.topic == topic}
 
 
 async def end_offsets(topic: str) -> dict[int, int]:
