@@ -14,7 +14,11 @@ in its own consumer group and one at a time, with:
   exact output records (topic, key, value, record type, timestamp) and, per batch, one state
   record per run touched — all computed *before* the consumer starts by running the real
   ``ProjectorProcessor`` offline over each partition. Its cost is the engine's cost for the
-  typed projector's output volume: the ceiling any optimisation of the pure path can reach.
+  typed projector's output volume: the ceiling any optimisation of the pure path can reach;
+* ``typed-json-floor``: the same, plus the least work any JSON-to-JSON projection must do:
+  parse each input value (``orjson.loads``) and serialize one object of its size per output
+  record (``orjson.dumps``), no validation, no guard, no projection. The ceiling of a typed
+  projector whose own code cost nothing beyond reading and writing JSON.
 
 Each runs in its own process (``python -m bench.zero_cost --serve`` for the replay, through
 :func:`symfonic_stream.engine.service.serve`), timed like the main benchmark.
@@ -35,6 +39,8 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
+import orjson
+
 from bench.consumers import Consumer
 from bench.kafka_bench import Throughput, _timed_consumption
 from bench.kafka_io import create_topics, delete_prefix_topics, end_offsets, publish
@@ -47,6 +53,7 @@ from symfonic_stream.processors.projector import projector_topology
 from symfonic_stream.topics import TopicNames
 
 REPLAY = "typed-replay"
+JSON_FLOOR = "typed-json-floor"
 #: What a checkpoint writes per touched run: an ``encode_run`` value of typical size.
 _STATE_VALUE = b"[123,154,0,0.0]"
 
@@ -76,15 +83,19 @@ def plan_outputs(records: list[tuple[bytes, bytes]], partitions: int, topic: str
 class ReplayProcessor:
     """Emits the planned outputs of each record; one state record per run per batch."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, *, json_floor: bool = False) -> None:
         self._plan = plan
+        self._json_floor = json_floor
         self._touched: set[bytes] = set()
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Nothing to restore."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        parsed = orjson.loads(record.value or b"null") if self._json_floor else None
         for output in self._plan.get((record.partition, record.offset), ()):
+            if self._json_floor:
+                orjson.dumps(parsed)
             out.emit(output)
         if record.key is not None:
             self._touched.add(record.key)
@@ -106,36 +117,39 @@ class ReplayProcessor:
         return 0
 
 
-def replay_topology(settings: Settings, plan: Plan) -> Topology:
+def replay_topology(settings: Settings, plan: Plan, name: str = REPLAY) -> Topology:
     names = TopicNames(settings.topic_prefix)
     return Topology(
-        consumer=REPLAY,
-        group_id=names.group(REPLAY),
+        consumer=name,
+        group_id=names.group(name),
         source_topic=names.agent_events,
         output_topics=(names.stream_events,),
         dead_letter_topic=names.dead_letter,
         # Co-partitioned and compacted like the typed changelog: the pauses changelog of
         # this prefix is never used by anything else here.
         changelog_topic=names.changelog("pauses"),
-        processor_factory=lambda partition: ReplayProcessor(plan),
+        processor_factory=lambda partition: ReplayProcessor(
+            plan, json_floor=name == JSON_FLOOR
+        ),
     )
 
 
-def serve_replay(plan_file: str) -> int:
+def serve_replay(plan_file: str, name: str) -> int:
     from symfonic_stream.engine.service import serve
     from symfonic_stream.observability.logs import configure_logging
 
     settings = load_settings()
-    configure_logging(REPLAY, settings.log_level)
+    configure_logging(name, settings.log_level)
     with open(plan_file, "rb") as handle:
         plan: Plan = pickle.load(handle)
-    return asyncio.run(serve(replay_topology(settings, plan), settings))
+    return asyncio.run(serve(replay_topology(settings, plan, name), settings))
 
 
 class _ReplayConsumer(Consumer):
-    def __init__(self, settings: Settings, log_dir: Path, plan_file: Path) -> None:
-        super().__init__(REPLAY, settings, log_dir)
-        self.command = [sys.executable, "-m", "bench.zero_cost", "--serve", str(plan_file)]
+    def __init__(self, settings: Settings, log_dir: Path, plan_file: Path, name: str) -> None:
+        super().__init__(name, settings, log_dir)
+        self.command = [sys.executable, "-m", "bench.zero_cost", "--serve", str(plan_file),
+                        name]
 
 
 async def run(args: argparse.Namespace) -> dict[str, list[Throughput]]:
@@ -161,10 +175,10 @@ async def run(args: argparse.Namespace) -> dict[str, list[Throughput]]:
                 raise RuntimeError(f"the topic holds {planned} events, {len(records)} sent")
             plan_file = log_dir / f"{prefix}.plan"
             plan_file.write_bytes(pickle.dumps(plan))
-            for name in ("copier", "typed", REPLAY):
+            for name in ("copier", "typed", REPLAY, JSON_FLOOR):
                 factory = (
-                    (lambda s, d, f=plan_file: _ReplayConsumer(s, d, f))
-                    if name == REPLAY else None
+                    (lambda s, d, f=plan_file, n=name: _ReplayConsumer(s, d, f, n))
+                    if name in (REPLAY, JSON_FLOOR) else None
                 )
                 result = await _timed_consumption(
                     settings, (name,), len(records), log_dir, 600.0, factory=factory
@@ -179,8 +193,8 @@ async def run(args: argparse.Namespace) -> dict[str, list[Throughput]]:
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
-        sys.exit(serve_replay(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
+        sys.exit(serve_replay(sys.argv[2], sys.argv[3]))
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=4)

@@ -115,6 +115,51 @@ def is_fenced(exc: BaseException) -> bool:
     return False
 
 
+class _Batches:
+    """One transaction's open record batches, one per output (topic, partition)."""
+
+    def __init__(self, producer: AIOKafkaProducer, futures: list[asyncio.Future[Any]]) -> None:
+        self._producer = producer
+        self._futures = futures
+        self._open: dict[tuple[str, int], Any] = {}
+
+    async def append(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes]],
+    ) -> None:
+        if key is None and value is None:
+            # aiokafka asserts on a record with neither key nor value (Kafka allows it).
+            value = b""
+        if type(headers) is not list:
+            headers = list(headers)  # the C record builder takes a list, nothing else
+        where = (topic, partition)
+        batch = self._open.get(where)
+        if batch is None:
+            batch = self._open[where] = self._producer.create_batch()
+        if batch.append(timestamp=None, key=key, value=value, headers=headers) is not None:
+            return
+        # Full: hand it over and start the next one (a first record always fits).
+        await self._send(batch, where)
+        batch = self._open[where] = self._producer.create_batch()
+        batch.append(timestamp=None, key=key, value=value, headers=headers)
+
+    async def send_rest(self) -> None:
+        for where, batch in self._open.items():
+            await self._send(batch, where)
+        self._open.clear()
+
+    async def _send(self, batch: Any, where: tuple[str, int]) -> None:
+        topic, partition = where
+        future: asyncio.Future[Any] = await self._producer.send_batch(
+            batch, topic, partition=partition
+        )
+        self._futures.append(future)
+
+
 class PartitionProducer:
     """The transactional producer of one input partition.
 
@@ -200,64 +245,54 @@ class PartitionProducer:
             raise TransactionAborted(f"transaction of {self.transactional_id} aborted") from exc
 
     async def _send_all(self, out: Collector, futures: list[asyncio.Future[Any]]) -> None:
-        """Queue every record of ``out``, appending each delivery future to ``futures``."""
+        """Queue every record of ``out`` in batches, appending each batch's future.
+
+        Records are appended to one batch per output partition and the batches are handed
+        to aiokafka whole (``send_batch``, which adds the partition to the transaction):
+        ``send`` per record cost a coroutine, a metadata check and a delivery future per
+        record, a third of a projector's produce-side CPU. Per partition, records keep the
+        order of ``out``, as with ``send``.
+        """
         topology = self._topology
+        batches = _Batches(self._producer, futures)
         for record in out.outputs:
             partition = await self._partition_for(record.topic, record.key)
-            futures.append(
-                await self._send(
-                    record.topic, record.key, record.value, record.headers, partition=partition
-                )
+            await batches.append(
+                record.topic, partition, record.key, record.value, record.headers
             )
         for letter in out.dead_letters:
+            topic = topology.dead_letter_topic
+            partition = await self._partition_for(topic, letter.record.key)
             headers = dead_letter_headers(letter, topology.consumer)
-            futures.append(
-                await self._send(
-                    topology.dead_letter_topic, letter.record.key, letter.record.value, headers
-                )
-            )
+            await batches.append(topic, partition, letter.record.key, letter.record.value, headers)
         if out.state:
             if topology.changelog_topic is None:
                 raise RuntimeError(f"{topology.consumer} is stateless but wrote state")
             for key, value in out.state.items():
                 # Co-partitioned: the state of input partition p lives in changelog p.
-                futures.append(
-                    await self._send(
-                        topology.changelog_topic, key, value, (), partition=self.partition
-                    )
-                )
+                await batches.append(topology.changelog_topic, self.partition, key, value, ())
+        await batches.send_rest()
 
-    async def _partition_for(self, topic: str, key: bytes | None) -> int | None:
-        """The default partitioner's choice for ``key`` (None: let aiokafka choose)."""
-        if key is None:
-            return None
-        cached = self._partitions.get((topic, key))
-        if cached is not None:
-            return cached
+    async def _partition_for(self, topic: str, key: bytes | None) -> int:
+        """The default partitioner's choice for ``key``.
+
+        A record without a key (a raw record that arrived without one, copied or
+        dead-lettered) goes to the partition with the input partition's number, modulo
+        the topic's partitions: Kafka promises no order between keyless records, and a
+        fixed choice keeps one transaction's keyless records in one batch.
+        """
         count = self._partition_counts.get(topic)
         if count is None:
             count = self._partition_counts[topic] = len(await self._producer.partitions_for(topic))
+        if key is None:
+            return self.partition % count
+        cached = self._partitions.get((topic, key))
+        if cached is not None:
+            return cached
         if len(self._partitions) >= _PARTITION_CACHE_MAX:
             self._partitions.clear()
         partition = self._partitions[(topic, key)] = partition_for_key(key, count)
         return partition
-
-    async def _send(
-        self,
-        topic: str,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes]],
-        *,
-        partition: int | None = None,
-    ) -> asyncio.Future[Any]:
-        if key is None and value is None:
-            # aiokafka asserts on a record with neither key nor value (Kafka allows it).
-            value = b""
-        future: asyncio.Future[Any] = await self._producer.send(
-            topic, value=value, key=key, partition=partition, headers=list(headers)
-        )
-        return future
 
     async def _abort_after(self, exc: Exception) -> None:
         """Roll back after ``exc``, or raise :class:`ProducerUnusable` when we cannot."""

@@ -219,10 +219,12 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
         (b"r", b"{not json", "invalid_json"),
         (b"r", b'{"run_id": "r", "index": "0", "kind": "done", "timestamp": 1}', "invalid_event"),
         (b"other", b'{"run_id": "r", "index": 0, "kind": "done", "timestamp": 1}', "key_mismatch"),
+        # keyless: the dead letter keeps no key and goes to the input partition's number
+        (None, b'{"run_id": "r", "index": 0, "kind": "done", "timestamp": 1}', "key_mismatch"),
     ],
 )
 async def test_each_dead_letter_reason_reaches_the_topic_and_the_consumer_goes_on(
-    bootstrap_servers: str, tmp_path: Path, key: bytes, value: bytes, reason: str
+    bootstrap_servers: str, tmp_path: Path, key: bytes | None, value: bytes, reason: str
 ) -> None:
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)
@@ -239,6 +241,8 @@ async def test_each_dead_letter_reason_reaches_the_topic_and_the_consumer_goes_o
             [after] = await out.until(1, within=60)
         headers = dict(letter.headers)
         assert (letter.key, letter.value) == (key, value)
+        if key is None:
+            assert letter.partition == 0
         assert headers["trace"] == b"abc"
         assert headers["symfonic-dlq-reason"] == reason.encode()
         assert headers["symfonic-dlq-source"] == f"{names.agent_events}/0/0".encode()
