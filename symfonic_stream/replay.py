@@ -1,4 +1,4 @@
-"""Re-project a time range of the raw topic into another topic, exactly once.
+"""Re-project a time or offset range of the raw topic into another topic, exactly once.
 
 The output equals the offline projection of the same records (``symfonic-stream project``),
 run by run: each raw partition gets its own :class:`ProjectorProcessor`, exactly as live,
@@ -12,20 +12,22 @@ function of the input range alone.
 The range: per raw partition, from the first record whose Kafka timestamp is at or after
 ``from`` to the first one at or after ``to`` (or, without ``to``, the last stable offset when
 the replay is first planned). Kafka timestamps are when the record was produced, not the
-kernel's ``timestamp`` field.
+kernel's ``timestamp`` field. Either bound may be offsets instead (``--from-offset``,
+``--to-offset``; :mod:`symfonic_stream.replay_range`), kept inside what each partition
+holds.
 
 Exactly once, also across crashes and reruns
 ============================================
 
 Everything goes through ONE transactional producer, ``transactional_id =
 <target>-replay-<replay id>``. The replay id is a hash of what defines the replay (source
-topic, projection, from, to, target), so rerunning the same command resumes the same replay.
-Its progress lives in a compacted topic ``<target>.replay-progress`` (one partition), under
-keys prefixed with the replay id:
+topic, projection, the range's bounds, target), so rerunning the same command resumes the
+same replay. Its progress lives in a compacted topic ``<target>.replay-progress`` (one
+partition), under keys prefixed with the replay id:
 
-* ``<id>/plan``: the offset range of every raw partition, written once in its own
+* ``<id>/plan``: the offset range of every raw partition replayed, written once in its own
   transaction before any output, so a rerun replays exactly the same records even when
-  ``--to`` was not given and the raw topic has grown since.
+  no end was given and the raw topic has grown since.
 * ``<id>/offset/<p>``: the next raw offset of partition p, and running totals.
 * ``<id>/state/<p>/<run_id>``: the ordering guard's state of each run of partition p (what
   the live engine writes to its changelog), tombstoned when the partition is done.
@@ -83,6 +85,7 @@ from symfonic_stream.replay_progress import (
     progress_topic,
     read_progress,
 )
+from symfonic_stream.replay_range import Offsets, RangeError, ReplayRange, plan_ranges
 from symfonic_stream.topics import CONSUMERS, TopicNames
 
 __all__ = ["ReplayError", "ReplayProgress", "ReplaySummary", "progress_topic", "replay"]
@@ -105,8 +108,8 @@ def refused_targets(names: TopicNames) -> tuple[set[str], set[str]]:
     return never, {names.stream_events, names.stream_chunks}
 
 
-def replay_id(source: str, projection: str, from_ms: int, to_ms: int | None, target: str) -> str:
-    identity = orjson.dumps([source, projection, from_ms, to_ms, target])
+def replay_id(source: str, projection: str, replay_range: ReplayRange, target: str) -> str:
+    identity = orjson.dumps([source, projection, *replay_range.identity(), target])
     return hashlib.sha256(identity).hexdigest()[:16]
 
 
@@ -114,8 +117,10 @@ async def replay(
     settings: Settings,
     *,
     projection: ProjectionName,
-    from_ts: float,
-    to_ts: float | None,
+    from_ts: float | None = None,
+    to_ts: float | None = None,
+    from_offsets: Offsets | None = None,
+    to_offsets: Offsets | None = None,
     to_topic: str,
     force: bool = False,
     dead_letter_topic: str | None = None,
@@ -131,17 +136,28 @@ async def replay(
             f"refusing to replay into the live output topic {to_topic} (pass --force to do it)"
         )
     source = names.agent_events
-    from_ms = int(from_ts * 1000)
-    to_ms = None if to_ts is None else int(to_ts * 1000)
-    if to_ms is not None and to_ms <= from_ms:
-        raise ReplayError("the range is empty: --to must be later than --from")
+    try:
+        replay_range = ReplayRange(
+            from_ms=None if from_ts is None else int(from_ts * 1000),
+            from_offsets=from_offsets,
+            to_ms=None if to_ts is None else int(to_ts * 1000),
+            to_offsets=to_offsets,
+        )
+    except RangeError as exc:
+        raise ReplayError(str(exc)) from None
     counts = await partition_counts(settings, [source])
     if source not in counts:
         raise ReplayError(f"the raw topic {source} does not exist")
+    named = replay_range.named_partitions() or set()
+    if any(p >= counts[source] for p in named):
+        raise ReplayError(
+            f"the raw topic {source} has {counts[source]} partitions; "
+            f"--from-offset/--to-offset name partition {max(named)}"
+        )
     await _ensure_target_topics(settings, to_topic)
-    rid = replay_id(source, projection, from_ms, to_ms, to_topic)
+    rid = replay_id(source, projection, replay_range, to_topic)
     run = _Replay(settings, projection, rid, source, to_topic, dead_letter_topic)
-    return await run.execute(counts[source], from_ms, to_ms, on_progress)
+    return await run.execute(counts[source], replay_range, on_progress)
 
 
 async def _ensure_target_topics(settings: Settings, to_topic: str) -> None:
@@ -192,8 +208,7 @@ class _Replay:
     async def execute(
         self,
         partitions: int,
-        from_ms: int,
-        to_ms: int | None,
+        replay_range: ReplayRange,
         on_progress: Callable[[ReplaySummary], None],
     ) -> ReplaySummary:
         # Fence first: any earlier process of this replay is cut off and its open
@@ -206,7 +221,7 @@ class _Replay:
             summary = ReplaySummary(self.rid, self.source, self.to_topic, {})
             plan = saved.plan
             if plan is None:
-                plan = await self._plan(consumer, partitions, from_ms, to_ms)
+                plan = await self._plan(consumer, partitions, replay_range)
                 await self._commit([], {self.keys.plan: orjson.dumps(plan)})
             else:
                 summary.resumed = True
@@ -230,20 +245,36 @@ class _Replay:
             await self.producer.stop()
 
     async def _plan(
-        self, consumer: AIOKafkaConsumer, partitions: int, from_ms: int, to_ms: int | None
+        self, consumer: AIOKafkaConsumer, partitions: int, replay_range: ReplayRange
     ) -> dict[str, Any]:
         tps = [TopicPartition(self.source, p) for p in range(partitions)]
         ends = await consumer.end_offsets(tps)  # read_committed: the last stable offsets
-        starts = await consumer.offsets_for_times(dict.fromkeys(tps, from_ms))
-        stops = (
-            await consumer.offsets_for_times(dict.fromkeys(tps, to_ms)) if to_ms is not None else {}
+        firsts = await consumer.beginning_offsets(tps)
+        ranges = plan_ranges(
+            replay_range,
+            partitions,
+            firsts={tp.partition: offset for tp, offset in firsts.items()},
+            ends={tp.partition: offset for tp, offset in ends.items()},
+            from_times=await self._offsets_at(consumer, tps, replay_range.from_ms),
+            to_times=await self._offsets_at(consumer, tps, replay_range.to_ms),
         )
-        ranges: dict[str, list[int]] = {}
-        for tp in tps:
-            start = starts[tp].offset if starts.get(tp) is not None else ends[tp]
-            stop = stops[tp].offset if stops.get(tp) is not None else ends[tp]
-            ranges[str(tp.partition)] = [start, max(start, stop)]
-        return {"source": self.source, "from_ms": from_ms, "to_ms": to_ms, "ranges": ranges}
+        return {
+            "source": self.source,
+            **replay_range.as_json(),
+            "ranges": {str(p): [start, end] for p, (start, end) in ranges.items()},
+        }
+
+    @staticmethod
+    async def _offsets_at(
+        consumer: AIOKafkaConsumer, tps: list[TopicPartition], ms: int | None
+    ) -> dict[int, int | None]:
+        """The first offset at or after ``ms`` per partition (None: no record that late)."""
+        if ms is None:
+            return {}
+        found = await consumer.offsets_for_times(dict.fromkeys(tps, ms))
+        return {
+            tp.partition: (None if found.get(tp) is None else found[tp].offset) for tp in tps
+        }
 
     def _new_processor(self) -> ProjectorProcessor:
         return ProjectorProcessor(

@@ -1,4 +1,4 @@
-"""``symfonic-stream replay``: re-project a time range of the raw topic into a topic, once.
+"""``symfonic-stream replay``: re-project a time or offset range of the raw topic, once.
 
 Exit status: 0 when the replay completed (or was already complete) and all it wrote is
 readable (read_committed); 1 when it stopped part way (Kafka failed, the process was fenced
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 import orjson
@@ -29,8 +29,29 @@ from symfonic_stream.commands.tail import (
 from symfonic_stream.kafka.admin import TopicError
 from symfonic_stream.render import format_ts
 from symfonic_stream.replay import ReplayError, ReplaySummary, replay
+from symfonic_stream.replay_range import Offsets, RangeError, parse_offsets
 
 EXIT_INCOMPLETE = 1
+
+
+class OffsetsType(click.ParamType):  # type: ignore[type-arg]
+    """OFFSETS: ``N`` (every partition) or ``P:N[,P:N...]`` (only those partitions)."""
+
+    name = "OFFSETS"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Offsets:
+        if isinstance(value, int | dict):
+            return value
+        option = param.opts[0] if param is not None else "OFFSETS"
+        try:
+            return parse_offsets(str(value), option)
+        except RangeError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+OFFSETS = OffsetsType()
 
 
 @click.command("replay")
@@ -38,8 +59,16 @@ EXIT_INCOMPLETE = 1
     "--projection", type=click.Choice(["typed", "chunks"]), required=True,
     help="Which vocabulary to write.",
 )
-@click.option("--from", "from_ts", type=TIME, required=True, help="Start of the range (TIME).")
+@click.option("--from", "from_ts", type=TIME, default=None, help="Start of the range (TIME).")
+@click.option(
+    "--from-offset", "from_offsets", type=OFFSETS, default=None,
+    help="Start of the range as raw offsets (OFFSETS), instead of --from.",
+)
 @click.option("--to", "to_ts", type=TIME, default=None, help="End of the range, exclusive.")
+@click.option(
+    "--to-offset", "to_offsets", type=OFFSETS, default=None,
+    help="End of the range as raw offsets (OFFSETS), exclusive, instead of --to.",
+)
 @click.option("--to-topic", required=True, help="Where the output goes (created if missing).")
 @click.option("--force", is_flag=True, help="Allow writing into a live output topic.")
 @click.option(
@@ -49,21 +78,25 @@ EXIT_INCOMPLETE = 1
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON line.")
 def command(
     projection: str,
-    from_ts: float,
+    from_ts: float | None,
+    from_offsets: Offsets | None,
     to_ts: float | None,
+    to_offsets: Offsets | None,
     to_topic: str,
     force: bool,
     dead_letter_topic: str | None,
     as_json: bool,
 ) -> None:
-    """Re-project raw records written from --from up to --to into --to-topic, exactly once.
+    """Re-project raw records from --from up to --to into --to-topic, exactly once.
 
     The output equals `symfonic-stream project` run on the same records. The guard starts
-    empty, so a run already under way at --from opens with a gap record. Without --to, the
-    range ends at the raw topic's end when the replay is first started. TIME is ISO-8601
+    empty, so a run already under way at the start opens with a gap record. Without an end,
+    the range ends at the raw topic's end when the replay is first started. TIME is ISO-8601
     (UTC unless a zone is given) or Unix seconds, compared with the raw records' Kafka
-    timestamps. Rerunning the same command after a crash resumes; after completion it
-    writes nothing. Live output topics are refused unless --force.
+    timestamps. OFFSETS is N (the same offset in every partition) or P:N[,P:N...] (only
+    the partitions named); either bound may be a time or offsets. Rerunning the same
+    command after a crash resumes; after completion it writes nothing. Live output topics
+    are refused unless --force.
     """
     settings = settings_or_exit()
     quiet_kafka_logs()
@@ -91,6 +124,8 @@ def command(
                     projection="typed" if projection == "typed" else "chunks",
                     from_ts=from_ts,
                     to_ts=to_ts,
+                    from_offsets=from_offsets,
+                    to_offsets=to_offsets,
                     to_topic=to_topic,
                     force=force,
                     dead_letter_topic=dead_letter_topic,
@@ -110,19 +145,55 @@ def command(
         )
         sys.exit(EXIT_INCOMPLETE)
     if as_json:
-        sys.stdout.write(orjson.dumps(_as_json(summary, from_ts, to_ts)).decode() + "\n")
+        bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
+        sys.stdout.write(orjson.dumps(_as_json(summary, bounds)).decode() + "\n")
     else:
-        _print_summary(Console(highlight=False), summary, from_ts, to_ts)
+        bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
+        _print_summary(Console(highlight=False), summary, bounds)
 
 
-def _as_json(summary: ReplaySummary, from_ts: float, to_ts: float | None) -> dict[str, Any]:
+class _Bounds(NamedTuple):
+    from_ts: float | None
+    from_offsets: Offsets | None
+    to_ts: float | None
+    to_offsets: Offsets | None
+
+    def describe(self) -> str:
+        start = (
+            format_ts(self.from_ts) if self.from_ts is not None
+            else f"offset {_offsets_text(self.from_offsets)}"
+        )
+        if self.to_ts is not None:
+            end = format_ts(self.to_ts)
+        elif self.to_offsets is not None:
+            end = f"offset {_offsets_text(self.to_offsets)}"
+        else:
+            end = "the raw topic's end at the first start"
+        return f"[{start} .. {end})"
+
+
+def _offsets_text(offsets: Offsets | None) -> str:
+    if isinstance(offsets, dict):
+        return ",".join(f"{p}:{n}" for p, n in sorted(offsets.items()))
+    return str(offsets)
+
+
+def _json_offsets(offsets: Offsets | None) -> int | dict[str, int] | None:
+    if isinstance(offsets, dict):
+        return {str(p): n for p, n in sorted(offsets.items())}
+    return offsets
+
+
+def _as_json(summary: ReplaySummary, bounds: _Bounds) -> dict[str, Any]:
     return {
         "type": "replay_summary",
         "replay_id": summary.replay_id,
         "source": summary.source_topic,
         "to_topic": summary.to_topic,
-        "from": from_ts,
-        "to": to_ts,
+        "from": bounds.from_ts,
+        "to": bounds.to_ts,
+        "from_offset": _json_offsets(bounds.from_offsets),
+        "to_offset": _json_offsets(bounds.to_offsets),
         "resumed": summary.resumed,
         "already_complete": summary.already_complete,
         "records_in": summary.total("records_in"),
@@ -137,10 +208,7 @@ def _as_json(summary: ReplaySummary, from_ts: float, to_ts: float | None) -> dic
     }
 
 
-def _print_summary(
-    console: Console, summary: ReplaySummary, from_ts: float, to_ts: float | None
-) -> None:
-    until = format_ts(to_ts) if to_ts is not None else "the raw topic's end at the first start"
+def _print_summary(console: Console, summary: ReplaySummary, bounds: _Bounds) -> None:
     state = (
         "was already complete: nothing written"
         if summary.already_complete
@@ -148,7 +216,7 @@ def _print_summary(
     )
     console.print(
         f"replay {summary.replay_id} {summary.source_topic} → {summary.to_topic} "
-        f"[{format_ts(from_ts)} .. {until}) {state}",
+        f"{bounds.describe()} {state}",
         style="bold green", soft_wrap=True, markup=False,
     )
     console.print(

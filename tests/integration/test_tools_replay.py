@@ -266,3 +266,59 @@ async def test_replay_after_a_crash_inside_a_transaction(
     # The dead process's outputs were written, then aborted: visible to read_uncommitted only.
     uncommitted = await read_topic(target, isolation_level="read_uncommitted")
     assert len(uncommitted) > summary.total("records_out")
+
+
+async def test_replay_of_an_offset_range_of_one_partition_equals_offline(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic
+) -> None:
+    settings = Settings(bootstrap_servers=bootstrap_servers, topic_prefix=prefix,
+                        partitions=PARTITIONS)
+    raw_topic = TopicNames(prefix).agent_events
+    await _publish(bootstrap_servers, raw_topic, _raw_stream(seed=21))
+    raw = await read_topic(raw_topic)
+    in_range = [r.value for r in raw if r.partition == 1 and 5 <= r.offset < 40 and r.value]
+    assert len(in_range) == 35
+    target = f"{prefix}.offsets"
+
+    summary = await replay(settings, projection="typed", from_offsets={1: 5},
+                           to_offsets={1: 40}, to_topic=target)
+    assert sorted(summary.partitions) == [1]
+    assert (summary.partitions[1].start, summary.partitions[1].end) == (5, 40)
+    assert summary.total("records_in") == 35
+    assert await _target_by_run(read_topic, target) == _offline_by_run(in_range, "typed")
+
+
+async def test_replay_cli_takes_offsets_and_refuses_bad_ones(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic
+) -> None:
+    names = TopicNames(prefix)
+    env = {"SYMFONIC_TOPIC_PREFIX": prefix, "SYMFONIC_PARTITIONS": str(PARTITIONS)}
+    await _publish(bootstrap_servers, names.agent_events, _raw_stream(seed=5))
+    raw = await read_topic(names.agent_events)
+    target = f"{prefix}.cli-offsets"
+
+    status, out, err = await run_cli(
+        "replay", "--projection", "chunks", "--from-offset", "4", "--to-topic", target,
+        "--json", bootstrap=bootstrap_servers, env=env,
+    )
+    assert status == 0, err
+    summary: dict[str, Any] = orjson.loads(out)
+    ends = {p: 1 + max(r.offset for r in raw if r.partition == p) for p in range(PARTITIONS)}
+    assert summary["from_offset"] == 4 and summary["from"] is None
+    assert summary["ranges"] == {str(p): [4, end] for p, end in ends.items()}
+    in_range = [r.value for r in raw if r.offset >= 4 and r.value]
+    assert summary["records_in"] == len(in_range)
+    assert await _target_by_run(read_topic, target) == _offline_by_run(in_range, "chunks")
+
+    for args, message in [
+        (["--from-offset", f"{PARTITIONS}:0"], f"no partition {PARTITIONS}"),
+        (["--from-offset", "ten"], "'ten' is not a whole number"),
+        (["--from", "0", "--from-offset", "3"], "give the start of the range"),
+        (["--from-offset", "9", "--to-offset", "2"], "is before --from-offset 9"),
+    ]:
+        status, _, err = await run_cli(
+            "replay", "--projection", "typed", *args, "--to-topic", f"{prefix}.refused",
+            bootstrap=bootstrap_servers, env=env,
+        )
+        assert status == 2, (args, err)
+        assert message in err, (args, err)
