@@ -148,11 +148,11 @@ async def replay(
     counts = await partition_counts(settings, [source])
     if source not in counts:
         raise ReplayError(f"the raw topic {source} does not exist")
-    named = replay_range.named_partitions() or set()
-    if any(p >= counts[source] for p in named):
+    missing = sorted(p for p in replay_range.named_partitions() or () if p >= counts[source])
+    if missing:
         raise ReplayError(
-            f"the raw topic {source} has {counts[source]} partitions; "
-            f"--from-offset/--to-offset name partition {max(named)}"
+            f"the raw topic {source} has {counts[source]} partitions; there is no partition "
+            + ", ".join(map(str, missing))
         )
     await _ensure_target_topics(settings, to_topic)
     rid = replay_id(source, projection, replay_range, to_topic)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+
+import orjson
 import pytest
 
 from symfonic_stream.demo_report import metric_total, percentile
@@ -11,6 +14,7 @@ from symfonic_stream.models.envelope import EndRecord, GapRecord, TypedEventReco
 from symfonic_stream.publish import InvalidEventError, encode_event
 from symfonic_stream.reader import RunReadError, SequenceError, parse_output_record, parse_time
 from symfonic_stream.replay import ReplayError, refused_targets, replay_id
+from symfonic_stream.replay_range import ReplayRange
 from symfonic_stream.topics import TopicNames
 
 VALID = {"run_id": "r-1", "index": 0, "kind": "text_delta", "timestamp": 1.5, "text": "hi"}
@@ -127,10 +131,15 @@ def test_replay_refuses_project_topics() -> None:
 
 
 def test_replay_id_is_stable_and_specific() -> None:
-    a = replay_id("p.agent-events", "typed", 1000, None, "out")
-    assert a == replay_id("p.agent-events", "typed", 1000, None, "out")
-    assert a != replay_id("p.agent-events", "chunks", 1000, None, "out")
-    assert a != replay_id("p.agent-events", "typed", 1000, 2000, "out")
+    since = ReplayRange(from_ms=1000)
+    a = replay_id("p.agent-events", "typed", since, "out")
+    assert a == replay_id("p.agent-events", "typed", ReplayRange(from_ms=1000), "out")
+    assert a != replay_id("p.agent-events", "chunks", since, "out")
+    assert a != replay_id("p.agent-events", "typed", ReplayRange(from_ms=1000, to_ms=2000), "out")
+    assert a != replay_id("p.agent-events", "typed", ReplayRange(from_offsets=1000), "out")
+    # A time range keeps the id it had before offset ranges existed: such replays resume.
+    old = orjson.dumps(["p.agent-events", "typed", 1000, None, "out"])
+    assert a == hashlib.sha256(old).hexdigest()[:16]
 
 
 def test_percentile_nearest_rank() -> None:
