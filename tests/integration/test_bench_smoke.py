@@ -59,3 +59,48 @@ def test_quick_benchmark_reports_every_row_and_column(
         assert title in table
     for name in ROWS:
         assert any(line.startswith(name + " ") for line in table.splitlines()), name
+
+
+def _table(stdout: str, header: str) -> dict[str, list[float]]:
+    """The rows of the table printed under the line starting with ``header``."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows: dict[str, list[float]] = {}
+    for line in lines[start + 1 :]:
+        name, *numbers = line.split()
+        rows[name] = [float(n.replace(",", "")) for n in numbers]
+    return rows
+
+
+def _run_module(module: str, *args: str, bootstrap: str) -> str:
+    env = {**os.environ, "SYMFONIC_BOOTSTRAP_SERVERS": bootstrap}
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=160, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+@pytest.mark.timeout(170)
+def test_zero_cost_experiment_reports_its_four_consumers(bootstrap_servers: str) -> None:
+    out = _run_module("bench.zero_cost", "--events", "2000", "--rounds", "1",
+                      bootstrap=bootstrap_servers)
+    rows = _table(out, "consumer")
+    assert list(rows) == ["copier", "typed", "typed-replay", "typed-json-floor"]
+    for name, (rate, ratio, cpu, cpu_ratio) in rows.items():
+        assert rate > 0 and ratio > 0 and cpu > 0 and cpu_ratio > 0, name
+    assert rows["copier"][1] == 1.0
+
+
+@pytest.mark.timeout(170)
+def test_relative_load_experiment_offers_each_consumer_half_its_own_rate(
+    bootstrap_servers: str,
+) -> None:
+    out = _run_module("bench.relative_load", "--events", "2000", "--rounds", "1",
+                      "--latency-seconds", "0", bootstrap=bootstrap_servers)
+    rows = _table(out, "consumer")
+    assert list(rows) == ["copier", "typed"]
+    for name, (rate, offered, p50, p99, p99_ratio) in rows.items():
+        assert offered == pytest.approx(rate / 2, abs=1), name
+        assert 0 < p50 <= p99 and p99_ratio > 0, name
