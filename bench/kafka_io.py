@@ -16,12 +16,18 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from bench.progress import say
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.admin import ensure_topics, group_offsets
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.topics import required_topics
 from symfonic_stream.partitioner import partition_for_key
 from symfonic_stream.topics import TopicNames
+
+
+def prefix_settings(base: Settings, prefix: str, partitions: int) -> Settings:
+    """``base`` on the topic prefix ``prefix``, its topics with ``partitions`` partitions."""
+    return base.model_copy(update={"topic_prefix": prefix, "partitions": partitions})
 
 
 async def create_topics(settings: Settings) -> list[str]:
@@ -68,6 +74,15 @@ async def delete_prefix_topics(settings: Settings, prefixes: Iterable[str]) -> i
         return len(names)
     finally:
         await admin.close()
+
+
+async def cleanup(base: Settings, prefixes: list[str]) -> int:
+    """:func:`delete_prefix_topics`, reporting a failure instead of raising it."""
+    try:
+        return await delete_prefix_topics(base, prefixes)
+    except Exception as exc:  # clean-up must not hide the result
+        say(f"could not delete the benchmark topics: {exc!r}")
+        return 0
 
 
 def _producer(settings: Settings, name: str, **overrides: Any) -> AIOKafkaProducer:
@@ -204,6 +219,10 @@ async def end_offsets(settings: Settings, topic: str, partitions: int) -> dict[i
     finally:
         await consumer.stop()
     return {tp.partition: int(offset) for tp, offset in ends.items()}
+
+
+#: How often the measurements poll a group's committed offsets.
+POLL_S = 0.05
 
 
 class OffsetWatcher:

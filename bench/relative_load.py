@@ -24,15 +24,11 @@ import uuid
 from collections import defaultdict
 from pathlib import Path
 
-from bench.kafka_bench import (
-    BASELINE,
-    LOAD_SHARE,
-    ROWS,
-    _cleanup,
-    _say,
-    measure_latency,
-    measure_throughput_round,
-)
+from bench.kafka_io import cleanup
+from bench.latency import LOAD_SHARE, measure_latency
+from bench.progress import say
+from bench.rows import BASELINE, ROWS
+from bench.throughput import measure_throughput_round
 from bench.workload import make_workload
 from symfonic_stream.config import load_settings
 
@@ -67,10 +63,10 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                     ("p50_ms", lat.p50_ms), ("p99_ms", lat.p99_ms),
                 ):
                     found[row][name].append(value)
-                _say(f"  {row:<13} {got[row].events_per_s:>9,.0f} ev/s, offered "
-                     f"{rate:>7,.0f}/s: p50 {lat.p50_ms:7.1f} ms  p99 {lat.p99_ms:7.1f} ms")
+                say(f"  {row:<13} {got[row].events_per_s:>9,.0f} ev/s, offered "
+                    f"{rate:>7,.0f}/s: p50 {lat.p50_ms:7.1f} ms  p99 {lat.p99_ms:7.1f} ms")
     finally:
-        await _cleanup(base, prefixes)
+        await cleanup(base, prefixes)
         shutil.rmtree(log_dir, ignore_errors=True)
     return found
 

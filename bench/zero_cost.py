@@ -42,8 +42,8 @@ from pathlib import Path
 import orjson
 
 from bench.consumers import Consumer
-from bench.kafka_bench import Throughput, _timed_consumption
 from bench.kafka_io import create_topics, delete_prefix_topics, end_offsets, publish
+from bench.throughput import Throughput, timed_consumption
 from bench.workload import make_workload
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
@@ -180,7 +180,7 @@ async def run(args: argparse.Namespace) -> dict[str, list[Throughput]]:
                     (lambda s, d, f=plan_file, n=name: _ReplayConsumer(s, d, f, n))
                     if name in (REPLAY, JSON_FLOOR) else None
                 )
-                result = await _timed_consumption(
+                result = await timed_consumption(
                     settings, (name,), len(records), log_dir, 600.0, factory=factory
                 )
                 results[name].append(result)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.kafka_bench import ROWS
 from bench.report import COLUMNS
+from bench.rows import ROWS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,51 @@
+"""Where a run ran: the machine and the broker, recorded with every result."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+
+def broker_version() -> str:
+    """From ``scripts/kafka.sh status`` when the project's broker runs, else unknown."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "kafka.sh"
+    if not script.exists():
+        return "unknown"
+    try:
+        done = subprocess.run(
+            [str(script), "status"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    for word in (done.stdout + done.stderr).replace(",", " ").split():
+        if word[:1].isdigit() and word.count(".") == 2 and "Kafka" in done.stdout + done.stderr:
+            return word
+    return "unknown"
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "cpu_model": _cpu_model(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
