@@ -7,7 +7,9 @@ from typing import IO
 
 import click
 
+from symfonic_stream.commands.tail import settings_or_exit
 from symfonic_stream.offline import run_offline
+from symfonic_stream.processors.projector import guard_limits
 
 
 @click.command("project")
@@ -29,8 +31,12 @@ def command(projection: str, dead_letters_path: str | None, input_path: str | No
     """Project AgentEvent JSONL (INPUT or stdin) to output envelopes on stdout.
 
     Bad lines never stop the run; the exit status is 0 unless the input or output
-    cannot be opened.
+    cannot be opened. The guard's run buffer bound is SYMFONIC_RUN_BUFFER_MAX, as live;
+    the end of the input stands in for the gap timeout.
     """
+    limits = guard_limits(settings_or_exit())
+    if sys.stdout is None:
+        raise click.ClickException("cannot write the output: standard output is closed")
     try:
         source: IO[bytes] = open(input_path, "rb") if input_path else sys.stdin.buffer  # noqa: SIM115
     except OSError as exc:
@@ -44,8 +50,12 @@ def command(projection: str, dead_letters_path: str | None, input_path: str | No
             f"cannot open dead-letter file {dead_letters_path}: {exc.strerror}"
         ) from None
     try:
-        run_offline(source, sys.stdout.buffer, projection, letters)  # type: ignore[arg-type]
+        run_offline(source, sys.stdout.buffer, projection, letters, limits)  # type: ignore[arg-type]
         sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, not with a traceback.
+        sys.stderr.close()
+        sys.exit(1)
     finally:
         if letters is not None:
             letters.close()

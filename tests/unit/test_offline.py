@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -17,8 +18,13 @@ from tests.unit.test_guard import expected_records
 CLI = [sys.executable, "-m", "symfonic_stream", "project"]
 
 
-def run_cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, timeout=120)
+def run_cli(
+    *args: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*CLI, *args], input=stdin, capture_output=True, timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def lines(data: bytes) -> list[dict[str, Any]]:
@@ -144,3 +150,28 @@ def test_unknown_projection_is_refused() -> None:
 def test_empty_input_gives_empty_output(projection: str) -> None:
     done = run_cli("--projection", projection, stdin=b"")
     assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_the_run_buffer_bound_is_the_live_setting() -> None:
+    events = [(0, 1.0), (3, 2.0), (5, 3.0), (2, 4.0)]
+    stdin = b"".join(
+        orjson.dumps({"run_id": "r", "index": i, "kind": "text_delta", "timestamp": ts,
+                      "text": f"t{i}"}) + b"\n"
+        for i, ts in events
+    )
+    bounded = run_cli("--projection", "chunks", stdin=stdin, env={"SYMFONIC_RUN_BUFFER_MAX": "1"})
+    assert bounded.returncode == 0, bounded.stderr
+    # Index 5 makes two events wait behind the hole with a bound of one: the hole is
+    # reported at once, and index 2, arriving after its gap, is a duplicate.
+    assert [(r["seq"], r["source_index"], r.get("gap")) for r in lines(bounded.stdout)] == [
+        (0, 0, None), (1, None, {"from_index": 1, "to_index": 2}), (2, 3, None),
+        (3, None, {"from_index": 4, "to_index": 4}), (4, 5, None),
+    ]
+    default = run_cli("--projection", "chunks", stdin=stdin)
+    assert [r["source_index"] for r in lines(default.stdout)] == [0, None, 2, 3, None, 5]
+
+
+def test_a_bad_setting_is_refused_naming_it() -> None:
+    done = run_cli("--projection", "typed", stdin=b"", env={"SYMFONIC_RUN_BUFFER_MAX": "zero"})
+    assert done.returncode == 2
+    assert b"SYMFONIC_RUN_BUFFER_MAX" in done.stderr
