@@ -7,10 +7,18 @@ and whether it was answered; it lives in the ``<prefix>-resumes-state-changelog`
 co-partitioned with the requests, so a ticket and all its answers meet in one instance
 and "first answer wins" holds across restarts and rebalances.
 
-Checks, in order: the ticket exists (``unknown_ticket``), the token matches in constant
-time (``bad_token``: checked before anything else is revealed about the ticket), it was
-not answered (``already_answered``), it has not expired (``expired``), the answer fits
-the ticket's ``payload.response_schema`` when it has one (``invalid_answer``).
+An answer keyed otherwise (no key, the run id) would be checked on the wrong partition, so
+it is first written back to resume-requests keyed by its ticket id, in the same
+transaction (a repartition step, header ``symfonic-rekeyed-from``), and checked when that
+copy arrives.
+
+Checks, in SPEC §7's order: the ticket exists (``unknown_ticket``), the token matches in
+constant time (``bad_token``: checked before anything else is revealed about the ticket),
+it has not expired (``expired``), it was not answered (``already_answered``), the answer
+fits the ticket's ``payload.response_schema`` when it has one (``invalid_answer``; also
+when the schema cannot be applied). A request with a readable ``ticket_id`` but missing or
+mistyped fields is refused ``invalid_answer`` on that ticket's key; one without is
+dead-lettered ``invalid_event``.
 """
 
 from __future__ import annotations
@@ -33,7 +41,12 @@ from symfonic_stream.models.decoding import (
     describe_validation_error,
     parse_json,
 )
-from symfonic_stream.models.headers import OUTCOME_HEADER, RECORD_TYPE_HEADER, TICKET_MARK
+from symfonic_stream.models.headers import (
+    OUTCOME_HEADER,
+    RECORD_TYPE_HEADER,
+    REKEYED_FROM_HEADER,
+    TICKET_MARK,
+)
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
 from symfonic_stream.topics import TopicNames
 
@@ -81,7 +94,13 @@ def answer_problem(answer: Any, schema: dict[str, Any] | None) -> str | None:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError as exc:
         return f"the ticket's response_schema is not a valid JSON Schema: {exc.message}"
-    error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(answer))
+    try:
+        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(answer))
+    except Exception as exc:
+        # A well-formed schema can still fail while validating: a $ref that resolves
+        # nowhere (or remotely), runaway recursion. The answer cannot be accepted, and the
+        # error must not escape: it would fail the batch again at every retry.
+        return f"the ticket's response_schema cannot be applied: {type(exc).__name__}: {exc}"
     if error is None:
         return None
     where = "/".join(str(part) for part in error.absolute_path) or "answer"
@@ -136,18 +155,38 @@ class ResumeValidator:
     def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         if not isinstance(parsed, dict):
             raise DecodeError(DeadLetterReason.INVALID_EVENT, "a resume request is a JSON object")
+        ticket_id = parsed.get("ticket_id")
+        if isinstance(ticket_id, str) and ticket_id and record.key != ticket_id.encode():
+            self._rekey(record, ticket_id, out)
+            return
         try:
             request = ResumeRequest.model_validate(parsed)
         except ValidationError as exc:
-            raise DecodeError(
-                DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)
-            ) from None
-        _check_key(record, request.ticket_id)
+            if not (isinstance(ticket_id, str) and ticket_id):
+                raise DecodeError(
+                    DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)
+                ) from None
+            # The reviewer can be told: its answer is refused, on the ticket's key.
+            responder = parsed.get("responder")
+            self._refuse(
+                ticket_id,
+                responder if isinstance(responder, str) else None,
+                RejectionReason.INVALID_ANSWER,
+                "the request is malformed: " + describe_validation_error(exc),
+                now,
+                out,
+            )
+            return
         ticket = self._tickets.get(request.ticket_id)
+        # The order of SPEC §7: exists, token, not expired, not answered, then the schema.
         if ticket is None:
             self._reject(request, RejectionReason.UNKNOWN_TICKET, "no such ticket", now, out)
         elif not hmac.compare_digest(request.token.encode(), ticket.token.encode()):
             self._reject(request, RejectionReason.BAD_TOKEN, "token does not match", now, out)
+        elif ticket.expires_at <= now:
+            self._reject(
+                request, RejectionReason.EXPIRED, f"expired at {ticket.expires_at}", now, out
+            )
         elif ticket.answered_at:
             self._reject(
                 request,
@@ -155,10 +194,6 @@ class ResumeValidator:
                 f"answered at {ticket.answered_at}",
                 now,
                 out,
-            )
-        elif ticket.expires_at <= now:
-            self._reject(
-                request, RejectionReason.EXPIRED, f"expired at {ticket.expires_at}", now, out
             )
         elif (problem := answer_problem(request.answer, ticket.response_schema)) is not None:
             self._reject(request, RejectionReason.INVALID_ANSWER, problem, now, out)
@@ -185,6 +220,25 @@ class ResumeValidator:
                 )
             )
 
+    def _rekey(self, record: InputRecord, ticket_id: str, out: Collector) -> None:
+        """Send an answer keyed otherwise back to resume-requests on its ticket's key.
+
+        Only the instance owning the ticket id's partition knows the ticket (the router's
+        registration is keyed by it). Like a Kafka Streams repartition: the copy is written
+        in this record's transaction, and validated when it arrives on that partition.
+        """
+        was = b"" if record.key is None else record.key
+        out.emit(
+            OutputRecord(
+                self._names.resume_requests,
+                ticket_id.encode(),
+                record.value,
+                "rekeyed_request",
+                None,
+                (*record.headers, (REKEYED_FROM_HEADER, was)),
+            )
+        )
+
     def _reject(
         self,
         request: ResumeRequest,
@@ -193,17 +247,28 @@ class ResumeValidator:
         now: float,
         out: Collector,
     ) -> None:
+        self._refuse(request.ticket_id, request.responder, reason, detail, now, out)
+
+    def _refuse(
+        self,
+        ticket_id: str,
+        responder: str | None,
+        reason: RejectionReason,
+        detail: str,
+        now: float,
+        out: Collector,
+    ) -> None:
         rejection = {
-            "ticket_id": request.ticket_id,
+            "ticket_id": ticket_id,
             "reason": reason.value,
             "detail": detail[:1024],
-            "responder": request.responder,
+            "responder": responder,
             "rejected_at": now,
         }
         out.emit(
             OutputRecord(
                 self._names.resume_rejections,
-                request.ticket_id.encode(),
+                ticket_id.encode(),
                 orjson.dumps(rejection),
                 "rejection",
                 None,
@@ -263,7 +328,7 @@ def validator_topology(settings: Settings) -> Topology:
         consumer="resumes",
         group_id=names.group("resumes"),
         source_topic=names.resume_requests,
-        output_topics=(names.resumes, names.resume_rejections),
+        output_topics=(names.resumes, names.resume_rejections, names.resume_requests),
         dead_letter_topic=names.dead_letter,
         changelog_topic=names.changelog("resumes"),
         processor_factory=make,

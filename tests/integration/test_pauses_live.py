@@ -212,10 +212,15 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
             restarted.start()
             await restarted.wait_ready()
             second_answer = await reviewer.answer(desk["twice"], "two", timeout_s=60)
+        # a tool that does not key its answer: re-keyed to the ticket's partition, accepted
+        keyless = {"ticket_id": desk["b"].ticket_id, "token": desk["b"].token,
+                   "answer": "any key", "responder": "kim"}
+        await produce(names.resume_requests, [(None, orjson.dumps(keyless), [])])
         await produce(names.resume_requests, [(b"a-i0", b"{broken", [])])
         async with TopicReader(names.dead_letter) as letters:
             [letter] = await letters.until(1, within=60)
         async with TopicReader(names.resumes) as resumes:
+            await resumes.until(4, within=60)
             await resumes.settle(quiet=1.5, within=20)
     finally:
         for proc in (router, validator, restarted):
@@ -237,7 +242,9 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
     ]
     assert dict(letter.headers)["symfonic-dlq-consumer"] == b"resumes"
     accepted_runs = sorted(orjson.loads(r.value or b"")["run_id"] for r in resumes.records)
-    assert accepted_runs == ["a", "s", "twice"]
+    assert accepted_runs == ["a", "b", "s", "twice"]
+    [via_b] = [orjson.loads(r.value or b"") for r in resumes.records if r.key == b"b"]
+    assert (via_b["answer"], via_b["responder"]) == ("any key", "kim")
     assert [r.key for r in resumes.records if orjson.loads(r.value or b"")["run_id"] == "a"] == [
         b"a"
     ]

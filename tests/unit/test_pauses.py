@@ -380,24 +380,70 @@ def test_first_answer_wins_across_a_restore() -> None:
     assert again.outcomes() == ["already_answered"]
 
 
-def test_malformed_requests_are_dead_lettered() -> None:
+def test_unreadable_requests_are_dead_lettered_and_malformed_answers_refused() -> None:
     v = ValidatorHarness()
     v.register(routed())
     v.validator.process(v.record(b"intr-1", b"{bad"), NOW, v.out)
     v.validator.process(v.record(b"intr-1", b"[1]"), NOW, v.out)
-    v.validator.process(v.record(b"intr-1", b'{"ticket_id": "intr-1"}'), NOW, v.out)
     v.validator.process(
         v.record(b"intr-1", b'{"ticket_id": 5, "token": "t", "answer": 1}'), NOW, v.out
     )
-    v.answer("intr-1", "tok-1", "x", key=b"run-1")
     assert [letter.reason.value for letter in v.out.dead_letters] == [
         "invalid_json",
         "invalid_event",
         "invalid_event",
-        "invalid_event",
-        "key_mismatch",
     ]
-    assert v.out.outputs == []
+    # A readable ticket id: the reviewer is told, on the ticket's key.
+    v.validator.process(
+        v.record(b"intr-1", b'{"ticket_id": "intr-1", "responder": "ann"}'), NOW, v.out
+    )
+    [refused] = v.out.outputs
+    body = orjson.loads(refused.value or b"")
+    assert (refused.topic, refused.key) == (NAMES.resume_rejections, b"intr-1")
+    assert (body["reason"], body["responder"]) == ("invalid_answer", "ann")
+    assert "token" in body["detail"] and "answer" in body["detail"]
+
+
+@pytest.mark.parametrize("key", [None, b"run-1"])
+def test_an_answer_keyed_otherwise_is_rekeyed_to_its_ticket_then_checked(
+    key: bytes | None,
+) -> None:
+    v = ValidatorHarness()
+    v.register(routed())
+    value = orjson.dumps({"ticket_id": "intr-1", "token": "tok-1", "answer": "yes"})
+    v.validator.process(v.record(key, value, headers=(("trace", b"t1"),)), NOW, v.out)
+    [copy] = v.out.outputs
+    assert (copy.topic, copy.key, copy.value) == (NAMES.resume_requests, b"intr-1", value)
+    assert copy.headers == (("trace", b"t1"), ("symfonic-rekeyed-from", key or b""))
+    assert v.out.dead_letters == []
+    # The copy, arriving on the ticket's partition, is checked like any answer.
+    v.out = Collector()
+    v.validator.process(v.record(copy.key, copy.value, headers=copy.headers), NOW, v.out)
+    assert v.outcomes() == ["accepted"]
+
+
+def test_an_expired_ticket_answered_again_is_expired_not_already_answered() -> None:
+    v = ValidatorHarness()
+    v.register(routed(expires_at=NOW + 5))
+    v.answer("intr-1", "tok-1", "first")
+    v.answer("intr-1", "tok-1", "again", now=NOW + 1)
+    v.answer("intr-1", "tok-1", "late", now=NOW + 10)
+    assert v.outcomes() == ["accepted", "already_answered", "expired"]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [{"$ref": "#/nowhere"}, {"$ref": "https://schemas.example.test/answer.json"}],
+)
+def test_a_response_schema_that_cannot_be_applied_refuses_the_answer(
+    schema: dict[str, Any],
+) -> None:
+    v = ValidatorHarness()
+    v.register(routed(payload={"response_schema": schema}))
+    v.answer("intr-1", "tok-1", {"approved": True})
+    assert v.outcomes() == ["invalid_answer"]
+    detail = orjson.loads(v.out.outputs[0].value or b"")["detail"]
+    assert "cannot be applied" in detail
 
 
 def test_answered_and_expired_tickets_are_forgotten_after_grace() -> None:

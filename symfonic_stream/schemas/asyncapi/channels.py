@@ -69,8 +69,9 @@ def build_channels(names: TopicNames) -> dict[str, Any]:
         "resumeRequests": channel(
             names.resume_requests,
             ("resumeRequest", "ticketRegistration"),
-            "Answers from human-review tools, keyed by ticket id, and the pause router's ticket "
-            "registrations (header `symfonic-record-type: ticket`) that precede them.",
+            "Answers from human-review tools, keyed by ticket id (the validator re-keys an "
+            "answer keyed otherwise: header `symfonic-rekeyed-from`), and the pause router's "
+            "ticket registrations (header `symfonic-record-type: ticket`) that precede them.",
         ),
         "resumes": channel(
             names.resumes,
