@@ -28,9 +28,10 @@ transaction of its own, without offsets.
 
 On failure: an aborted transaction rebuilds p's processor from the changelog and seeks p
 back to its committed offset (the batch is processed again, with a back-off when it keeps
-failing). A fenced or fatal producer is never used again: p is paused, its producer and
-processor dropped, and the consumer rejoins the group so the group decides who owns p now
-(the new owner starts again at step 1).
+failing; a record the processor raised on is dead-lettered on the retry, see
+:mod:`symfonic_stream.engine.partition`). A fenced or fatal producer is never used
+again: p is paused, its producer and processor dropped, and the consumer rejoins the group
+so the group decides who owns p now (the new owner starts again at step 1).
 
 On revocation (aiokafka's eager protocol revokes everything at every rebalance): wait for
 the batch in flight to commit or abort (the engine lock), then stop and drop the

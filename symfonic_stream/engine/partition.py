@@ -5,6 +5,13 @@ transaction and reports what happened as an :class:`Outcome`; the engine decides
 abort or a fenced producer means for the partition (see :mod:`symfonic_stream.engine.engine`).
 Processing happens before the transaction opens, so a transaction stays as short as the
 writes themselves.
+
+A processor that raises on a record (a bug: processors dead-letter what they cannot
+project) fails the batch, and the engine rebuilds the processor from the changelog and
+retries. Processors are deterministic, so the retry would raise again, forever: the
+record's offset is remembered, and on the retry that record is dead-lettered
+(``invalid_event``, the exception in the detail) instead of processed. The partition goes
+on, exactly once, and the record is not lost.
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ class PartitionTask:
         self.failures = 0
         #: While ``time.monotonic()`` is below this, the partition stays paused.
         self.paused_until = 0.0
+        #: Offsets of records the processor raised on: dead-lettered when met again.
+        self._poison: dict[int, str] = {}
         self._metrics = metrics
         self._max_record_bytes = max_record_bytes
 
@@ -83,14 +92,18 @@ class PartitionTask:
         """Process ``records`` (aiokafka ConsumerRecords, in offset order) in one transaction."""
         out = Collector()
         now = time.time()
+        record: Any = None
         try:
             for record in records:
                 self._process_one(record, now, out)
+            record = None
             self.processor.checkpoint(out)
-        except Exception:
-            # Processors are meant to dead-letter, not raise; a bug must not kill the
-            # consumer. Nothing was sent yet: rebuild the processor and retry the batch.
+        except Exception as exc:
+            # A bug must not kill the consumer. Nothing was sent yet: the engine rebuilds
+            # the processor and retries the batch, which dead-letters this record.
             log.exception("processor failed", extra=self._log_context())
+            if record is not None:
+                self._poison[record.offset] = f"{type(exc).__name__}: {exc}"
             return self._failed(0.0)
         next_offset = records[-1].offset + 1
         return await self._commit(out, next_offset, consumed=len(records))
@@ -123,6 +136,14 @@ class PartitionTask:
             headers=tuple((k, v if v is not None else b"") for k, v in record.headers or ()),
             timestamp_ms=record.timestamp or 0,
         )
+        poison = self._poison.get(item.offset) if self._poison else None
+        if poison is not None:
+            out.dead_letter(
+                item,
+                DeadLetterReason.INVALID_EVENT,
+                f"the {self.topology.consumer} processor failed on this record: {poison}",
+            )
+            return
         # SPEC §6 checks too_large first, before any decoding, for every consumer.
         if value is not None and len(value) > self._max_record_bytes:
             out.dead_letter(
@@ -152,6 +173,8 @@ class PartitionTask:
         self.failures = 0
         if next_offset is not None:
             self.next_offset = next_offset
+            if self._poison:
+                self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
         try:
             self._after_commit(out, time.monotonic() - started, consumed)
         except Exception:  # bookkeeping must never turn a commit into a failure

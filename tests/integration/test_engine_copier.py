@@ -3,10 +3,12 @@ engine's own ``too_large`` dead-letter path."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
 from symfonic_stream.engine.dead_letters import truncate_detail
+from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.kafka.topics import copier_output_topic
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
@@ -14,7 +16,7 @@ from symfonic_stream.models.dead_letter import (
     HEADER_REASON,
     HEADER_SOURCE,
 )
-from symfonic_stream.processors.passthrough import copier_topology
+from symfonic_stream.processors.passthrough import Copier, copier_topology
 from symfonic_stream.topics import TopicNames
 
 from .harness import (
@@ -114,3 +116,51 @@ def test_dead_letter_detail_is_cut_to_one_kilobyte_on_a_character_boundary() -> 
     cut = truncate_detail(detail)
     assert len(cut) <= 1024
     assert cut.decode("utf-8") == "é" * 512
+
+
+class _FailsOnBoom(Copier):
+    """A copier with a bug: it raises on one value, every time it sees it."""
+
+    def __init__(self, output_topic: str) -> None:
+        super().__init__(output_topic)
+        self.raised = 0
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        if record.value == b"boom":
+            self.raised += 1
+            raise ValueError("cannot handle boom")
+        super().process(record, now, out)
+
+
+async def test_a_record_the_processor_raises_on_is_dead_lettered_and_the_partition_goes_on(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    settings = await create_topics(prefix)
+    names = TopicNames(prefix)
+    output = copier_output_topic(names)
+    processors: list[_FailsOnBoom] = []
+
+    def make(partition: int) -> _FailsOnBoom:
+        processors.append(_FailsOnBoom(output))
+        return processors[-1]
+
+    topology = dataclasses.replace(copier_topology(settings), processor_factory=make)
+    sent = [(b"run-1", f"v{i}".encode(), []) for i in range(3)]
+    sent.insert(2, (b"run-1", b"boom", [("trace", b"tb")]))
+    async with InProcessEngine(topology, settings) as running:
+        await produce(names.agent_events, sent, partition=0)
+        async with TopicReader(names.dead_letter) as letters:
+            [letter] = await letters.until(1, within=60)
+        async with TopicReader(output) as reader:
+            copied = await reader.until(3, within=60)
+            await wait_caught_up(names.group("copier"), names.agent_events)
+            copied = await reader.settle(quiet=1.0)
+        assert running.sample("dead_letters_total", reason="invalid_event") == 1
+    # Raised once; the rebuilt processor never saw the record again.
+    assert sum(p.raised for p in processors) == 1
+    assert [r.value for r in copied] == [b"v0", b"v1", b"v2"]  # once each, in order
+    headers = dict(letter.headers)
+    assert (letter.key, letter.value, headers["trace"]) == (b"run-1", b"boom", b"tb")
+    assert headers[HEADER_REASON] == b"invalid_event"
+    assert b"ValueError: cannot handle boom" in headers[HEADER_DETAIL]
+    assert headers[HEADER_SOURCE] == f"{names.agent_events}/0/2".encode()
