@@ -38,10 +38,14 @@ from symfonic_stream.engine.transactions import (
     ProducerUnusable,
     TransactionAborted,
 )
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.headers import KIND_HEADER, OUTCOME_HEADER, QUEUE_HEADER
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 log = logging.getLogger(__name__)
+
+#: The ``type`` of records in that the processor did not classify.
+UNCLASSIFIED_INPUT = "unclassified"
 
 
 class Outcome(enum.Enum):
@@ -138,6 +142,7 @@ class PartitionTask:
         )
         poison = self._poison.get(item.offset) if self._poison else None
         if poison is not None:
+            out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(
                 item,
                 DeadLetterReason.INVALID_EVENT,
@@ -146,6 +151,7 @@ class PartitionTask:
             return
         # SPEC §6 checks too_large first, before any decoding, for every consumer.
         if value is not None and len(value) > self._max_record_bytes:
+            out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(
                 item,
                 DeadLetterReason.TOO_LARGE,
@@ -191,7 +197,11 @@ class PartitionTask:
         metrics = self._metrics
         metrics.observe_transaction(seconds, committed=True)
         if consumed:
-            metrics.record_in(self.tp.topic, consumed)
+            for record_type, n in out.inputs.items():
+                metrics.record_in(self.tp.topic, record_type, n)
+            unread = consumed - sum(out.inputs.values())
+            if unread > 0:  # a processor that does not say what it read
+                metrics.record_in(self.tp.topic, UNCLASSIFIED_INPUT, unread)
         now = time.time()
         produced: Counter[tuple[str, str]] = Counter()
         for record in out.outputs:

@@ -81,13 +81,15 @@ class Collector:
     ``state`` maps a state-store key to its new serialized value (``None`` = tombstone);
     the last write of a key within a batch wins, which is what a compacted changelog keeps.
     ``counts`` carries processor-level counters (``duplicates``, ``gaps``, ``unknown_kind``)
-    for the metrics.
+    for the metrics; ``inputs`` the type of each input record as the processor read it (an
+    AgentEvent's kind, ``invalid`` for one it dead-letters): the ``type`` of records in.
     """
 
     outputs: list[OutputRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     state: dict[bytes, bytes | None] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
+    inputs: Counter[str] = field(default_factory=Counter)
 
     def emit(self, record: OutputRecord) -> None:
         self.outputs.append(record)
@@ -101,11 +103,15 @@ class Collector:
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] += n
 
+    def count_input(self, record_type: str) -> None:
+        self.inputs[record_type] += 1
+
     def clear(self) -> None:
         self.outputs.clear()
         self.dead_letters.clear()
         self.state.clear()
         self.counts.clear()
+        self.inputs.clear()
 
 
 class Processor(Protocol):

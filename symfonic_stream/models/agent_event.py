@@ -27,6 +27,15 @@ KNOWN_KINDS = frozenset(
 )
 #: Kinds that close a run for good (SPEC §5). A pause is not here: a paused run continues.
 CLOSING_KINDS = frozenset({"done", "error", "cancelled"})
+#: The ``type`` label of records in: an event's kind, or one of these (labels stay bounded
+#: although kernels may send any kind).
+UNKNOWN_KIND_LABEL = "unknown"
+INVALID_INPUT_LABEL = "invalid"
+
+
+def kind_label(kind: str) -> str:
+    """``kind`` as a metric label: itself when known, ``unknown`` otherwise."""
+    return kind if kind in KNOWN_KINDS else UNKNOWN_KIND_LABEL
 
 
 class _Strict(BaseModel):

@@ -73,7 +73,9 @@ class _Families:
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(PREFIX + name, doc, ("consumer",), buckets=buckets, registry=registry)
 
-        self.records_in = counter("records_in", "Records consumed.", "topic")
+        self.records_in = counter(
+            "records_in", "Records consumed, by what the consumer read them as.", "topic", "type"
+        )
         self.records_out = counter(
             "records_out", "Records produced, by output record type.", "topic", "type"
         )
@@ -169,7 +171,7 @@ class ConsumerMetrics:
         f = self._f = _families(self.registry)
         # Children bound once: ``labels()`` takes a lock and builds a tuple on every call,
         # which is measurable on the per-record path.
-        self._records_in: dict[str, Counter] = {}
+        self._records_in: dict[tuple[str, str], Counter] = {}
         self._records_out: dict[tuple[str, str], Counter] = {}
         self._dead_letters = {
             reason: f.dead_letters.labels(consumer, reason) for reason in DEAD_LETTER_REASONS
@@ -200,11 +202,14 @@ class ConsumerMetrics:
 
     # -- records -------------------------------------------------------------------------
 
-    def record_in(self, topic: str, n: int = 1) -> None:
-        """``n`` records consumed from ``topic``."""
-        child = self._records_in.get(topic)
+    def record_in(self, topic: str, record_type: str, n: int = 1) -> None:
+        """``n`` records of ``record_type`` consumed from ``topic``."""
+        key = (topic, record_type)
+        child = self._records_in.get(key)
         if child is None:
-            child = self._records_in[topic] = self._f.records_in.labels(self.consumer, topic)
+            child = self._records_in[key] = self._f.records_in.labels(
+                self.consumer, topic, record_type
+            )
         child.inc(n)
 
     def record_out(self, topic: str, record_type: str, n: int = 1) -> None:

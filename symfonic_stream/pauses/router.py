@@ -23,7 +23,13 @@ import orjson
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.models.agent_event import CLOSING_KINDS, AgentEvent, PendingInterrupt
+from symfonic_stream.models.agent_event import (
+    CLOSING_KINDS,
+    INVALID_INPUT_LABEL,
+    AgentEvent,
+    PendingInterrupt,
+    kind_label,
+)
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import DecodeError, decode_agent_event
 from symfonic_stream.models.headers import (
@@ -93,8 +99,10 @@ class PauseRouter:
                 record.value, key=record.key, check_key=True, max_bytes=self._max_bytes
             )
         except DecodeError as rejected:
+            out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
             return
+        out.count_input(kind_label(event.kind))
         run_id = event.run_id
         pending = event.interrupt
         if pending is not None:

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
     DecodeError,
@@ -107,6 +108,11 @@ def answer_problem(answer: Any, schema: dict[str, Any] | None) -> str | None:
     return f"{where}: {error.message}"
 
 
+#: The ``type`` of records in: the router's ticket registrations and the reviewers' answers.
+REGISTRATION_INPUT = "registration"
+REQUEST_INPUT = "request"
+
+
 class ResumeValidator:
     """The validator's processor for one resume-requests partition."""
 
@@ -125,9 +131,12 @@ class ResumeValidator:
             parsed = parse_json(record.value)
             if (RECORD_TYPE_HEADER, TICKET_MARK) in record.headers:
                 self._register(parsed, record, out)
+                out.count_input(REGISTRATION_INPUT)
             else:
                 self._answer(parsed, record, now, out)
+                out.count_input(REQUEST_INPUT)
         except DecodeError as rejected:
+            out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
 
     def _register(self, parsed: Any, record: InputRecord, out: Collector) -> None:

@@ -15,6 +15,8 @@ from symfonic_stream.topics import TopicNames
 
 #: ``OutputRecord.record_type`` of a copied record (the records-out metric label).
 RECORD_TYPE = "copy"
+#: The copier reads nothing: the ``type`` of every record in.
+INPUT_TYPE = "raw"
 
 
 class Copier:
@@ -27,6 +29,7 @@ class Copier:
         """Stateless: there is never anything to restore."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        out.count_input(INPUT_TYPE)
         out.emit(
             OutputRecord(
                 topic=self.output_topic,

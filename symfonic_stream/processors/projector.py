@@ -11,6 +11,7 @@ from typing import Literal
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, kind_label
 from symfonic_stream.models.decoding import DecodeError, decode_record
 from symfonic_stream.ordering.guard import GuardLimits, OrderingGuard
 from symfonic_stream.projections import Projection
@@ -46,8 +47,10 @@ class ProjectorProcessor:
         try:
             event = decode_record(record.value, record.key, self._check_keys, self._max_bytes)
         except DecodeError as rejected:
+            out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
             return
+        out.count_input(kind_label(event.kind))
         self.guard.accept(event, record, now, out)
 
     def punctuate(self, now: float, out: Collector) -> None:

@@ -87,7 +87,20 @@ async def test_metrics_health_and_dashboard_against_a_real_scrape(bootstrap_serv
         return consumer.sample(name, **labels)
 
     out = names.stream_events
-    assert value("records_in_total", topic=names.agent_events) == len(KNOWN_INPUT)
+    read_as = ("text_delta", "done", "cancelled", "unknown", "invalid", "unclassified")
+    assert {
+        kind: value("records_in_total", topic=names.agent_events, type=kind) for kind in read_as
+    } == {
+        "text_delta": 6,
+        "done": 1,
+        "cancelled": 1,
+        "unknown": 1,  # telemetry: an unknown kind, labelled as such (bounded labels)
+        "invalid": 4,  # invalid_json, invalid_event, key_mismatch, too_large
+        "unclassified": 0,
+    }
+    assert sum(map(int, re.findall(
+        r'symfonic_stream_records_in_total\{[^}]*\} (\d+)', scrape
+    ))) == len(KNOWN_INPUT)
     assert {
         kind: value("records_out_total", topic=out, type=kind)
         for kind in (

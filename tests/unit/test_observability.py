@@ -105,10 +105,15 @@ def test_build_info(registry: CollectorRegistry) -> None:
 
 def test_record_in_and_out(registry: CollectorRegistry, metrics: ConsumerMetrics) -> None:
     before = snapshot(registry)
-    metrics.record_in("symfonic.agent-events")
-    metrics.record_in("symfonic.agent-events", 4)
+    metrics.record_in("symfonic.agent-events", "text_delta")
+    metrics.record_in("symfonic.agent-events", "text_delta", 4)
+    metrics.record_in("symfonic.agent-events", "invalid", 2)
     assert changed(before, snapshot(registry)) == {P + "records_in_total"}
-    assert value(registry, "records_in_total", consumer="typed", topic="symfonic.agent-events") == 5
+    topic = "symfonic.agent-events"
+    assert value(registry, "records_in_total", consumer="typed", topic=topic,
+                 type="text_delta") == 5
+    assert value(registry, "records_in_total", consumer="typed", topic=topic,
+                 type="invalid") == 2
     before = snapshot(registry)
     metrics.record_out("symfonic.stream-events", "text_delta", 3)
     metrics.record_out("symfonic.stream-events", "end_completed")
@@ -286,7 +291,7 @@ def test_no_run_label_and_prefix_everywhere(registry: CollectorRegistry) -> None
 
 def exercise(m: ConsumerMetrics) -> None:
     """Call every method once."""
-    m.record_in("symfonic.agent-events")
+    m.record_in("symfonic.agent-events", "done")
     m.record_out("symfonic.stream-events", "text_delta")
     m.dead_letter("invalid_json")
     m.add_counts({"duplicates": 1, "gaps": 1, "unknown_kind": 1})
@@ -372,7 +377,7 @@ async def server(
 
 async def test_metrics_endpoint(server: tuple[int, HealthState, ConsumerMetrics]) -> None:
     port, _, m = server
-    m.record_in("symfonic.agent-events", 3)
+    m.record_in("symfonic.agent-events", "text_delta", 3)
     status, headers, body = await get(port, "/metrics")
     assert status == 200
     assert headers["content-type"] == CONTENT_TYPE_LATEST
@@ -380,8 +385,8 @@ async def test_metrics_endpoint(server: tuple[int, HealthState, ConsumerMetrics]
     assert headers["connection"] == "close"
     text = body.decode()
     assert (
-        'symfonic_stream_records_in_total{consumer="typed",topic="symfonic.agent-events"} 3.0'
-        in text
+        'symfonic_stream_records_in_total{consumer="typed",topic="symfonic.agent-events",'
+        'type="text_delta"} 3.0' in text
     )
     assert "# TYPE symfonic_stream_end_to_end_latency_seconds histogram" in text
     status, headers, body = await get(port, "/metrics?x=1", "HEAD")
