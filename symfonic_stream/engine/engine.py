@@ -66,6 +66,7 @@ from symfonic_stream.engine.checkpoint import (
     prepare_partitions,
     restore_processor,
 )
+from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.partition import Outcome, PartitionTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.clients import group_consumer_kwargs
@@ -112,6 +113,9 @@ class Engine:
         self._setup_retry_at = 0.0
         self._stopping = asyncio.Event()
         self._punctuate_every = min(1.0, settings.gap_timeout_s / 4)
+        self._on_demand = (
+            OnDemandTopics(settings, topology) if topology.on_demand_topic is not None else None
+        )
         self._next_punctuation = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -332,6 +336,7 @@ class Engine:
                 self._tasks[tp] = PartitionTask(
                     self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
                     metrics=self.metrics, max_record_bytes=self.settings.max_record_bytes,
+                    on_demand=self._on_demand,
                 )
                 self._pending.discard(tp)
             # Step 4: consume.

@@ -25,6 +25,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.records import (
     Collector,
     DeadLetterReason,
@@ -71,6 +72,7 @@ class PartitionTask:
         *,
         metrics: ConsumerMetrics,
         max_record_bytes: int,
+        on_demand: OnDemandTopics | None = None,
     ) -> None:
         self.topology = topology
         self.tp = TopicPartition(topology.source_topic, partition)
@@ -84,6 +86,7 @@ class PartitionTask:
         self.paused_until = 0.0
         #: Offsets of records the processor raised on: dead-lettered when met again.
         self._poison: dict[int, str] = {}
+        self._on_demand = on_demand
         self._metrics = metrics
         self._max_record_bytes = max_record_bytes
 
@@ -163,6 +166,15 @@ class PartitionTask:
     async def _commit(self, out: Collector, next_offset: int | None, *, consumed: int) -> Outcome:
         started = time.monotonic()
         offsets = None if next_offset is None else {self.tp: next_offset}
+        if self._on_demand is not None:
+            try:
+                await self._on_demand.ensure(out)
+            except Exception:
+                # Nothing was sent: like an abort, the batch is processed again (with the
+                # back-off), until the topic can be created.
+                log.exception("creating an on-demand output topic failed",
+                              extra=self._log_context())
+                return self._failed(0.0)
         try:
             await self.producer.commit(out, offsets)
         except TransactionAborted as exc:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from symfonic_stream.engine.records import Processor
+
+if TYPE_CHECKING:
+    from symfonic_stream.kafka.topics import TopicSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,3 +33,6 @@ class Topology:
     dead_letter_topic: str
     changelog_topic: str | None
     processor_factory: Callable[[int], Processor]
+    #: The spec of an output topic the engine creates the first time it is written to
+    #: (``None``: the topic must exist already). See :mod:`symfonic_stream.engine.on_demand`.
+    on_demand_topic: Callable[[str], TopicSpec | None] | None = None

@@ -48,6 +48,20 @@ def pause_queue_topics(settings: Settings) -> list[str]:
                         settings.tenant_queues)
 
 
+def topic_spec(settings: Settings, name: str, purpose: str, *, compact: bool = False) -> TopicSpec:
+    """A topic as the project creates it: the configured partitions, replication and ISR."""
+    return TopicSpec(
+        name=name,
+        partitions=settings.partitions,
+        replication_factor=settings.replication_factor,
+        configs={
+            "min.insync.replicas": str(settings.min_insync_replicas),
+            "cleanup.policy": "compact" if compact else "delete",
+        },
+        purpose=purpose,
+    )
+
+
 def required_topics(settings: Settings, *, include_copier: bool = False) -> list[TopicSpec]:
     """Every topic of the deployment, in creation order.
 
@@ -57,18 +71,10 @@ def required_topics(settings: Settings, *, include_copier: bool = False) -> list
     state of each run survives.
     """
     names = TopicNames(settings.topic_prefix)
-    base = {"min.insync.replicas": str(settings.min_insync_replicas)}
-    delete = {**base, "cleanup.policy": "delete"}
-    compact = {**base, "cleanup.policy": "compact"}
+    delete, compact = False, True
 
-    def spec(name: str, configs: dict[str, str], purpose: str) -> TopicSpec:
-        return TopicSpec(
-            name=name,
-            partitions=settings.partitions,
-            replication_factor=settings.replication_factor,
-            configs=dict(configs),
-            purpose=purpose,
-        )
+    def spec(name: str, compacted: bool, purpose: str) -> TopicSpec:
+        return topic_spec(settings, name, purpose, compact=compacted)
 
     topics = [
         spec(names.agent_events, delete, "raw AgentEvents from the kernel"),

@@ -16,6 +16,7 @@ For every raw event carrying an interrupt the router writes, in one transaction:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -23,6 +24,7 @@ import orjson
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.kafka.topics import TopicSpec, topic_spec
 from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,
@@ -38,7 +40,7 @@ from symfonic_stream.models.headers import (
     RECORD_TYPE_HEADER,
     TICKET_MARK,
 )
-from symfonic_stream.pauses.rules import RoutingRules, RulesError, load_rules, tenant_problem
+from symfonic_stream.pauses.rules import RoutingRules, load_rules, tenant_problem
 from symfonic_stream.topics import TopicNames
 
 
@@ -196,9 +198,10 @@ class PauseRouter:
 
 
 def queue_topics(names: TopicNames, rules: RoutingRules, tenant_queues: bool) -> list[str]:
-    """Every queue topic the router can write to (what `topics ensure` creates).
+    """The queue topics the router writes to that can be known ahead (`topics ensure`).
 
-    Per tenant these are the rules file's ``tenants`` times its queues.
+    Per tenant these are the rules file's ``tenants`` times its queues; any other tenant's
+    queue is created the first time a ticket goes to it (:func:`tenant_queue_spec`).
     """
     if not tenant_queues:
         topics = [names.human_queue(queue) for queue in rules.queues()]
@@ -215,13 +218,18 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
     """The pause router consumer (group ``<prefix>-pauses``)."""
     names = TopicNames(settings.topic_prefix)
     rules = rules if rules is not None else load_rules(settings.routing_rules)
-    if settings.tenant_queues and rules.tenants is None:
-        # A tenant's queue topic must exist before the router writes to it (a missing topic
-        # would fail the transaction over and over), so the tenants are listed up front.
-        raise RulesError(
-            "SYMFONIC_TENANT_QUEUES=true needs the routing rules file "
-            "(SYMFONIC_ROUTING_RULES) to list the tenants under `tenants`"
-        )
+    tenant_queue = re.compile(
+        re.escape(names.human_queue("")) + r".+\.(" + "|".join(
+            re.escape(queue) for queue in rules.queues()
+        ) + r")$"
+    )
+
+    def tenant_queue_spec(topic: str) -> TopicSpec | None:
+        # Only ``<prefix>.human.<tenant>.<queue>`` of a queue the rules name: a new tenant's
+        # first ticket creates its queue; nothing else is ever created on the fly.
+        if not tenant_queue.match(topic):
+            return None
+        return topic_spec(settings, topic, "human-review queue of a tenant (created on use)")
 
     def make(partition: int) -> PauseRouter:
         return PauseRouter(
@@ -240,4 +248,5 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
         dead_letter_topic=names.dead_letter,
         changelog_topic=names.changelog("pauses"),
         processor_factory=make,
+        on_demand_topic=tenant_queue_spec if settings.tenant_queues else None,
     )

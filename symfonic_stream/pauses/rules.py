@@ -4,7 +4,7 @@ The file at ``SYMFONIC_ROUTING_RULES`` is YAML, either a plain ordered list of r
 mapping with the list under ``rules``::
 
     default: triage            # the catch-all queue; `null` makes unmatched tickets unroutable
-    tenants: [acme, globex]    # per-tenant mode: the tenants whose queue topics exist
+    tenants: [acme, globex]    # per-tenant mode: queue topics `topics ensure` creates ahead
     rules:
       - match: {name: approve_payment, tenant: acme}
         queue: payments
@@ -102,8 +102,6 @@ def tenant_problem(tenant: str | None, rules: RoutingRules) -> str | None:
         return "per-tenant queues are on and the run has no scope.tenant"
     if not _TOPIC_PART.match(tenant):
         return f"tenant {tenant!r} cannot be part of a topic name"
-    if rules.tenants is None or tenant not in rules.tenants:
-        return f"tenant {tenant!r} is not listed under `tenants` in the routing rules"
     return None
 
 

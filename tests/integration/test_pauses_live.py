@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.kafka.topics import required_topics
@@ -15,7 +16,14 @@ from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.pauses.reviewer import Reviewer
 from symfonic_stream.topics import TopicNames
 
-from .harness import ConsumerProcess, TopicReader, produce, settings_for, unique_prefix
+from .harness import (
+    BOOTSTRAP,
+    ConsumerProcess,
+    TopicReader,
+    produce,
+    settings_for,
+    unique_prefix,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -76,6 +84,15 @@ def text(run_id: str, index: int) -> dict[str, Any]:
 
 def records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
     return [(e["run_id"].encode(), orjson.dumps(e), []) for e in events]
+
+
+async def topic_names() -> set[str]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
 
 
 async def read_tickets(topic: str, count: int, within: float = 60) -> list[Ticket]:
@@ -141,20 +158,29 @@ async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path
     mixed = [
         pause(f"{tenant}-{n}", 0, tenant=tenant) for n in range(20) for tenant in ("acme", "globex")
     ]
-    stranger = pause("initech-1", 0, tenant="initech")
+    stranger = pause("initech-1", 0, tenant="initech")  # not in `tenants`: queue made on use
+    nobody = pause("nobody-1", 0, tenant=None)  # no tenant: no per-tenant queue to go to
+    initech_queue = names.human_queue("default", "initech")
+    assert initech_queue not in await topic_names()
     try:
         await router.wait_ready()
-        await produce(names.agent_events, records([*mixed, stranger]))
+        await produce(names.agent_events, records([*mixed, stranger, nobody]))
         acme = await read_tickets(names.human_queue("acme-desk", "acme"), 20)
         globex = await read_tickets(names.human_queue("globex-questions", "globex"), 20)
         async with TopicReader(names.dead_letter) as letters:
             [letter] = await letters.until(1, within=60)
+        for _ in range(120):
+            if initech_queue in await topic_names():
+                break
+            await asyncio.sleep(0.5)
+        [initech] = await read_tickets(initech_queue, 1)
     finally:
         router.stop()
     assert {t.tenant for t in acme} == {"acme"} and len(acme) == 20
     assert {t.tenant for t in globex} == {"globex"} and len(globex) == 20
+    assert (initech.tenant, initech.run_id, initech.queue) == ("initech", "initech-1", "default")
     assert dict(letter.headers)["symfonic-dlq-reason"] == b"unroutable"
-    assert orjson.loads(letter.value or b"")["run_id"] == "initech-1"
+    assert orjson.loads(letter.value or b"")["run_id"] == "nobody-1"
 
 
 async def test_answers_are_checked_once_even_across_a_validator_crash(

@@ -155,9 +155,11 @@ def test_per_tenant_queues_keep_tenants_apart() -> None:
         ("symfonic.human.acme.default", "acme"),
         ("symfonic.human.globex.globex-desk", "globex"),
         ("symfonic.human.acme.payments", "acme"),
+        ("symfonic.human.initech.default", "initech"),  # not listed: its queue made on use
     ]
-    assert [letter.reason.value for letter in h.out.dead_letters] == ["unroutable", "unroutable"]
-    assert "initech" in h.out.dead_letters[0].detail
+    [letter] = h.out.dead_letters
+    assert letter.reason.value == "unroutable"
+    assert "no scope.tenant" in letter.detail
 
 
 def test_ticket_expired_when_routed_goes_to_the_expired_queue() -> None:
@@ -234,12 +236,22 @@ def test_rules_file_problems_name_the_file_and_rule(tmp_path: Path) -> None:
         load_rules(tmp_path / "missing.yaml")
 
 
-def test_per_tenant_mode_needs_the_tenants_listed(tmp_path: Path) -> None:
+def test_per_tenant_queues_are_created_on_use_and_nothing_else_is(tmp_path: Path) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text("- {match: {kind: ask_user}, queue: q}\n")
-    settings = Settings(routing_rules=path, tenant_queues=True)
-    with pytest.raises(RulesError, match="tenants"):
-        router_topology(settings)
+    topology = router_topology(Settings(routing_rules=path, tenant_queues=True, partitions=3))
+    assert topology.on_demand_topic is not None
+    spec = topology.on_demand_topic("symfonic.human.acme.eu.q")
+    assert spec is not None
+    assert (spec.name, spec.partitions, spec.configs["cleanup.policy"]) == (
+        "symfonic.human.acme.eu.q", 3, "delete"
+    )
+    assert topology.on_demand_topic("symfonic.human.acme.default") is not None
+    for never in ("symfonic.human.acme.other", "symfonic.human.q", "symfonic.resumes",
+                  "symfonic.human.expired", "other.human.acme.q"):
+        assert topology.on_demand_topic(never) is None, never
+    shared = router_topology(Settings(routing_rules=path))
+    assert shared.on_demand_topic is None
 
 
 def test_queue_topics_cover_every_rule_and_tenant() -> None:

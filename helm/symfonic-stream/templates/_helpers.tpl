@@ -392,9 +392,6 @@ priorityClassName: {{ . }}
 {{- if and $v.kafka.tls.existingSecret (not (include "symfonic-stream.tlsEnabled" .)) -}}
 {{- fail (printf "kafka.tls.existingSecret is set but kafka.securityProtocol is %s: use SSL or SASL_SSL." $v.kafka.securityProtocol) -}}
 {{- end -}}
-{{- if and $v.pauses.tenantQueues (not $v.pauses.routing.tenants) (not $v.pauses.routing.existingConfigMap) -}}
-{{- fail "pauses.tenantQueues needs pauses.routing.tenants (the tenants whose queue topics exist), or a rules file with `tenants` in pauses.routing.existingConfigMap." -}}
-{{- end -}}
 {{- if and (eq $v.topics.management "strimzi") (not $v.topics.strimzi.clusterName) -}}
 {{- fail "topics.strimzi.clusterName (the Strimzi Kafka cluster, label strimzi.io/cluster) is required when topics.management is strimzi." -}}
 {{- end -}}
