@@ -95,7 +95,7 @@ def bootstrap_servers() -> str:
 _TEST_TOPIC = re.compile(r"^(it\.|t[0-9a-f]{12}[.-])")
 
 
-async def _list_topics(bootstrap: str) -> set[str]:
+async def list_topic_names(bootstrap: str) -> set[str]:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
@@ -123,12 +123,12 @@ def sweep_test_topics(bootstrap_servers: str) -> Iterator[None]:
     development broker thousands of them pile up and make its next start load every one.
     ``SYMFONIC_TEST_KEEP_TOPICS=1`` keeps them for a post-mortem.
     """
-    before = asyncio.run(_list_topics(bootstrap_servers))
+    before = asyncio.run(list_topic_names(bootstrap_servers))
     yield
     if os.environ.get("SYMFONIC_TEST_KEEP_TOPICS"):
         return
     with contextlib.suppress(KafkaError, OSError):
-        after = asyncio.run(_list_topics(bootstrap_servers))
+        after = asyncio.run(list_topic_names(bootstrap_servers))
         left = sorted(t for t in after - before if _TEST_TOPIC.match(t))
         asyncio.run(_delete_topics(bootstrap_servers, left))
 

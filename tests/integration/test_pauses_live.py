@@ -8,7 +8,6 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
 
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.kafka.topics import required_topics
@@ -16,6 +15,7 @@ from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.pauses.reviewer import Reviewer
 from symfonic_stream.topics import TopicNames
 
+from .conftest import list_topic_names
 from .harness import (
     BOOTSTRAP,
     ConsumerProcess,
@@ -86,15 +86,6 @@ def records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tuple
     return [(e["run_id"].encode(), orjson.dumps(e), []) for e in events]
 
 
-async def topic_names() -> set[str]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)
-    await admin.start()
-    try:
-        return set(await admin.list_topics())
-    finally:
-        await admin.close()
-
-
 async def read_tickets(topic: str, count: int, within: float = 60) -> list[Ticket]:
     async with TopicReader(topic) as reader:
         await reader.until(count, within=within)
@@ -161,7 +152,7 @@ async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path
     stranger = pause("initech-1", 0, tenant="initech")  # not in `tenants`: queue made on use
     nobody = pause("nobody-1", 0, tenant=None)  # no tenant: no per-tenant queue to go to
     initech_queue = names.human_queue("default", "initech")
-    assert initech_queue not in await topic_names()
+    assert initech_queue not in await list_topic_names(BOOTSTRAP)
     try:
         await router.wait_ready()
         await produce(names.agent_events, records([*mixed, stranger, nobody]))
@@ -170,7 +161,7 @@ async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path
         async with TopicReader(names.dead_letter) as letters:
             [letter] = await letters.until(1, within=60)
         for _ in range(120):
-            if initech_queue in await topic_names():
+            if initech_queue in await list_topic_names(BOOTSTRAP):
                 break
             await asyncio.sleep(0.5)
         [initech] = await read_tickets(initech_queue, 1)
