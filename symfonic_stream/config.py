@@ -27,7 +27,10 @@ class ConfigError(Exception):
 class Settings(BaseSettings):
     """Runtime configuration, read from ``SYMFONIC_*`` environment variables."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", frozen=True)
+    # An empty variable counts as unset (templating tools render unset values as "").
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, env_ignore_empty=True
+    )
 
     # Kafka access
     bootstrap_servers: str = Field("127.0.0.1:9092", min_length=1)

@@ -46,8 +46,8 @@ def command(
     delete_topics: bool,
     keep_running: bool,
 ) -> None:
-    """Create topics, start the typed and chunk projectors, publish synthetic runs,
-    then print a summary and one run rendered as text.
+    """Create topics, start all four consumers (typed, chunks, pauses, resumes), publish
+    synthetic runs, then print a summary and one run rendered as text.
 
     The runs have text, thinking, tool calls and results, usage, errors, cancellations,
     pauses, re-sent duplicates, reordering and a few lost events; three bad records show

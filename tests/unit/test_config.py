@@ -82,6 +82,15 @@ def test_a_bad_value_names_its_variable(
     assert repr(value) in str(error.value)
 
 
+def test_an_empty_variable_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("SYMFONIC_ROUTING_RULES", "SYMFONIC_GAP_TIMEOUT_S", "SYMFONIC_TOPIC_PREFIX"):
+        monkeypatch.setenv(variable, "")
+    settings = load_settings()
+    assert (settings.routing_rules, settings.gap_timeout_s, settings.topic_prefix) == (
+        None, 30.0, "symfonic"
+    )
+
+
 def test_sasl_needs_a_mechanism_and_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SYMFONIC_SECURITY_PROTOCOL", "SASL_SSL")
     with pytest.raises(ConfigError, match="SYMFONIC_SASL_MECHANISM"):
