@@ -44,9 +44,10 @@ def consumer_env(settings: Settings, port: int) -> dict[str, str]:
         SYMFONIC_METRICS_PORT=str(port),
         SYMFONIC_LOG_LEVEL="WARNING",
     )
-    # Security settings the benchmark was started with carry over unchanged.
+    # Security and engine settings the benchmark was started with carry over unchanged.
     for name in ("SASL_MECHANISM", "SASL_USERNAME", "SASL_PASSWORD", "SSL_CAFILE",
-                 "SSL_CERTFILE", "SSL_KEYFILE"):
+                 "SSL_CERTFILE", "SSL_KEYFILE", "BATCH_MAX_RECORDS", "BATCH_MAX_LATENCY_MS",
+                 "COMPRESSION"):
         value = os.environ.get(f"SYMFONIC_{name}")
         if value is not None:
             env[f"SYMFONIC_{name}"] = value
