@@ -148,12 +148,10 @@ async def replay(
     counts = await partition_counts(settings, [source])
     if source not in counts:
         raise ReplayError(f"the raw topic {source} does not exist")
-    missing = sorted(p for p in replay_range.named_partitions() or () if p >= counts[source])
-    if missing:
-        raise ReplayError(
-            f"the raw topic {source} has {counts[source]} partitions; there is no partition "
-            + ", ".join(map(str, missing))
-        )
+    try:
+        replay_range.check_partitions(counts[source])
+    except RangeError as exc:
+        raise ReplayError(f"{source}: {exc}") from None
     await _ensure_target_topics(settings, to_topic)
     rid = replay_id(source, projection, replay_range, to_topic)
     run = _Replay(settings, projection, rid, source, to_topic, dead_letter_topic)

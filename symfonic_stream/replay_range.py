@@ -95,6 +95,15 @@ class ReplayRange:
     def time_only(self) -> bool:
         return self.from_offsets is None and self.to_offsets is None
 
+    def check_partitions(self, partitions: int) -> None:
+        """Raise :class:`RangeError` when the offsets name a partition the topic lacks."""
+        missing = sorted(p for p in self.named_partitions() or () if p >= partitions)
+        if missing:
+            raise RangeError(
+                f"the raw topic has {partitions} partitions; there is no partition "
+                + ", ".join(map(str, missing))
+            )
+
     def named_partitions(self) -> set[int] | None:
         """The partitions the offsets name (None: every partition of the raw topic)."""
         for offsets in (self.from_offsets, self.to_offsets):
@@ -107,19 +116,19 @@ class ReplayRange:
         if self.time_only:
             return [self.from_ms, self.to_ms]
         return [
-            self.from_ms, _jsonable(self.from_offsets), self.to_ms, _jsonable(self.to_offsets)
+            self.from_ms, offsets_json(self.from_offsets), self.to_ms, offsets_json(self.to_offsets)
         ]
 
     def as_json(self) -> dict[str, Any]:
         return {
             "from_ms": self.from_ms,
-            "from_offsets": _jsonable(self.from_offsets),
+            "from_offsets": offsets_json(self.from_offsets),
             "to_ms": self.to_ms,
-            "to_offsets": _jsonable(self.to_offsets),
+            "to_offsets": offsets_json(self.to_offsets),
         }
 
 
-def _jsonable(offsets: Offsets | None) -> int | dict[str, int] | None:
+def offsets_json(offsets: Offsets | None) -> int | dict[str, int] | None:
     if isinstance(offsets, dict):
         return {str(p): offsets[p] for p in sorted(offsets)}
     return offsets
@@ -145,14 +154,8 @@ def plan_ranges(
     An offset before the log start means "from the oldest record still there"; one past
     the end means "up to the end".
     """
+    replay_range.check_partitions(partitions)
     named = replay_range.named_partitions()
-    if named is not None:
-        missing = sorted(p for p in named if p >= partitions)
-        if missing:
-            raise RangeError(
-                f"the raw topic has {partitions} partitions; there is no partition "
-                + ", ".join(map(str, missing))
-            )
     ranges: dict[int, tuple[int, int]] = {}
     for p in sorted(named) if named is not None else range(partitions):
         first, end = firsts[p], ends[p]

@@ -29,7 +29,7 @@ from symfonic_stream.commands.tail import (
 from symfonic_stream.kafka.admin import TopicError
 from symfonic_stream.render import format_ts
 from symfonic_stream.replay import ReplayError, ReplaySummary, replay
-from symfonic_stream.replay_range import Offsets, RangeError, parse_offsets
+from symfonic_stream.replay_range import Offsets, RangeError, offsets_json, parse_offsets
 
 EXIT_INCOMPLETE = 1
 
@@ -144,11 +144,10 @@ def command(
             err=True,
         )
         sys.exit(EXIT_INCOMPLETE)
+    bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
     if as_json:
-        bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
         sys.stdout.write(orjson.dumps(_as_json(summary, bounds)).decode() + "\n")
     else:
-        bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
         _print_summary(Console(highlight=False), summary, bounds)
 
 
@@ -178,12 +177,6 @@ def _offsets_text(offsets: Offsets | None) -> str:
     return str(offsets)
 
 
-def _json_offsets(offsets: Offsets | None) -> int | dict[str, int] | None:
-    if isinstance(offsets, dict):
-        return {str(p): n for p, n in sorted(offsets.items())}
-    return offsets
-
-
 def _as_json(summary: ReplaySummary, bounds: _Bounds) -> dict[str, Any]:
     return {
         "type": "replay_summary",
@@ -192,8 +185,8 @@ def _as_json(summary: ReplaySummary, bounds: _Bounds) -> dict[str, Any]:
         "to_topic": summary.to_topic,
         "from": bounds.from_ts,
         "to": bounds.to_ts,
-        "from_offset": _json_offsets(bounds.from_offsets),
-        "to_offset": _json_offsets(bounds.to_offsets),
+        "from_offset": offsets_json(bounds.from_offsets),
+        "to_offset": offsets_json(bounds.to_offsets),
         "resumed": summary.resumed,
         "already_complete": summary.already_complete,
         "records_in": summary.total("records_in"),

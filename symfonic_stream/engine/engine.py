@@ -114,7 +114,9 @@ class Engine:
         self._stopping = asyncio.Event()
         self._punctuate_every = min(1.0, settings.gap_timeout_s / 4)
         self._on_demand = (
-            OnDemandTopics(settings, topology) if topology.on_demand_topic is not None else None
+            OnDemandTopics(settings, topology.on_demand_topic)
+            if topology.on_demand_topic is not None
+            else None
         )
         self._next_punctuation = 0.0
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.topology import Topology
-from symfonic_stream.kafka.admin import TopicError, ensure_topics
+from symfonic_stream.kafka.admin import ensure_topics
+from symfonic_stream.kafka.topics import TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -25,16 +26,14 @@ log = logging.getLogger(__name__)
 class OnDemandTopics:
     """Creates a topology's on-demand output topics once per process."""
 
-    def __init__(self, settings: Settings, topology: Topology) -> None:
+    def __init__(self, settings: Settings, spec_for: Callable[[str], TopicSpec | None]) -> None:
         self._settings = settings
-        self._spec_for = topology.on_demand_topic
+        self._spec_for = spec_for
         self._ready: set[str] = set()
         self._lock = asyncio.Lock()
 
     async def ensure(self, out: Collector) -> None:
         """Create every on-demand topic ``out`` writes to that this process has not yet."""
-        if self._spec_for is None:
-            return
         wanted = {record.topic for record in out.outputs} - self._ready
         specs = [spec for topic in sorted(wanted) if (spec := self._spec_for(topic)) is not None]
         if not specs:
@@ -51,5 +50,3 @@ class OnDemandTopics:
                             extra={"mismatches": report.mismatches})
         self._ready.update(wanted)
 
-
-__all__ = ["OnDemandTopics", "TopicError"]

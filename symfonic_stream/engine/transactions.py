@@ -281,14 +281,15 @@ class PartitionProducer:
         the topic's partitions: Kafka promises no order between keyless records, and a
         fixed choice keeps one transaction's keyless records in one batch.
         """
+        if key is not None:
+            cached = self._partitions.get((topic, key))
+            if cached is not None:
+                return cached
         count = self._partition_counts.get(topic)
         if count is None:
             count = self._partition_counts[topic] = len(await self._producer.partitions_for(topic))
         if key is None:
             return self.partition % count
-        cached = self._partitions.get((topic, key))
-        if cached is not None:
-            return cached
         if len(self._partitions) >= _PARTITION_CACHE_MAX:
             self._partitions.clear()
         partition = self._partitions[(topic, key)] = partition_for_key(key, count)
