@@ -20,30 +20,33 @@ seek of step 3 makes the fetcher start over from the committed offset):
    beginning of p when the group never committed it.
 4. **Consume.** Resume p.
 
-A batch of p: process the records into a Collector (no transaction open yet), then one
-transaction through p's producer: begin → outputs, dead letters, changelog writes →
-``send_offsets_to_transaction({p: last offset + 1})`` → wait for every send → commit.
-A punctuation of p (a wall-clock timer, so gap timeouts fire on an idle partition) is a
-transaction of its own, without offsets.
+Records of p: processed as soon as they are fetched, into what is pending for p (no
+transaction open yet). p's committer then runs one transaction at a time through p's
+producer: begin → outputs, dead letters, changelog writes →
+``send_offsets_to_transaction({p: last offset + 1})`` → wait for every send → commit;
+records fetched during a commit are processed meanwhile and go into the next one (see
+:mod:`symfonic_stream.engine.partition`). A punctuation of p (a wall-clock timer, so gap
+timeouts fire on an idle partition) writes into what is pending too; a transaction with
+nothing but timer outputs carries no offsets.
 
 On failure: an aborted transaction rebuilds p's processor from the changelog and seeks p
-back to its committed offset (the batch is processed again, with a back-off when it keeps
-failing; a record the processor raised on is dead-lettered on the retry, see
+back to its committed offset (the records are processed again, with a back-off when it
+keeps failing; a record the processor raised on is dead-lettered on the retry, see
 :mod:`symfonic_stream.engine.partition`). A fenced or fatal producer is never used
 again: p is paused, its producer and processor dropped, and the consumer rejoins the group
 so the group decides who owns p now (the new owner starts again at step 1).
 
-On revocation (aiokafka's eager protocol revokes everything at every rebalance): wait for
-the batch in flight to commit or abort (the engine lock), then stop and drop the
-producers and processors of the revoked partitions. Nothing else is needed: the next
-owner's step 1 fences and cleans up whatever we could not. aio-libs/aiokafka#844 (a
-rebalance during a transaction lets the old owner commit offsets it no longer owns) is
-closed twice over: the revocation waits for the transaction, and a member that lost p
-without knowing it (session timeout) is fenced by the new owner's step 1. A batch fetched
-across a rebalance is discarded (the epoch check), never committed by the old owner.
+On revocation (aiokafka's eager protocol revokes everything at every rebalance): commit
+what the revoked partitions have pending (the engine lock keeps new records out), then stop
+and drop their producers and processors. Nothing else is needed: the next owner's step 1
+fences and cleans up whatever we could not. aio-libs/aiokafka#844 (a rebalance during a
+transaction lets the old owner commit offsets it no longer owns) is closed twice over: the
+revocation waits for the transactions, and a member that lost p without knowing it
+(session timeout) is fenced by the new owner's step 1. A batch fetched across a rebalance
+is discarded (the epoch check), never committed by the old owner.
 
-On SIGTERM/SIGINT: stop fetching, let the batch in flight finish, stop the producers and
-leave the group, all within ``SYMFONIC_SHUTDOWN_TIMEOUT_S``.
+On SIGTERM/SIGINT: stop fetching, commit what was processed, stop the producers and leave
+the group, all within ``SYMFONIC_SHUTDOWN_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from symfonic_stream.engine.checkpoint import (
     prepare_partitions,
     restore_processor,
 )
+from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.partition import Outcome, PartitionTask
 from symfonic_stream.engine.topology import Topology
@@ -79,6 +83,8 @@ __all__ = ["Engine", "EngineError"]
 
 #: How long one idle poll waits; bounds how late a stop or a punctuation is noticed.
 IDLE_POLL_MS = 250
+#: Records processed between two yields to the event loop (a few ms of projection).
+ABSORB_SLICE = 100
 #: Back-off after a failed partition set-up or a repeatedly failing transaction.
 RETRY_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
@@ -100,7 +106,7 @@ class Engine:
         self.health = health
         self._consumer: AIOKafkaConsumer | None = None
         self._tasks: dict[TopicPartition, PartitionTask] = {}
-        self._pending: set[TopicPartition] = set()
+        self._to_set_up: set[TopicPartition] = set()
         # Held while a batch, a punctuation or a revocation touches the tasks.
         self._lock = asyncio.Lock()
         # Bumped by every revocation and assignment: work started under an older epoch
@@ -119,11 +125,13 @@ class Engine:
             else None
         )
         self._next_punctuation = 0.0
+        # Set by a partition's committer when it takes pending records into a transaction.
+        self._taken = asyncio.Event()
 
     # -- lifecycle ---------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Ask the loop to finish the batch in flight and shut down (signal-handler safe)."""
+        """Ask the loop to commit what it processed and shut down (signal-handler safe)."""
         self._stopping.set()
 
     async def run(self) -> int:
@@ -135,7 +143,7 @@ class Engine:
             if not main.done():
                 done, _ = await asyncio.wait({main}, timeout=self.settings.shutdown_timeout_s)
                 if not done:
-                    log.error("shutdown timed out; abandoning the batch in flight "
+                    log.error("shutdown timed out; abandoning the transactions in flight "
                               "(the next owner's fencing aborts its transaction)")
                     main.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -164,7 +172,7 @@ class Engine:
         async with self._lock:
             tasks = list(self._tasks.values())
             self._tasks.clear()
-            self._pending.clear()
+            self._to_set_up.clear()
             await asyncio.gather(*(task.close() for task in tasks))
             for task in tasks:
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
@@ -180,16 +188,26 @@ class Engine:
             if self._rejoin:
                 self._rejoin = False
                 self._force_rejoin(consumer)
-            if self._pending and time.monotonic() >= self._setup_retry_at:
-                await self._set_up_pending(consumer)
+            if self._to_set_up and time.monotonic() >= self._setup_retry_at:
+                await self._set_up_assigned(consumer)
             self._resume_due(consumer)
+            # Before fetching, so that a rebuilt partition's seek also discards what was
+            # fetched past its committed offset.
+            await self._settle_failures(consumer)
+            room = settings.batch_max_records - sum(
+                task.pending_records for task in self._tasks.values()
+            )
+            if room <= 0:
+                # Back-pressure: a transaction's worth is waiting; fetch more once a
+                # committer took it.
+                self._taken.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._taken.wait(), IDLE_POLL_MS / 1000)
+                self._maybe_punctuate(consumer)
+                continue
             epoch = self._epoch
             try:
-                batch = await consumer.getmany(
-                    timeout_ms=IDLE_POLL_MS, max_records=settings.batch_max_records
-                )
-                if batch and settings.batch_max_latency_ms > 0:
-                    batch = await self._fill(consumer, batch)
+                batch = await consumer.getmany(timeout_ms=IDLE_POLL_MS, max_records=room)
             except ConsumerStoppedError:
                 break
             except KafkaError as exc:
@@ -203,47 +221,39 @@ class Engine:
                 async with self._lock:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:
-                        await self._process(consumer, batch, epoch)
-            await self._maybe_punctuate(consumer)
+                        await self._absorb(batch)
+                        self._update_gauges(consumer)
+            self._maybe_punctuate(consumer)
             self._set_ready(self.ready)
 
-    async def _fill(
-        self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, list[Any]]
-    ) -> dict[TopicPartition, list[Any]]:
-        """Wait up to the batch latency for more records, so one transaction carries more."""
-        count = sum(len(records) for records in batch.values())
-        room = self.settings.batch_max_records - count
-        if room <= 0:
-            return batch
-        await asyncio.sleep(self.settings.batch_max_latency_ms / 1000)
-        more = await consumer.getmany(timeout_ms=0, max_records=room)
-        for tp, records in more.items():
-            batch.setdefault(tp, []).extend(records)
-        return batch
+    async def _absorb(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        """Process fetched records in slices, yielding between them: the transactions in
+        flight advance one round trip per yield, instead of waiting out the whole batch."""
+        for tp, records in batch.items():
+            task = self._tasks.get(tp)
+            if task is None:
+                continue
+            for start in range(0, len(records), ABSORB_SLICE):
+                task.absorb(records[start:start + ABSORB_SLICE])
+                await asyncio.sleep(0)
 
-    async def _process(
-        self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, list[Any]], epoch: int
-    ) -> None:
-        # Partitions are independent (own producer, own processor): commit them concurrently.
-        jobs = [(self._tasks[tp], records) for tp, records in batch.items()
-                if records and tp in self._tasks]
-        outcomes = await asyncio.gather(*(task.process(records) for task, records in jobs))
-        for (task, _), outcome in zip(jobs, outcomes, strict=True):
-            await self._settle(consumer, task, outcome, epoch)
-        self._update_gauges(consumer)
+    async def _settle_failures(self, consumer: AIOKafkaConsumer) -> None:
+        """Act on partitions whose transaction or processor failed."""
+        async with self._lock:
+            epoch = self._epoch
+            for task in list(self._tasks.values()):
+                outcome = task.finished()
+                if outcome is not None:
+                    await self._settle(consumer, task, outcome, epoch)
 
-    async def _maybe_punctuate(self, consumer: AIOKafkaConsumer) -> None:
+    def _maybe_punctuate(self, consumer: AIOKafkaConsumer) -> None:
         if time.monotonic() < self._next_punctuation:
             return
         self._next_punctuation = time.monotonic() + self._punctuate_every
-        async with self._lock:
-            epoch = self._epoch
-            tasks = list(self._tasks.values())
-            now = time.time()
-            outcomes = await asyncio.gather(*(task.punctuate(now) for task in tasks))
-            for task, outcome in zip(tasks, outcomes, strict=True):
-                await self._settle(consumer, task, outcome, epoch)
-            self._update_gauges(consumer)
+        now = time.time()
+        for task in self._tasks.values():
+            task.punctuate(now)
+        self._update_gauges(consumer)
 
     async def _settle(
         self, consumer: AIOKafkaConsumer, task: PartitionTask, outcome: Outcome, epoch: int
@@ -266,8 +276,7 @@ class Engine:
             self.settings, self.topology, task.partition, self._mark_progress
         )
         offsets = await committed_offsets(consumer, [task.tp])
-        task.processor = processor
-        task.next_offset = offsets[task.tp]
+        task.reset(processor, offsets[task.tp])
         consumer.seek(task.tp, task.next_offset)
         if task.failures > 1:
             # The same batch keeps failing: back off instead of spinning on the broker.
@@ -312,10 +321,10 @@ class Engine:
 
     # -- assignment --------------------------------------------------------------------
 
-    async def _set_up_pending(self, consumer: AIOKafkaConsumer) -> None:
+    async def _set_up_assigned(self, consumer: AIOKafkaConsumer) -> None:
         """Checkpoint steps 1-4 for every newly assigned partition (steps 1-3 unlocked)."""
         epoch = self._epoch
-        tps = sorted(self._pending)
+        tps = sorted(self._to_set_up)
         try:
             prepared = await prepare_partitions(
                 self.settings, self.topology, consumer, tps, metrics=self.metrics,
@@ -338,9 +347,11 @@ class Engine:
                 self._tasks[tp] = PartitionTask(
                     self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
                     metrics=self.metrics, max_record_bytes=self.settings.max_record_bytes,
-                    on_demand=self._on_demand,
+                    max_records=self.settings.batch_max_records,
+                    linger_s=self.settings.batch_max_latency_ms / 1000,
+                    on_taken=self._taken, on_demand=self._on_demand,
                 )
-                self._pending.discard(tp)
+                self._to_set_up.discard(tp)
             # Step 4: consume.
             consumer.resume(*tps)
         log.info("partitions ready", extra={"partitions": [tp.partition for tp in tps],
@@ -352,10 +363,10 @@ class Engine:
         self._dropped = False
         self._set_ready(False)
         self.metrics.rebalance()
-        # The lock waits for the batch in flight to commit or abort (aio-libs/aiokafka#844:
+        # The lock keeps new records out; closing commits what is pending (aio-libs/aiokafka#844:
         # never let a transaction straddle the hand-over).
         async with self._lock:
-            self._pending.clear()
+            self._to_set_up.clear()
             tasks = [self._tasks.pop(tp) for tp in list(self._tasks) if tp in revoked]
             await asyncio.gather(*(task.close() for task in tasks))
             for task in tasks:
@@ -370,7 +381,7 @@ class Engine:
         if mine and self._consumer is not None:
             # Nothing is fetched until the partition is set up (steps 1-3).
             self._consumer.pause(*mine)
-        self._pending = mine
+        self._to_set_up = mine
         self._setup_retry_at = 0.0
         self._assigned = True
         log.info("partitions assigned", extra={"partitions": sorted(p.partition for p in mine)})
@@ -378,13 +389,7 @@ class Engine:
     # -- observability ---------------------------------------------------------------
 
     def _update_gauges(self, consumer: AIOKafkaConsumer) -> None:
-        tasks = list(self._tasks.values())
-        self.metrics.set_buffered(sum(t.processor.buffered_events for t in tasks))
-        self.metrics.set_active_runs(sum(t.processor.active_runs for t in tasks))
-        for task in tasks:
-            end = _end_offset(consumer, task.tp)
-            if end is not None:
-                self.metrics.set_lag(task.tp.topic, task.tp.partition, end - task.next_offset)
+        update_gauges(self.metrics, consumer, self._tasks.values())
 
     def _mark_progress(self) -> None:
         if self.health is not None:
@@ -403,7 +408,7 @@ class Engine:
         gave no partition is ready too: it is a healthy standby)."""
         return (
             self._assigned
-            and not self._pending
+            and not self._to_set_up
             and not self._dropped
             and not self._stopping.is_set()
         )
@@ -411,18 +416,6 @@ class Engine:
     @property
     def owned_partitions(self) -> list[int]:
         return sorted(tp.partition for tp in self._tasks)
-
-
-def _end_offset(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
-    """The LSO (read_committed) from the last fetch, else the high watermark."""
-    try:
-        lso = consumer.last_stable_offset(tp)
-        if lso is not None and lso >= 0:
-            return int(lso)
-        highwater = consumer.highwater(tp)
-        return None if highwater is None else int(highwater)
-    except (AssertionError, KafkaError):  # no longer assigned
-        return None
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

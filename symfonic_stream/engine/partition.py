@@ -1,21 +1,39 @@
 """One assigned input partition: its processor, its producer and where it stands.
 
-A :class:`PartitionTask` turns one fetched batch (or one punctuation) into one
-transaction and reports what happened as an :class:`Outcome`; the engine decides what an
-abort or a fenced producer means for the partition (see :mod:`symfonic_stream.engine.engine`).
-Processing happens before the transaction opens, so a transaction stays as short as the
-writes themselves.
+Records are processed as soon as they are fetched (:meth:`PartitionTask.absorb`) into the
+partition's *pending* Collector; a background *committer* turns what is pending into one
+transaction at a time:
+
+1. While no transaction is in flight, the first pending record may wait up to
+   ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for more (not once ``SYMFONIC_BATCH_MAX_RECORDS``
+   are pending).
+2. The committer takes everything pending, lets the processor write its state changes
+   (``checkpoint``), and commits outputs, dead letters, changelog writes and the next
+   offset in one transaction.
+3. Records fetched meanwhile keep being processed into a new pending Collector; when the
+   transaction has committed, step 2 runs again at once with all of them.
+
+So processing overlaps the commit round trips instead of adding to them, and a busy
+partition's batch is whatever arrived during the previous commit. At most one transaction
+per partition is in flight, and each begins after the previous committed: outputs,
+changelog writes and offsets stay in order. Timers (:meth:`PartitionTask.punctuate`) write
+into the same pending Collector.
+
+When a transaction fails, what was processed meanwhile is dropped unsent (the processor
+ran ahead on state that was rolled back), records fetched later are ignored, and
+:meth:`PartitionTask.finished` reports the failure; the engine rebuilds the processor and
+seeks back to the committed offset (see :mod:`symfonic_stream.engine.engine`).
 
 A processor that raises on a record (a bug: processors dead-letter what they cannot
-project) fails the batch, and the engine rebuilds the processor from the changelog and
-retries. Processors are deterministic, so the retry would raise again, forever: the
-record's offset is remembered, and on the retry that record is dead-lettered
-(``invalid_event``, the exception in the detail) instead of processed. The partition goes
-on, exactly once, and the record is not lost.
+project) fails the partition the same way. Processors are deterministic, so the retry
+would raise again, forever: the record's offset is remembered, and on the retry that
+record is dead-lettered (``invalid_event``, the exception in the detail) instead of
+processed. The partition goes on, exactly once, and the record is not lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
@@ -72,6 +90,9 @@ class PartitionTask:
         *,
         metrics: ConsumerMetrics,
         max_record_bytes: int,
+        max_records: int = 1000,
+        linger_s: float = 0.0,
+        on_taken: asyncio.Event | None = None,
         on_demand: OnDemandTopics | None = None,
     ) -> None:
         self.topology = topology
@@ -89,48 +110,166 @@ class PartitionTask:
         self._on_demand = on_demand
         self._metrics = metrics
         self._max_record_bytes = max_record_bytes
+        self._max_records = max_records
+        self._linger_s = linger_s
+        #: Set whenever the committer takes pending records (room to fetch more).
+        self._on_taken = on_taken
+        # Processed, not yet handed to a transaction.
+        self._pending: Collector | None = None
+        self._pending_records = 0
+        self._pending_offset: int | None = None
+        self._pending_since = 0.0
+        self._committer: asyncio.Task[None] | None = None
+        #: Why the partition must be rebuilt (or dropped); set until :meth:`reset`.
+        self._failure: Outcome | None = None
+        self._failure_reported = False
 
     @property
     def partition(self) -> int:
         partition: int = self.tp.partition
         return partition
 
-    async def process(self, records: Sequence[Any]) -> Outcome:
-        """Process ``records`` (aiokafka ConsumerRecords, in offset order) in one transaction."""
-        out = Collector()
+    @property
+    def pending_records(self) -> int:
+        """Records processed and not yet in a transaction."""
+        return self._pending_records
+
+    def absorb(self, records: Sequence[Any]) -> None:
+        """Process ``records`` (aiokafka ConsumerRecords, in offset order) into what is
+        pending, and make sure the committer runs. Ignored while a failure is unsettled:
+        the rebuild seeks back and they are fetched again."""
+        if self._failure is not None or not records:
+            return
+        out = self._pending if self._pending is not None else Collector()
         now = time.time()
         record: Any = None
         try:
             for record in records:
                 self._process_one(record, now, out)
-            record = None
-            self.processor.checkpoint(out)
         except Exception as exc:
-            # A bug must not kill the consumer. Nothing was sent yet: the engine rebuilds
-            # the processor and retries the batch, which dead-letters this record.
+            # A bug must not kill the consumer: the engine rebuilds the processor and
+            # the records are read again, this one dead-lettered.
             log.exception("processor failed", extra=self._log_context())
-            if record is not None:
-                self._poison[record.offset] = f"{type(exc).__name__}: {exc}"
-            return self._failed(0.0)
-        next_offset = records[-1].offset + 1
-        return await self._commit(out, next_offset, consumed=len(records))
+            self._poison[record.offset] = f"{type(exc).__name__}: {exc}"
+            self.failures += 1
+            self._fail(Outcome.ABORTED)
+            return
+        self._add_pending(out, len(records), records[-1].offset + 1)
 
-    async def punctuate(self, now: float) -> Outcome:
-        """Fire timers (gap timeouts, grace expiry); commit what they produced, if anything."""
-        out = Collector()
+    def punctuate(self, now: float) -> None:
+        """Fire timers (gap timeouts, grace expiry) into what is pending."""
+        if self._failure is not None:
+            return
+        out = self._pending if self._pending is not None else Collector()
         try:
             self.processor.punctuate(now, out)
-            self.processor.checkpoint(out)
+            if self._pending is None:
+                self.processor.checkpoint(out)
         except Exception:
             log.exception("processor punctuation failed", extra=self._log_context())
-            return self._failed(0.0)
-        if not (out.outputs or out.dead_letters or out.state):
-            self._count(out)
-            return Outcome.COMMITTED
-        return await self._commit(out, None, consumed=0)
+            self.failures += 1
+            self._fail(Outcome.ABORTED)
+            return
+        if self._pending is None:
+            if not (out.outputs or out.dead_letters or out.state):
+                self._count(out)
+                return
+            # Nothing to wait for: the timers already waited.
+            self._add_pending(out, 0, None, since=time.monotonic() - self._linger_s)
+
+    def finished(self) -> Outcome | None:
+        """The failure the engine must act on, once the committer stopped; else None."""
+        committer = self._committer
+        if committer is not None:
+            if not committer.done():
+                return None
+            self._committer = None
+            committer.result()  # a bug in the committer surfaces here
+        if self._failure is None or self._failure_reported:
+            return None
+        self._failure_reported = True
+        return self._failure
+
+    async def flush(self) -> Outcome:
+        """Commit everything pending; COMMITTED, or the failure the engine must act on."""
+        committer = self._committer
+        if committer is not None:
+            await committer
+        return self.finished() or Outcome.COMMITTED
+
+    def reset(self, processor: Processor, next_offset: int) -> None:
+        """After a failure: a processor rebuilt from the changelog, the committed offset."""
+        if self._committer is not None and not self._committer.done():
+            raise RuntimeError("reset while a transaction is in flight")
+        self._committer = None
+        self._drop_pending()
+        self._failure = None
+        self._failure_reported = False
+        self.processor = processor
+        self.next_offset = next_offset
 
     async def close(self) -> None:
+        """Commit what is pending (the partition is still ours), then stop the producer."""
+        try:
+            await self.flush()
+        except Exception:
+            log.exception("the last transaction failed while closing", extra=self._log_context())
         await self.producer.close()
+
+    # -- pending work and the committer -------------------------------------------------
+
+    def _add_pending(
+        self, out: Collector, records: int, next_offset: int | None, *, since: float | None = None
+    ) -> None:
+        if self._pending is None:
+            self._pending = out
+            self._pending_since = time.monotonic() if since is None else since
+        self._pending_records += records
+        if next_offset is not None:
+            self._pending_offset = next_offset
+        if self._committer is None or self._committer.done():
+            if self._committer is not None:
+                self._committer.result()  # finished cleanly (a failure stops absorb)
+            self._committer = asyncio.create_task(
+                self._commit_pending(), name=f"commit-{self.producer.transactional_id}"
+            )
+
+    def _drop_pending(self) -> None:
+        self._pending = None
+        self._pending_records = 0
+        self._pending_offset = None
+
+    def _fail(self, outcome: Outcome) -> None:
+        """Stop: drop what is pending and remember why (a fenced producer outranks)."""
+        self._drop_pending()
+        if self._failure is not Outcome.UNUSABLE:
+            self._failure = outcome
+            self._failure_reported = False
+
+    async def _commit_pending(self) -> None:
+        """One transaction after another, until nothing is pending (checkpoint steps 1-3)."""
+        while self._pending is not None:
+            wait = self._pending_since + self._linger_s - time.monotonic()
+            if wait > 0 and self._pending_records < self._max_records:
+                await asyncio.sleep(wait)
+                if self._pending is None:  # dropped by a failure meanwhile
+                    return
+            out = self._pending
+            consumed, next_offset = self._pending_records, self._pending_offset
+            self._drop_pending()
+            if self._on_taken is not None:
+                self._on_taken.set()
+            try:
+                self.processor.checkpoint(out)
+            except Exception:
+                log.exception("processor checkpoint failed", extra=self._log_context())
+                self.failures += 1
+                self._fail(Outcome.ABORTED)
+                return
+            outcome = await self._commit(out, next_offset, consumed=consumed)
+            if outcome is not Outcome.COMMITTED:
+                self._fail(outcome)
+                return
 
     def _process_one(self, record: Any, now: float, out: Collector) -> None:
         value: bytes | None = record.value

@@ -37,6 +37,12 @@ sender.py and transaction_manager.py):
   the sender die anyway it is the fatal case above.
 * Fatal producers park their error on futures nobody awaits (the transaction waiter, the
   batches' drain waiters); :func:`_retrieve_parked_errors` marks them seen on close.
+* The broker writes a transaction's commit markers after answering its EndTxn, and
+  answers CONCURRENT_TRANSACTIONS to the next transaction's AddPartitionsToTxn until they
+  are written (KAFKA-5477), usually a few milliseconds. aiokafka then waits a fixed
+  ``sender.BACKOFF_OVERRIDE`` of 20 ms, which a third of back-to-back transactions paid
+  (``bench/results/txn-probe.txt``); :func:`_shorten_add_partitions_retry` makes it
+  :data:`ADD_PARTITIONS_RETRY_S`.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+from aiokafka.producer import sender as aiokafka_sender
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.dead_letters import dead_letter_headers
@@ -76,6 +83,19 @@ class ProducerUnusable(Exception):
 
 #: Bound on the cached key → partition choices of one producer (one entry per active run).
 _PARTITION_CACHE_MAX = 100_000
+
+
+#: Retry delay of an AddPartitionsToTxn refused while the previous transaction's markers
+#: are being written (aiokafka's own is 20 ms; the markers take a few ms).
+ADD_PARTITIONS_RETRY_S = 0.002
+
+
+def _shorten_add_partitions_retry() -> None:
+    """Set aiokafka's retry delay for CONCURRENT_TRANSACTIONS on AddPartitionsToTxn."""
+    if not isinstance(getattr(aiokafka_sender, "BACKOFF_OVERRIDE", None), float):
+        log.warning("aiokafka has no sender.BACKOFF_OVERRIDE: keeping its retry delay")
+        return
+    aiokafka_sender.BACKOFF_OVERRIDE = ADD_PARTITIONS_RETRY_S
 
 
 def transactional_id(topology: Topology, partition: int) -> str:
@@ -173,6 +193,7 @@ class PartitionProducer:
         self.transactional_id = transactional_id(topology, partition)
         self._topology = topology
         self._timeout = settings.transaction_timeout_ms / 1000
+        _shorten_add_partitions_retry()
         self._producer = AIOKafkaProducer(
             **transactional_producer_kwargs(settings, self.transactional_id)
         )

@@ -1,0 +1,257 @@
+"""A partition's pipeline: records are processed as they arrive, while the previous
+transaction runs; the next transaction begins only after it committed and carries
+everything processed meanwhile; a failed transaction drops what was processed meanwhile.
+
+The producer here is a stand-in whose transactions finish when the test says so: what is
+tested is the order of processing and transactions, not Kafka (the engine's transactions
+against the broker are in tests/integration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+from prometheus_client import CollectorRegistry
+
+from symfonic_stream.engine.partition import Outcome, PartitionTask
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transactions import ProducerUnusable, TransactionAborted
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+SOURCE = "agent-events"
+
+
+class Timeline(list[str]):
+    """What happened, in order: ``process <offset>``, ``begin <first offset>``, …"""
+
+
+class RecordingProcessor:
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        pass
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        self.timeline.append(f"process {record.offset}")
+        if record.value == b"boom":
+            raise ValueError("cannot project this")
+        out.emit(OutputRecord(topic="out", key=record.key, value=record.value,
+                              record_type="copy"))
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        self.timeline.append("punctuate")
+
+    def checkpoint(self, out: Collector) -> None:
+        pass
+
+    @property
+    def buffered_events(self) -> int:
+        return 0
+
+    @property
+    def active_runs(self) -> int:
+        return 0
+
+
+class GatedProducer:
+    """Each transaction waits for its gate; ``fail`` decides how it ends."""
+
+    transactional_id = "group-agent-events-0"
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.gates: list[asyncio.Event] = []
+        self.fail: dict[int, Exception] = {}
+        self.committed: list[list[bytes | None]] = []
+        self.closed = False
+        self.begun = asyncio.Event()
+
+    async def commit(self, out: Collector, offsets: Mapping[TopicPartition, int] | None) -> None:
+        number = len(self.gates)
+        gate = asyncio.Event()
+        self.gates.append(gate)
+        values = [record.value for record in out.outputs]
+        self.timeline.append(f"begin {number}")
+        self.begun.set()
+        await gate.wait()
+        if number in self.fail:
+            self.timeline.append(f"failed {number}")
+            raise self.fail[number]
+        self.committed.append(values)
+        self.timeline.append(f"commit {number}")
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def _task(
+    timeline: Timeline, *, linger_s: float = 0.0, max_records: int = 1000
+) -> tuple[PartitionTask, GatedProducer]:
+    topology = Topology(
+        consumer="copier", group_id="group", source_topic=SOURCE, output_topics=("out",),
+        dead_letter_topic="dlq", changelog_topic=None,
+        processor_factory=lambda partition: RecordingProcessor(timeline),
+    )
+    producer = GatedProducer(timeline)
+    task = PartitionTask(
+        topology, 0, producer, RecordingProcessor(timeline), 0,  # type: ignore[arg-type]
+        metrics=ConsumerMetrics("copier", CollectorRegistry()), max_record_bytes=1_000_000,
+        max_records=max_records, linger_s=linger_s,
+    )
+    return task, producer
+
+
+def _records(first: int, values: list[bytes]) -> list[Any]:
+    return [
+        ConsumerRecord(SOURCE, 0, first + i, 0, 0, b"run-1", value, None, 0, len(value), ())
+        for i, value in enumerate(values)
+    ]
+
+
+async def _until_begun(producer: GatedProducer, count: int) -> None:
+    async with asyncio.timeout(5):
+        while len(producer.gates) < count:
+            producer.begun.clear()
+            await producer.begun.wait()
+
+
+async def test_records_are_processed_while_the_previous_transaction_runs() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+
+    task.absorb(_records(0, [b"a", b"b"]))
+    await _until_begun(producer, 1)
+    # Two fetches arrive while transaction 0 is open: processed at once, not sent.
+    task.absorb(_records(2, [b"c"]))
+    task.absorb(_records(3, [b"d", b"e"]))
+    assert timeline == ["process 0", "process 1", "begin 0",
+                        "process 2", "process 3", "process 4"]
+    assert task.pending_records == 3
+    assert task.finished() is None  # transaction 0 still running
+
+    producer.gates[0].set()
+    await _until_begun(producer, 2)  # the next one begins as soon as 0 committed
+    assert timeline[-2:] == ["commit 0", "begin 1"]
+    assert task.pending_records == 0
+    producer.gates[1].set()
+    assert await task.flush() is Outcome.COMMITTED
+    # Everything processed during transaction 0 went out in one transaction.
+    assert producer.committed == [[b"a", b"b"], [b"c", b"d", b"e"]]
+    assert task.next_offset == 5
+
+
+async def test_a_failed_transaction_drops_what_was_processed_meanwhile() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    producer.fail[0] = TransactionAborted("broker said no")
+
+    task.absorb(_records(0, [b"a"]))
+    await _until_begun(producer, 1)
+    task.absorb(_records(1, [b"b"]))
+    producer.gates[0].set()
+    assert await task.flush() is Outcome.ABORTED
+    assert len(producer.gates) == 1  # record 1 never reached the producer
+    assert producer.committed == []
+    assert task.failures == 1
+    assert task.next_offset == 0  # still the committed offset
+    assert task.finished() is None  # reported once
+
+    # Until the engine has rebuilt it, the partition ignores what it fetched.
+    task.absorb(_records(2, [b"c"]))
+    assert task.pending_records == 0
+    task.reset(RecordingProcessor(timeline), 0)
+    task.absorb(_records(0, [b"a", b"b"]))
+    await _until_begun(producer, 2)
+    producer.gates[1].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a", b"b"]]
+    assert task.failures == 0
+
+
+@pytest.mark.parametrize(("error", "outcome"), [
+    (TransactionAborted("aborted"), Outcome.ABORTED),
+    (ProducerUnusable("fenced", fenced=True), Outcome.UNUSABLE),
+])
+async def test_a_failed_transaction_is_reported_once_it_finished(
+    error: Exception, outcome: Outcome
+) -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    producer.fail[0] = error
+    task.absorb(_records(0, [b"a"]))
+    await _until_begun(producer, 1)
+    assert task.finished() is None
+    producer.gates[0].set()
+    await asyncio.sleep(0.01)
+    assert task.finished() is outcome
+    assert task.finished() is None
+
+
+async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    task.absorb(_records(0, [b"a"]))
+    await _until_begun(producer, 1)
+    task.absorb(_records(1, [b"b", b"boom", b"c"]))
+    assert task.pending_records == 0  # dropped: the processor ran ahead
+    assert task.finished() is None  # transaction 0 is still running
+    producer.gates[0].set()
+    assert await task.flush() is Outcome.ABORTED
+    assert producer.committed == [[b"a"]]  # transaction 0 landed; rebuilt from there
+    assert task.next_offset == 1
+
+    # The retry dead-letters the record the processor raised on, and goes on.
+    task.reset(RecordingProcessor(timeline), 1)
+    task.absorb(_records(1, [b"b", b"boom", b"c"]))
+    await _until_begun(producer, 2)
+    producer.gates[1].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a"], [b"b", b"c"]]
+    assert task.next_offset == 4
+
+
+async def test_the_first_record_waits_the_linger_for_more_unless_the_batch_is_full() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline, linger_s=0.2, max_records=3)
+    task.absorb(_records(0, [b"a"]))
+    await asyncio.sleep(0.05)
+    assert producer.gates == []  # lingering
+    task.absorb(_records(1, [b"b"]))
+    await _until_begun(producer, 1)
+    producer.gates[0].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a", b"b"]]
+
+    task.absorb(_records(2, [b"c", b"d", b"e"]))  # full: no linger
+    async with asyncio.timeout(0.1):
+        await _until_begun(producer, 2)
+    producer.gates[1].set()
+    assert await task.flush() is Outcome.COMMITTED
+
+
+async def test_timers_write_into_what_is_pending_and_close_commits_it() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    task.absorb(_records(0, [b"a"]))
+    await _until_begun(producer, 1)
+    task.absorb(_records(1, [b"b"]))
+    task.punctuate(0.0)
+    assert timeline[-2:] == ["process 1", "punctuate"]
+
+    closing = asyncio.create_task(task.close())
+    await asyncio.sleep(0.01)
+    assert not producer.closed  # closing commits what is pending first
+    producer.gates[0].set()
+    await _until_begun(producer, 2)
+    producer.gates[1].set()
+    await closing
+    assert producer.closed
+    assert producer.committed == [[b"a"], [b"b"]]
+    assert task.next_offset == 2
