@@ -1,14 +1,18 @@
-"""Back-to-back transactions of one partition producer: what a retry delay costs.
+"""Back-to-back transactions of one partition producer: what aiokafka's retry delays cost.
 
     python -m bench.txn_probe [--transactions 400] [--records 250] [--rounds 3]
 
-After a commit the broker still writes the transaction's markers for a few milliseconds,
-and refuses the next transaction's AddPartitionsToTxn with CONCURRENT_TRANSACTIONS until
-they are written (KAFKA-5477). aiokafka retries after a fixed 20 ms; the engine sets
-2 ms (``symfonic_stream.engine.transactions.ADD_PARTITIONS_RETRY_S``). This runs the
+Right after a commit the broker is still finishing it for a few milliseconds, and refuses
+two requests of the next transaction meanwhile: the transaction coordinator answers
+AddPartitionsToTxn with CONCURRENT_TRANSACTIONS until the markers are written
+(KAFKA-5477), and the group coordinator answers TxnOffsetCommit with
+COORDINATOR_NOT_AVAILABLE until it has applied the offsets marker. aiokafka retries the
+first after a fixed 20 ms and the second after ``retry_backoff_ms`` (100 ms); the engine
+sets 2 ms and 20 ms (``ADD_PARTITIONS_RETRY_S`` in ``symfonic_stream.engine.transactions``,
+``TRANSACTIONAL_RETRY_BACKOFF_MS`` in ``symfonic_stream.kafka.clients``). This runs the
 same transactions (``--records`` records of 343 bytes to one output partition, plus the
-input offset, as the engine commits them) with each delay, alternating per round, and
-prints each one's transaction time and how often the broker refused a first attempt.
+input offset, as the engine commits them) with aiokafka's delays and with the engine's,
+alternating per round, and prints each one's transaction time and refusals.
 """
 
 from __future__ import annotations
@@ -29,20 +33,24 @@ from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine import transactions
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.engine.transactions import PartitionProducer
+from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
 from symfonic_stream.processors.passthrough import copier_topology
 
-#: The two retry delays compared: aiokafka's own, and the engine's.
-DELAYS = {"aiokafka 20 ms": 0.02, "engine 2 ms": transactions.ADD_PARTITIONS_RETRY_S}
+#: (AddPartitionsToTxn retry delay, other retries' delay) in seconds, per configuration.
+DELAYS = {
+    "aiokafka": (0.02, 0.1),
+    "engine": (transactions.ADD_PARTITIONS_RETRY_S, TRANSACTIONAL_RETRY_BACKOFF_MS / 1000),
+}
 VALUE = b"x" * 343
 
 
 class _RefusalCounter:
-    """Counts AddPartitionsToTxn answers that make aiokafka retry."""
+    """Counts the answers of one request type that make aiokafka retry."""
 
-    def __init__(self) -> None:
+    def __init__(self, handler_name: str) -> None:
         self.count = 0
-        handler: Any = aiokafka_sender.AddPartitionsToTxnHandler
-        self._original: Callable[..., Any] = handler.handle_response
+        self._handler: Any = getattr(aiokafka_sender, handler_name)
+        self._original: Callable[..., Any] = self._handler.handle_response
         counter = self
 
         def handle_response(self: Any, response: Any) -> Any:
@@ -51,19 +59,21 @@ class _RefusalCounter:
                 counter.count += 1
             return backoff
 
-        handler.handle_response = handle_response
+        self._handler.handle_response = handle_response
 
     def close(self) -> None:
-        aiokafka_sender.AddPartitionsToTxnHandler.handle_response = self._original
+        self._handler.handle_response = self._original
 
 
 async def _run_transactions(
-    settings: Settings, delay: float, transactions_n: int, records: int
-) -> tuple[list[float], int]:
+    settings: Settings, delays: tuple[float, float], transactions_n: int, records: int
+) -> tuple[list[float], int, int]:
     topology = copier_topology(settings)
-    producer = PartitionProducer(settings, topology, 0)  # sets the engine's delay
-    aiokafka_sender.BACKOFF_OVERRIDE = delay
-    refusals = _RefusalCounter()
+    producer = PartitionProducer(settings, topology, 0)  # sets the engine's delays
+    aiokafka_sender.BACKOFF_OVERRIDE = delays[0]
+    producer._producer._sender._retry_backoff = delays[1]  # what retry_backoff_ms sets
+    add_partitions = _RefusalCounter("AddPartitionsToTxnHandler")
+    offset_commits = _RefusalCounter("TxnOffsetCommitHandler")
     source = TopicPartition(topology.source_topic, 0)
     output = topology.output_topics[0]
     await producer.start()
@@ -77,9 +87,10 @@ async def _run_transactions(
             await producer.commit(out, {source: n + 1})
             seconds.append(time.perf_counter() - started)
     finally:
-        refusals.close()
+        add_partitions.close()
+        offset_commits.close()
         await producer.close()
-    return seconds, refusals.count
+    return seconds, add_partitions.count, offset_commits.count
 
 
 async def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
@@ -89,13 +100,13 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
     found: dict[str, dict[str, list[float]]] = {name: {} for name in DELAYS}
     try:
         for round_no in range(args.rounds):
-            for name, delay in DELAYS.items():
-                prefix = f"{run_id}-r{round_no}-{int(delay * 1000)}ms"
+            for name, delays in DELAYS.items():
+                prefix = f"{run_id}-r{round_no}-{name}"
                 prefixes.append(prefix)
                 settings = prefix_settings(base, prefix, 1)
                 await create_topics(settings)
-                seconds, refusals = await _run_transactions(
-                    settings, delay, args.transactions, args.records
+                seconds, add_refused, commit_refused = await _run_transactions(
+                    settings, delays, args.transactions, args.records
                 )
                 seconds = seconds[args.transactions // 10:]  # first ones: connections warm up
                 ordered = sorted(seconds)
@@ -104,7 +115,8 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                     "mean_ms": statistics.fmean(seconds) * 1000,
                     "p90_ms": ordered[int(len(ordered) * 0.9)] * 1000,
                     "p99_ms": ordered[int(len(ordered) * 0.99)] * 1000,
-                    "refusals_per_txn": refusals / args.transactions,
+                    "add_partitions_refusals": add_refused / args.transactions,
+                    "offset_commit_refusals": commit_refused / args.transactions,
                 }
                 for key, value in figures.items():
                     found[name].setdefault(key, []).append(value)
@@ -123,17 +135,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     found = asyncio.run(run(args))
-    baseline = statistics.median(found["aiokafka 20 ms"]["mean_ms"])
+    baseline = statistics.median(found["aiokafka"]["mean_ms"])
     print(f"\nmedians of {args.rounds} round(s), {args.transactions} transactions of "
-          f"{args.records} records each:")
-    print(f"{'retry delay':<16} {'median ms':>9} {'mean ms':>8} {'p90 ms':>7} {'p99 ms':>7} "
-          f"{'refused/txn':>11} {'mean x aiokafka':>15}")
+          f"{args.records} records each; retry delays in ms, refusals per transaction")
+    print(f"{'delays':<9} {'add retry':>9} {'retry':>6} {'median ms':>9} {'mean ms':>8} "
+          f"{'p90 ms':>7} {'p99 ms':>7} {'add refused':>11} {'commit refused':>14} "
+          f"{'mean x aiokafka':>15}")
     for name, values in found.items():
         med = {key: statistics.median(series) for key, series in values.items()}
-        print(f"{name:<16} {med['median_ms']:>9.2f} {med['mean_ms']:>8.2f} {med['p90_ms']:>7.2f} "
-              f"{med['p99_ms']:>7.2f} {med['refusals_per_txn']:>11.2f} "
+        add_s, other_s = DELAYS[name]
+        print(f"{name:<9} {add_s * 1000:>9g} {other_s * 1000:>6g} {med['median_ms']:>9.2f} "
+              f"{med['mean_ms']:>8.2f} {med['p90_ms']:>7.2f} {med['p99_ms']:>7.2f} "
+              f"{med['add_partitions_refusals']:>11.2f} {med['offset_commit_refusals']:>14.3f} "
               f"{med['mean_ms'] / baseline:>15.2f}")
-
 
 if __name__ == "__main__":
     main()

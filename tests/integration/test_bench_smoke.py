@@ -104,3 +104,19 @@ def test_relative_load_experiment_offers_each_consumer_half_its_own_rate(
     for name, (rate, offered, p50, p99, p99_ratio) in rows.items():
         assert offered == pytest.approx(rate / 2, abs=1), name
         assert 0 < p50 <= p99 and p99_ratio > 0, name
+
+
+@pytest.mark.timeout(170)
+def test_transaction_probe_compares_aiokafkas_retry_delays_with_the_engines(
+    bootstrap_servers: str,
+) -> None:
+    out = _run_module("bench.txn_probe", "--transactions", "20", "--records", "10",
+                      "--rounds", "1", bootstrap=bootstrap_servers)
+    rows = _table(out, "delays")
+    assert list(rows) == ["aiokafka", "engine"]
+    assert rows["aiokafka"][:2] == [20.0, 100.0]
+    assert rows["engine"][:2] == [2.0, 20.0]
+    for name, (_, _, median, mean, p90, p99, added, committed, ratio) in rows.items():
+        assert 0 < median <= p99 and mean > 0 and p90 > 0, name
+        assert added >= 0 and committed >= 0 and ratio > 0, name
+    assert rows["aiokafka"][-1] == 1.0

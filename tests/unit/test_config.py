@@ -186,6 +186,24 @@ def test_the_transactional_producer_is_idempotent_with_acks_all(
     assert kwargs["acks"] == "all"
     assert kwargs["compression_type"] == codec
     assert kwargs["transaction_timeout_ms"] == 5000
+    assert kwargs["retry_backoff_ms"] == 20  # aiokafka's 100 ms: see bench/txn_probe.py
+
+
+async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry() -> None:
+    # The engine sets a module constant of aiokafka's sender; an aiokafka release that
+    # renames it must fail here, not slow every other transaction down unnoticed.
+    from aiokafka.producer import sender
+
+    from symfonic_stream.engine.transactions import ADD_PARTITIONS_RETRY_S, PartitionProducer
+    from symfonic_stream.processors.passthrough import copier_topology
+
+    sender.BACKOFF_OVERRIDE = 0.02
+    settings = Settings()
+    producer = PartitionProducer(settings, copier_topology(settings), 0)  # connects on start
+    try:
+        assert sender.BACKOFF_OVERRIDE == ADD_PARTITIONS_RETRY_S == 0.002
+    finally:
+        await producer.close()
 
 
 # --------------------------------------------------------------------------- the command line
