@@ -66,6 +66,14 @@ log = logging.getLogger(__name__)
 #: The ``type`` of records in that the processor did not classify.
 UNCLASSIFIED_INPUT = "unclassified"
 
+# One InputRecord per record consumed: built with ``tuple.__new__``, as the guard builds
+# its OutputRecords (the NamedTuple's keyword ``__new__`` costs more than the tuple).
+_new_input = tuple.__new__
+if InputRecord._fields != (
+    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
+):
+    raise RuntimeError("InputRecord changed its fields: update symfonic_stream/engine/partition.py")
+
 
 class Outcome(enum.Enum):
     """What became of one transaction attempt."""
@@ -273,15 +281,16 @@ class PartitionTask:
 
     def _process_one(self, record: Any, now: float, out: Collector) -> None:
         value: bytes | None = record.value
-        item = InputRecord(
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            key=record.key,
-            value=value,
-            headers=tuple((k, v if v is not None else b"") for k, v in record.headers or ()),
-            timestamp_ms=record.timestamp or 0,
-        )
+        headers = record.headers
+        item: InputRecord = _new_input(InputRecord, (
+            record.topic,
+            record.partition,
+            record.offset,
+            record.key,
+            value,
+            tuple((k, v if v is not None else b"") for k, v in headers) if headers else (),
+            record.timestamp or 0,
+        ))
         poison = self._poison.get(item.offset) if self._poison else None
         if poison is not None:
             out.count_input(INVALID_INPUT_LABEL)
