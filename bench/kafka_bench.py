@@ -140,7 +140,9 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
                 say(
                     f"  {row:<13} p50 {lat.p50_ms:7.1f} ms  p99 {lat.p99_ms:7.1f} ms  "
                     f"p999 {lat.p999_ms:7.1f} ms  ({lat.samples:,} samples, "
-                    f"{lat.achieved_per_s:,.0f}/s offered)"
+                    f"{lat.achieved_per_s:,.0f}/s offered; cores: consumer "
+                    f"{lat.consumer_cores:.2f}, bench {lat.bench_cores:.2f}, machine "
+                    f"{lat.machine_busy_cores:.2f})"
                 )
         state: dict[str, Any] | None = None
         if args.restore_runs > 0:

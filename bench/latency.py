@@ -27,6 +27,7 @@ from bench.kafka_io import (
     prefix_settings,
     publish_at_rate,
 )
+from bench.machine import machine_busy_seconds
 from bench.rows import ROWS
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
@@ -59,6 +60,8 @@ class Latency:
     #: itself (producer + reader), from psutil.
     consumer_cores: float = 0.0
     bench_cores: float = 0.0
+    #: CPU cores busy on the whole machine during the load (everything: the broker too).
+    machine_busy_cores: float = 0.0
 
 
 def _output_topics(names: TopicNames, consumer: str) -> list[str]:
@@ -133,12 +136,14 @@ async def measure_latency(
         await reader.start()
         await asyncio.sleep(settle_s)  # every consumer idle and polling
         me = psutil.Process()
+        busy_before = machine_busy_seconds()
         cpu_before = [p.cpu_seconds() for p in procs], _own_cpu(me), time.monotonic()
         sent_at, achieved = await publish_at_rate(settings, count, encode, rate)
         cpu_after = [p.cpu_seconds() for p in procs], _own_cpu(me), time.monotonic()
         load_seconds = cpu_after[2] - cpu_before[2]
         consumer_cores = (sum(cpu_after[0]) - sum(cpu_before[0])) / load_seconds
         bench_cores = (cpu_after[1] - cpu_before[1]) / load_seconds
+        machine_busy_cores = (machine_busy_seconds() - busy_before) / load_seconds
         async with OffsetWatcher(settings, names.agent_events) as watcher:
             deadline = time.monotonic() + max(120.0, count / 200)
             for name in consumers:
@@ -179,6 +184,7 @@ async def measure_latency(
         engine_histograms=histograms,
         consumer_cores=consumer_cores,
         bench_cores=bench_cores,
+        machine_busy_cores=machine_busy_cores,
         p99_by_second_ms=[
             round(_percentile(sorted(by_second[second]), 0.99), 1)
             for second in sorted(by_second)

@@ -28,6 +28,12 @@ def broker_version() -> str:
     return "unknown"
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (all cores, every process) since boot."""
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
 def machine() -> dict[str, Any]:
     return {
         "cpus": os.cpu_count(),

@@ -32,6 +32,7 @@ from bench.kafka_io import (
     prefix_settings,
     publish,
 )
+from bench.machine import machine_busy_seconds
 from bench.progress import say
 from bench.rows import ROWS
 from symfonic_stream.config import Settings
@@ -49,6 +50,10 @@ class Throughput:
     cpu_s_per_million: float
     peak_rss_bytes: int
     publish_s: float = 0.0
+    #: CPU cores the consumer process(es) used over the timed window (1.0 = one core
+    #: saturated: a Python consumer cannot use more), and the whole machine (broker too).
+    consumer_cores: float = 0.0
+    machine_busy_cores: float = 0.0
 
 
 async def timed_consumption(
@@ -71,11 +76,12 @@ async def timed_consumption(
         for name in consumers
     ]
     groups = [names.group(name) for name in consumers]
-    # Per process: (time, committed, cpu) at the last poll that saw nothing committed,
-    # at the first that saw something, and when everything was committed.
-    last_zero: list[tuple[float, int, float]] = [(time.monotonic(), 0, 0.0) for _ in procs]
-    first: list[tuple[float, int, float] | None] = [None] * len(procs)
-    done: list[tuple[float, int, float] | None] = [None] * len(procs)
+    # Per process: (time, committed, its cpu, machine busy) at the last poll that saw
+    # nothing committed, at the first that saw something, and when everything was.
+    Point = tuple[float, int, float, float]
+    last_zero: list[Point] = [(time.monotonic(), 0, 0.0, 0.0) for _ in procs]
+    first: list[Point | None] = [None] * len(procs)
+    done: list[Point | None] = [None] * len(procs)
     deadline = time.monotonic() + within
     try:
         async with OffsetWatcher(settings, names.agent_events) as watcher:
@@ -86,7 +92,8 @@ async def timed_consumption(
                     if not proc.alive():
                         raise RuntimeError(f"{proc.name} exited:\n{proc.log_tail()}")
                     committed = await watcher.committed(group)
-                    point = (time.monotonic(), committed, proc.cpu_seconds())
+                    point = (time.monotonic(), committed, proc.cpu_seconds(),
+                             machine_busy_seconds())
                     if committed == 0:
                         last_zero[i] = point
                     elif first[i] is None:
@@ -104,6 +111,8 @@ async def timed_consumption(
             proc.stop()
     rates: list[float] = []
     cpu = 0.0
+    cores = 0.0
+    machine_cores = 0.0
     timed = 0
     seconds = 0.0
     for i in range(len(procs)):
@@ -114,11 +123,14 @@ async def timed_consumption(
             # Everything committed between two polls (a tiny input): time it from the
             # last poll that saw nothing, counting every event.
             start = last_zero[i]
-            start = (start[0], 0, start[2])
+            start = (start[0], 0, start[2], start[3])
         n = total - start[1]
         elapsed = end[0] - start[0]
         rates.append(n / elapsed)
         cpu += (end[2] - start[2]) / n * 1e6
+        cores += (end[2] - start[2]) / elapsed
+        if elapsed >= seconds:
+            machine_cores = (end[3] - start[3]) / elapsed
         timed = max(timed, n)
         seconds = max(seconds, elapsed)
     return Throughput(
@@ -127,6 +139,8 @@ async def timed_consumption(
         events_per_s=min(rates),
         cpu_s_per_million=cpu,
         peak_rss_bytes=sum(proc.peak_rss for proc in procs),
+        consumer_cores=cores,
+        machine_busy_cores=machine_cores,
     )
 
 
@@ -170,6 +184,7 @@ async def measure_throughput_round(
             say(
                 f"  {partitions}p  {row:<13} {result.events_per_s:>9,.0f} ev/s  "
                 f"cpu {result.cpu_s_per_million:6.1f} s/M  "
-                f"rss {result.peak_rss_bytes / 2**20:6.1f} MB"
+                f"rss {result.peak_rss_bytes / 2**20:6.1f} MB  "
+                f"cores {result.consumer_cores:.2f} (machine {result.machine_busy_cores:.2f})"
             )
     return results
