@@ -364,12 +364,14 @@ class PartitionTask:
                 metrics.record_in(self.tp.topic, UNCLASSIFIED_INPUT, unread)
         now = time.time()
         produced: Counter[tuple[str, str]] = Counter()
+        latencies: list[float] = []
         for record in out.outputs:
             produced[record.topic, record.record_type] += 1
             if record.source_ts is not None:
-                metrics.observe_end_to_end(now - record.source_ts)
+                latencies.append(now - record.source_ts)
             if record.headers:
                 _observe_pause_output(metrics, record.headers)
+        metrics.observe_end_to_end_many(latencies)
         for (topic, record_type), n in produced.items():  # one increment per type, not record
             metrics.record_out(topic, record_type, n)
         for letter in out.dead_letters:

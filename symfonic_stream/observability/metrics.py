@@ -15,7 +15,7 @@ from __future__ import annotations
 import platform
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import Final
 
@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histo
 
 from symfonic_stream import __version__
 from symfonic_stream.engine.records import DeadLetterReason
+from symfonic_stream.observability.histogram import BatchHistogram
 
 PREFIX: Final = "symfonic_stream_"
 
@@ -97,10 +98,13 @@ class _Families:
             "topic",
             "partition",
         )
-        self.end_to_end = histogram(
-            "end_to_end_latency_seconds",
+        # Observed for every output record: a transaction's worth in one call.
+        self.end_to_end = BatchHistogram(
+            PREFIX + "end_to_end_latency_seconds",
             "Kernel timestamp of the source event to the commit of its output.",
+            "consumer",
             LATENCY_BUCKETS,
+            registry,
         )
         self.txn_duration = histogram(
             "transaction_duration_seconds",
@@ -271,7 +275,11 @@ class ConsumerMetrics:
 
     def observe_end_to_end(self, seconds: float) -> None:
         """Kernel timestamp to commit. Clock skew can make it negative: counted as 0."""
-        self._end_to_end.observe(max(0.0, seconds))
+        self._end_to_end.observe(seconds)
+
+    def observe_end_to_end_many(self, seconds: Iterable[float]) -> None:
+        """:meth:`observe_end_to_end` for every output of one transaction, in one update."""
+        self._end_to_end.observe_many(seconds)
 
     def observe_transaction(self, seconds: float, committed: bool) -> None:
         """One transaction finished: its duration and whether it committed or aborted."""

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import orjson
 import pytest
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
 from symfonic_stream import __version__
 from symfonic_stream.engine.records import DeadLetterReason
@@ -27,6 +27,7 @@ from symfonic_stream.observability import (
     start_configured_health_server,
     start_health_server,
 )
+from symfonic_stream.observability.histogram import BatchHistogram
 
 P = "symfonic_stream_"
 
@@ -536,3 +537,31 @@ def test_unserialisable_extra_does_not_lose_the_line(log_stream: io.StringIO) ->
 def test_bad_level_is_rejected() -> None:
     with pytest.raises(ValueError, match="log level"):
         configure_logging("typed", "LOUD", stream=io.StringIO())
+
+
+def _exposition(registry: CollectorRegistry) -> list[str]:
+    # ``_created`` is a timestamp prometheus-client adds to its own histograms only.
+    return [line for line in generate_latest(registry).decode().splitlines()
+            if "_created" not in line]
+
+
+def test_the_batch_histogram_is_exported_exactly_like_a_prometheus_client_histogram() -> None:
+    values = [0.0004, 0.001, 0.003, 0.01, 0.2, 0.25, 7.0, 61.0, 1e9, -3.0]
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    batch = BatchHistogram("x_latency_seconds", "Doc.", "consumer", LATENCY_BUCKETS, ours)
+    reference = Histogram("x_latency_seconds", "Doc.", ("consumer",), buckets=LATENCY_BUCKETS,
+                          registry=theirs)
+    batch.labels("typed").observe_many(values[:4])
+    batch.labels("typed").observe_many(values[4:])
+    batch.labels("chunks").observe(0.02)
+    for value in values:
+        reference.labels("typed").observe(max(0.0, value))  # what observe_end_to_end did
+    reference.labels("chunks").observe(0.02)
+
+    assert _exposition(ours) == _exposition(theirs)
+    assert 'x_latency_seconds_bucket{consumer="typed",le="0.001"} 3.0' in _exposition(ours)
+    assert 'x_latency_seconds_count{consumer="typed"} 10.0' in _exposition(ours)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        BatchHistogram("x_latency_seconds", "Doc.", "consumer", LATENCY_BUCKETS, ours)
+    with pytest.raises(ValueError, match="increasing"):
+        BatchHistogram("y_seconds", "Doc.", "consumer", (1.0, 0.5), CollectorRegistry())
