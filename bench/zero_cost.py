@@ -16,9 +16,14 @@ in its own consumer group and one at a time, with:
   ``ProjectorProcessor`` offline over each partition. Its cost is the engine's cost for the
   typed projector's output volume: the ceiling any optimisation of the pure path can reach;
 * ``typed-json-floor``: the same, plus the least work any JSON-to-JSON projection must do:
-  parse each input value (``orjson.loads``) and serialize one object of its size per output
-  record (``orjson.dumps``), no validation, no guard, no projection. The ceiling of a typed
-  projector whose own code cost nothing beyond reading and writing JSON.
+  parse each input value (``orjson.loads``) and serialize each output record's value from
+  an object (``orjson.dumps`` of the output parsed beforehand), no validation, no guard,
+  no projection. The ceiling of a typed projector whose own code cost nothing beyond
+  reading and writing JSON;
+* ``typed-decode-floor``: the JSON floor with the contract's validation: the projector's own
+  ``decode_record`` (``orjson.loads`` and pydantic-core validation into an ``AgentEvent``,
+  key check) instead of ``orjson.loads``. Still no guard, no projection, no envelope: the
+  ceiling of a typed projector whose guard and projection cost nothing.
 
 Each runs in its own process (``python -m bench.zero_cost --serve`` for the replay, through
 :func:`symfonic_stream.engine.service.serve`), timed like the main benchmark.
@@ -48,12 +53,15 @@ from bench.workload import make_workload
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.decoding import decode_record
 from symfonic_stream.partitioner import partition_for_key
 from symfonic_stream.processors.projector import projector_topology
 from symfonic_stream.topics import TopicNames
 
 REPLAY = "typed-replay"
 JSON_FLOOR = "typed-json-floor"
+DECODE_FLOOR = "typed-decode-floor"
+FLOORS = (JSON_FLOOR, DECODE_FLOOR)
 #: What a checkpoint writes per touched run: an ``encode_run`` value of typical size.
 _STATE_VALUE = b"[123,154,0,0.0]"
 
@@ -80,22 +88,41 @@ def plan_outputs(records: list[tuple[bytes, bytes]], partitions: int, topic: str
     return plan
 
 
-class ReplayProcessor:
-    """Emits the planned outputs of each record; one state record per run per batch."""
+#: (partition, offset) -> each planned output's value, parsed (what a floor serializes).
+Bodies = dict[tuple[int, int], tuple[object, ...]]
 
-    def __init__(self, plan: Plan, *, json_floor: bool = False) -> None:
+
+def parse_outputs(plan: Plan) -> Bodies:
+    return {where: tuple(orjson.loads(o.value or b"null") for o in outs)
+            for where, outs in plan.items()}
+
+
+class ReplayProcessor:
+    """Emits the planned outputs of each record; one state record per run per batch.
+
+    ``floor``: also parse (``json``) or decode and validate (``decode``) each input, and
+    serialize each output's value from ``bodies``.
+    """
+
+    def __init__(self, plan: Plan, bodies: Bodies | None = None, floor: str = "") -> None:
         self._plan = plan
-        self._json_floor = json_floor
+        self._bodies = bodies or {}
+        self._floor = floor
         self._touched: set[bytes] = set()
 
     def restore(self, key: bytes, value: bytes | None) -> None:
         """Nothing to restore."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
-        parsed = orjson.loads(record.value or b"null") if self._json_floor else None
-        for output in self._plan.get((record.partition, record.offset), ()):
-            if self._json_floor:
-                orjson.dumps(parsed)
+        where = (record.partition, record.offset)
+        if self._floor == "json":
+            orjson.loads(record.value or b"null")
+        elif self._floor == "decode":
+            decode_record(record.value, record.key, True, None)
+        if self._floor:
+            for body in self._bodies.get(where, ()):
+                orjson.dumps(body)
+        for output in self._plan.get(where, ()):
             out.emit(output)
         if record.key is not None:
             self._touched.add(record.key)
@@ -119,6 +146,8 @@ class ReplayProcessor:
 
 def replay_topology(settings: Settings, plan: Plan, name: str = REPLAY) -> Topology:
     names = TopicNames(settings.topic_prefix)
+    floor = {JSON_FLOOR: "json", DECODE_FLOOR: "decode"}.get(name, "")
+    bodies = parse_outputs(plan) if floor else None
     return Topology(
         consumer=name,
         group_id=names.group(name),
@@ -128,9 +157,7 @@ def replay_topology(settings: Settings, plan: Plan, name: str = REPLAY) -> Topol
         # Co-partitioned and compacted like the typed changelog: the pauses changelog of
         # this prefix is never used by anything else here.
         changelog_topic=names.changelog("pauses"),
-        processor_factory=lambda partition: ReplayProcessor(
-            plan, json_floor=name == JSON_FLOOR
-        ),
+        processor_factory=lambda partition: ReplayProcessor(plan, bodies, floor),
     )
 
 
@@ -175,16 +202,16 @@ async def run(args: argparse.Namespace) -> dict[str, list[Throughput]]:
                 raise RuntimeError(f"the topic holds {planned} events, {len(records)} sent")
             plan_file = log_dir / f"{prefix}.plan"
             plan_file.write_bytes(pickle.dumps(plan))
-            for name in ("copier", "typed", REPLAY, JSON_FLOOR):
+            for name in ("copier", "typed", REPLAY, *FLOORS):
                 factory = (
                     (lambda s, d, f=plan_file, n=name: _ReplayConsumer(s, d, f, n))
-                    if name in (REPLAY, JSON_FLOOR) else None
+                    if name in (REPLAY, *FLOORS) else None
                 )
                 result = await timed_consumption(
                     settings, (name,), len(records), log_dir, 600.0, factory=factory
                 )
                 results[name].append(result)
-                print(f"round {round_no + 1}: {name:<13} {result.events_per_s:>9,.0f} ev/s  "
+                print(f"round {round_no + 1}: {name:<18} {result.events_per_s:>9,.0f} ev/s  "
                       f"cpu {result.cpu_s_per_million:6.1f} s/M", file=sys.stderr, flush=True)
     finally:
         await delete_prefix_topics(base, prefixes)
@@ -204,11 +231,11 @@ def main() -> None:
     results = asyncio.run(run(args))
     base_rate = statistics.median(t.events_per_s for t in results["copier"])
     base_cpu = statistics.median(t.cpu_s_per_million for t in results["copier"])
-    print(f"{'consumer':<14} {'ev/s':>9} {'x copier':>9} {'CPU s/M':>8} {'x copier':>9}")
+    print(f"{'consumer':<18} {'ev/s':>9} {'x copier':>9} {'CPU s/M':>8} {'x copier':>9}")
     for name, runs in results.items():
         rate = statistics.median(t.events_per_s for t in runs)
         cpu = statistics.median(t.cpu_s_per_million for t in runs)
-        print(f"{name:<14} {rate:>9,.0f} {rate / base_rate:>9.2f} {cpu:>8.1f} "
+        print(f"{name:<18} {rate:>9,.0f} {rate / base_rate:>9.2f} {cpu:>8.1f} "
               f"{cpu / base_cpu:>9.2f}")
 
 

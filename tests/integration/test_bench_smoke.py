@@ -83,11 +83,12 @@ def _run_module(module: str, *args: str, bootstrap: str) -> str:
 
 
 @pytest.mark.timeout(170)
-def test_zero_cost_experiment_reports_its_four_consumers(bootstrap_servers: str) -> None:
+def test_zero_cost_experiment_reports_its_five_consumers(bootstrap_servers: str) -> None:
     out = _run_module("bench.zero_cost", "--events", "2000", "--rounds", "1",
                       bootstrap=bootstrap_servers)
     rows = _table(out, "consumer")
-    assert list(rows) == ["copier", "typed", "typed-replay", "typed-json-floor"]
+    assert list(rows) == ["copier", "typed", "typed-replay", "typed-json-floor",
+                          "typed-decode-floor"]
     for name, (rate, ratio, cpu, cpu_ratio) in rows.items():
         assert rate > 0 and ratio > 0 and cpu > 0 and cpu_ratio > 0, name
     assert rows["copier"][1] == 1.0
