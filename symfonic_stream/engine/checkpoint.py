@@ -92,7 +92,7 @@ async def prepare_partitions(
     try:
         # Step 1: fence. Every partition's InitProducerId runs concurrently.
         started = await asyncio.gather(
-            *(_start_producer(settings, topology, tp) for tp in tps), return_exceptions=True
+            *(start_producer(settings, topology, tp) for tp in tps), return_exceptions=True
         )
         for tp, result in zip(tps, started, strict=True):
             if isinstance(result, PartitionProducer):
@@ -151,9 +151,10 @@ async def committed_offsets(
     return offsets
 
 
-async def _start_producer(
+async def start_producer(
     settings: Settings, topology: Topology, tp: TopicPartition
 ) -> PartitionProducer:
+    """Step 1 for ``tp``: a started producer, every earlier transaction of its id finished."""
     producer = PartitionProducer(settings, topology, tp.partition)
     await producer.start()
     return producer

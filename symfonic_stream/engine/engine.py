@@ -29,10 +29,11 @@ records fetched during a commit are processed meanwhile and go into the next one
 timeouts fire on an idle partition) writes into what is pending too; a transaction with
 nothing but timer outputs carries no offsets.
 
-On failure: an aborted transaction rebuilds p's processor from the changelog and seeks p
-back to its committed offset (the records are processed again, with a back-off when it
-keeps failing; a record the processor raised on is dead-lettered on the retry, see
-:mod:`symfonic_stream.engine.partition`). A fenced or fatal producer is never used
+On failure: an aborted transaction runs steps 1-3 again for p — a new producer (whose
+InitProducerId waits for our last commit's markers), p's processor rebuilt from the
+changelog, a seek back to its committed offset (the records are processed again, with a
+back-off when it keeps failing; a record the processor raised on is dead-lettered on the
+retry, see :mod:`symfonic_stream.engine.partition`). A fenced or fatal producer is never used
 again: p is paused, its producer and processor dropped, and the consumer rejoins the group
 so the group decides who owns p now (the new owner starts again at step 1).
 
@@ -68,6 +69,7 @@ from symfonic_stream.engine.checkpoint import (
     committed_offsets,
     prepare_partitions,
     restore_processor,
+    start_producer,
 )
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
@@ -199,7 +201,9 @@ class Engine:
             )
             if room <= 0:
                 # Back-pressure: a transaction's worth is waiting; fetch more once a
-                # committer took it.
+                # committer took it (and none lingers for records that cannot come).
+                for task in self._tasks.values():
+                    task.hurry()
                 self._taken.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._taken.wait(), IDLE_POLL_MS / 1000)
@@ -260,7 +264,9 @@ class Engine:
     ) -> None:
         """Act on a transaction's outcome (the engine lock is held)."""
         if outcome is Outcome.COMMITTED or epoch != self._epoch:
-            return  # a pending revocation will drop the partition anyway
+            # A pending revocation drops the partition anyway (eager protocol: every
+            # partition is revoked), so a failure seen under an older epoch needs nothing.
+            return
         if outcome is Outcome.ABORTED:
             try:
                 await self._rebuild(consumer, task)
@@ -271,7 +277,15 @@ class Engine:
         await self._drop(consumer, task)
 
     async def _rebuild(self, consumer: AIOKafkaConsumer, task: PartitionTask) -> None:
-        """After an abort: fresh processor from the changelog, back to the committed offset."""
+        """After a failure: checkpoint steps 1-3 again for the partition.
+
+        A new producer first: its InitProducerId waits until the markers of our last
+        committed transaction are written (the broker answers EndTxn before writing them,
+        KAFKA-5477), so the changelog's stable end and the committed offset read next both
+        include that transaction, or both do not.
+        """
+        await task.producer.close()
+        task.producer = await start_producer(self.settings, self.topology, task.tp)
         processor = await restore_processor(
             self.settings, self.topology, task.partition, self._mark_progress
         )

@@ -4,9 +4,10 @@ Records are processed as soon as they are fetched (:meth:`PartitionTask.absorb`)
 partition's *pending* Collector; a background *committer* turns what is pending into one
 transaction at a time:
 
-1. While no transaction is in flight, the first pending record may wait up to
-   ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for more (not once ``SYMFONIC_BATCH_MAX_RECORDS``
-   are pending).
+1. When the committer starts idle (no transaction in flight), the first pending record
+   may wait up to ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for more; not once
+   ``SYMFONIC_BATCH_MAX_RECORDS`` are pending, nor when the engine has stopped fetching
+   for lack of room (:meth:`PartitionTask.hurry`).
 2. The committer takes everything pending, lets the processor write its state changes
    (``checkpoint``), and commits outputs, dead letters, changelog writes and the next
    offset in one transaction.
@@ -34,6 +35,7 @@ processed. The partition goes on, exactly once, and the record is not lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -128,6 +130,8 @@ class PartitionTask:
         self._pending_offset: int | None = None
         self._pending_since = 0.0
         self._committer: asyncio.Task[None] | None = None
+        # Cuts the committer's linger short (a full batch, or the engine out of room).
+        self._wake = asyncio.Event()
         #: Why the partition must be rebuilt (or dropped); set until :meth:`reset`.
         self._failure: Outcome | None = None
         self._failure_reported = False
@@ -159,7 +163,6 @@ class PartitionTask:
             # the records are read again, this one dead-lettered.
             log.exception("processor failed", extra=self._log_context())
             self._poison[record.offset] = f"{type(exc).__name__}: {exc}"
-            self.failures += 1
             self._fail(Outcome.ABORTED)
             return
         self._add_pending(out, len(records), records[-1].offset + 1)
@@ -175,7 +178,6 @@ class PartitionTask:
                 self.processor.checkpoint(out)
         except Exception:
             log.exception("processor punctuation failed", extra=self._log_context())
-            self.failures += 1
             self._fail(Outcome.ABORTED)
             return
         if self._pending is None:
@@ -184,6 +186,10 @@ class PartitionTask:
                 return
             # Nothing to wait for: the timers already waited.
             self._add_pending(out, 0, None, since=time.monotonic() - self._linger_s)
+
+    def hurry(self) -> None:
+        """End a linger now: the engine stopped fetching until something is committed."""
+        self._wake.set()
 
     def finished(self) -> Outcome | None:
         """The failure the engine must act on, once the committer stopped; else None."""
@@ -235,6 +241,8 @@ class PartitionTask:
         self._pending_records += records
         if next_offset is not None:
             self._pending_offset = next_offset
+        if self._pending_records >= self._max_records:
+            self._wake.set()
         if self._committer is None or self._committer.done():
             if self._committer is not None:
                 self._committer.result()  # finished cleanly (a failure stops absorb)
@@ -248,20 +256,29 @@ class PartitionTask:
         self._pending_offset = None
 
     def _fail(self, outcome: Outcome) -> None:
-        """Stop: drop what is pending and remember why (a fenced producer outranks)."""
+        """Stop: drop what is pending and remember why (a fenced producer outranks).
+
+        One failure episode counts once towards the back-off, however many parts of it
+        fail (a processor exception and then the transaction that was in flight)."""
         self._drop_pending()
+        if self._on_taken is not None:
+            self._on_taken.set()  # what was pending is gone: room to fetch again
+        if self._failure is None:
+            self.failures += 1
         if self._failure is not Outcome.UNUSABLE:
             self._failure = outcome
             self._failure_reported = False
 
     async def _commit_pending(self) -> None:
         """One transaction after another, until nothing is pending (checkpoint steps 1-3)."""
+        wait = self._pending_since + self._linger_s - time.monotonic()
+        if wait > 0 and self._pending_records < self._max_records:
+            # Started idle: let the first record wait for company (step 1). After a
+            # commit the next transaction starts at once (step 3).
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), wait)
         while self._pending is not None:
-            wait = self._pending_since + self._linger_s - time.monotonic()
-            if wait > 0 and self._pending_records < self._max_records:
-                await asyncio.sleep(wait)
-                if self._pending is None:  # dropped by a failure meanwhile
-                    return
             out = self._pending
             consumed, next_offset = self._pending_records, self._pending_offset
             self._drop_pending()
@@ -271,7 +288,6 @@ class PartitionTask:
                 self.processor.checkpoint(out)
             except Exception:
                 log.exception("processor checkpoint failed", extra=self._log_context())
-                self.failures += 1
                 self._fail(Outcome.ABORTED)
                 return
             outcome = await self._commit(out, next_offset, consumed=consumed)
@@ -336,8 +352,9 @@ class PartitionTask:
             if exc.fenced:
                 self._metrics.producer_fenced()
             return Outcome.UNUSABLE
-        self.failures = 0
         if next_offset is not None:
+            if self._failure is None:  # records got past whatever failed before
+                self.failures = 0
             self.next_offset = next_offset
             if self._poison:
                 self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
@@ -348,7 +365,6 @@ class PartitionTask:
         return Outcome.COMMITTED
 
     def _failed(self, seconds: float) -> Outcome:
-        self.failures += 1
         if seconds:
             self._metrics.observe_transaction(seconds, committed=False)
         return Outcome.ABORTED

@@ -4,9 +4,9 @@ The engine observes the end-to-end latency of every output record (1.2 per input
 the typed projector). prometheus-client's ``Histogram.observe`` takes a lock and walks the
 buckets for each value: one call per record was a tenth of a projector's CPU
 (docs/benchmarks.md). :class:`BatchHistogram` keeps plain counts per label value, adds a
-batch of values under one lock, and is exported exactly as a prometheus-client histogram
-is (``_bucket`` with cumulative ``le``, ``_count``, ``_sum``), through the public custom
-collector API.
+batch of values under one lock, and is exported as a prometheus-client histogram is
+(``_bucket`` with cumulative ``le``, ``_count``, ``_sum``; only the ``_created`` sample is
+left out), through the public custom collector API.
 """
 
 from __future__ import annotations

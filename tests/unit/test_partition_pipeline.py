@@ -217,6 +217,55 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
     assert task.next_offset == 4
 
 
+async def test_after_a_commit_the_next_transaction_begins_without_lingering() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline, linger_s=0.5)
+    task.absorb(_records(0, [b"a"]))
+    task.hurry()  # skip the first linger; what follows is about the second transaction
+    await _until_begun(producer, 1)
+    task.absorb(_records(1, [b"b"]))
+    producer.gates[0].set()
+    async with asyncio.timeout(0.25):  # well under the 0.5 s linger
+        await _until_begun(producer, 2)
+    producer.gates[1].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a"], [b"b"]]
+
+
+async def test_one_failure_episode_counts_once_towards_the_back_off() -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    task.absorb(_records(0, [b"a"]))
+    await _until_begun(producer, 1)
+    task.absorb(_records(1, [b"boom"]))  # the processor fails while transaction 0 runs
+    producer.fail[0] = TransactionAborted("and the transaction fails too")
+    producer.gates[0].set()
+    assert await task.flush() is Outcome.ABORTED
+    assert task.failures == 1
+
+
+async def test_a_commit_in_flight_does_not_reset_the_back_off_records_past_the_failure_do(
+) -> None:
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    task.failures = 1  # an earlier episode
+    task.absorb(_records(0, [b"a"]))
+    await _until_begun(producer, 1)
+    task.absorb(_records(1, [b"boom"]))
+    producer.gates[0].set()  # transaction 0 commits after the processor failed
+    assert await task.flush() is Outcome.ABORTED
+    assert producer.committed == [[b"a"]]
+    assert task.failures == 2  # the engine backs off from the second failure on
+
+    task.reset(RecordingProcessor(timeline), 1)
+    task.absorb(_records(1, [b"boom", b"c"]))  # dead-lettered on the retry
+    await _until_begun(producer, 2)
+    producer.gates[1].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a"], [b"c"]]
+    assert task.failures == 0
+
+
 async def test_the_first_record_waits_the_linger_for_more_unless_the_batch_is_full() -> None:
     timeline = Timeline()
     task, producer = _task(timeline, linger_s=0.2, max_records=3)
@@ -234,6 +283,24 @@ async def test_the_first_record_waits_the_linger_for_more_unless_the_batch_is_fu
         await _until_begun(producer, 2)
     producer.gates[1].set()
     assert await task.flush() is Outcome.COMMITTED
+
+    task.absorb(_records(5, [b"f"]))
+    await asyncio.sleep(0.05)
+    assert len(producer.gates) == 2  # lingering
+    task.absorb(_records(6, [b"g", b"h"]))  # fills the batch while it lingers
+    async with asyncio.timeout(0.1):
+        await _until_begun(producer, 3)
+    producer.gates[2].set()
+    assert await task.flush() is Outcome.COMMITTED
+
+    task.absorb(_records(8, [b"i"]))
+    await asyncio.sleep(0.05)
+    task.hurry()  # the engine ran out of room to fetch
+    async with asyncio.timeout(0.1):
+        await _until_begun(producer, 4)
+    producer.gates[3].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed[1:] == [[b"c", b"d", b"e"], [b"f", b"g", b"h"], [b"i"]]
 
 
 async def test_timers_write_into_what_is_pending_and_close_commits_it() -> None:
