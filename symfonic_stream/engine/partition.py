@@ -4,21 +4,26 @@ Records are processed as soon as they are fetched (:meth:`PartitionTask.absorb`)
 partition's *pending* Collector; a background *committer* turns what is pending into one
 transaction at a time:
 
-1. When the committer starts idle (no transaction in flight), the first pending record
-   may wait up to ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for more; not once
-   ``SYMFONIC_BATCH_MAX_RECORDS`` are pending, nor when the engine has stopped fetching
-   for lack of room (:meth:`PartitionTask.hurry`).
+1. A transaction begins once its first pending record has waited
+   ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for company (the producer's ``linger.ms``, per
+   transaction); at once when ``SYMFONIC_BATCH_MAX_RECORDS`` are pending or the engine
+   has stopped fetching for lack of room (:meth:`PartitionTask.hurry`).
 2. The committer takes everything pending, lets the processor write its state changes
    (``checkpoint``), and commits outputs, dead letters, changelog writes and the next
    offset in one transaction.
 3. Records fetched meanwhile keep being processed into a new pending Collector; when the
-   transaction has committed, step 2 runs again at once with all of them.
+   transaction has committed, the next one takes all of them, as soon as the first of
+   them has lingered (usually already: it arrived during the commit).
 
 So processing overlaps the commit round trips instead of adding to them, and a busy
-partition's batch is whatever arrived during the previous commit. At most one transaction
-per partition is in flight, and each begins after the previous committed: outputs,
-changelog writes and offsets stay in order. Timers (:meth:`PartitionTask.punctuate`) write
-into the same pending Collector.
+partition's batch is whatever arrived during the previous commit. (Starting the next
+transaction the moment the previous one commits, without the linger, made transactions
+smaller and more frequent: the typed projector lost a fifth of its throughput and its
+median latency at the benchmark's shared load rose fivefold,
+``bench/results/experiment-no-linger-after-commit.log``.)
+At most one transaction per partition is in flight, and each begins after the previous
+committed: outputs, changelog writes and offsets stay in order. Timers
+(:meth:`PartitionTask.punctuate`) write into the same pending Collector.
 
 When a transaction fails, what was processed meanwhile is dropped unsent (the processor
 ran ahead on state that was rolled back), records fetched later are ignored, and
@@ -271,14 +276,15 @@ class PartitionTask:
 
     async def _commit_pending(self) -> None:
         """One transaction after another, until nothing is pending (checkpoint steps 1-3)."""
-        wait = self._pending_since + self._linger_s - time.monotonic()
-        if wait > 0 and self._pending_records < self._max_records:
-            # Started idle: let the first record wait for company (step 1). After a
-            # commit the next transaction starts at once (step 3).
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), wait)
         while self._pending is not None:
+            wait = self._pending_since + self._linger_s - time.monotonic()
+            if wait > 0 and self._pending_records < self._max_records:
+                # The first pending record waits for company (steps 1 and 3).
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                if self._pending is None:  # dropped by a failure meanwhile
+                    return
             out = self._pending
             consumed, next_offset = self._pending_records, self._pending_offset
             self._drop_pending()

@@ -217,19 +217,28 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
     assert task.next_offset == 4
 
 
-async def test_after_a_commit_the_next_transaction_begins_without_lingering() -> None:
+async def test_after_a_commit_the_next_transaction_begins_once_its_first_record_lingered(
+) -> None:
     timeline = Timeline()
-    task, producer = _task(timeline, linger_s=0.5)
+    task, producer = _task(timeline, linger_s=0.3)
     task.absorb(_records(0, [b"a"]))
-    task.hurry()  # skip the first linger; what follows is about the second transaction
+    task.hurry()  # skip the first linger; what follows is about the later transactions
     await _until_begun(producer, 1)
     task.absorb(_records(1, [b"b"]))
+    await asyncio.sleep(0.35)  # b lingered while transaction 0 was still open
     producer.gates[0].set()
-    async with asyncio.timeout(0.25):  # well under the 0.5 s linger
+    async with asyncio.timeout(0.1):  # so transaction 1 begins as soon as 0 committed
         await _until_begun(producer, 2)
+
+    task.absorb(_records(2, [b"c"]))  # arrives just before transaction 1 commits
     producer.gates[1].set()
+    await asyncio.sleep(0.1)
+    assert len(producer.gates) == 2  # c has not lingered yet
+    async with asyncio.timeout(0.4):
+        await _until_begun(producer, 3)
+    producer.gates[2].set()
     assert await task.flush() is Outcome.COMMITTED
-    assert producer.committed == [[b"a"], [b"b"]]
+    assert producer.committed == [[b"a"], [b"b"], [b"c"]]
 
 
 async def test_one_failure_episode_counts_once_towards_the_back_off() -> None:
