@@ -18,9 +18,9 @@ transaction at a time:
 So processing overlaps the commit round trips instead of adding to them, and a busy
 partition's batch is whatever arrived during the previous commit. (Starting the next
 transaction the moment the previous one commits, without the linger, made transactions
-smaller and more frequent: the typed projector lost a fifth of its throughput and its
-median latency at the benchmark's shared load rose fivefold,
-``bench/results/experiment-no-linger-after-commit.log``.)
+smaller and more frequent, and the typed projector's median latency at the benchmark's
+shared load 3-4 times higher: ``bench/results/experiment-no-linger-after-commit.log``
+against ``recheck-final.log``.)
 At most one transaction per partition is in flight, and each begins after the previous
 committed: outputs, changelog writes and offsets stay in order. Timers
 (:meth:`PartitionTask.punctuate`) write into the same pending Collector.
