@@ -44,17 +44,16 @@ import contextlib
 import enum
 import logging
 import time
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import TopicPartition
 
+from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.records import (
     Collector,
     DeadLetterReason,
-    Headers,
     InputRecord,
     Processor,
 )
@@ -65,13 +64,10 @@ from symfonic_stream.engine.transactions import (
     TransactionAborted,
 )
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
-from symfonic_stream.models.headers import KIND_HEADER, OUTCOME_HEADER, QUEUE_HEADER
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 log = logging.getLogger(__name__)
 
-#: The ``type`` of records in that the processor did not classify.
-UNCLASSIFIED_INPUT = "unclassified"
 
 # One InputRecord per record consumed: built with ``tuple.__new__``, as the guard builds
 # its OutputRecords (the NamedTuple's keyword ``__new__`` costs more than the tuple).
@@ -376,29 +372,8 @@ class PartitionTask:
         return Outcome.ABORTED
 
     def _after_commit(self, out: Collector, seconds: float, consumed: int) -> None:
-        metrics = self._metrics
-        metrics.observe_transaction(seconds, committed=True)
-        if consumed:
-            for record_type, n in out.inputs.items():
-                metrics.record_in(self.tp.topic, record_type, n)
-            unread = consumed - sum(out.inputs.values())
-            if unread > 0:  # a processor that does not say what it read
-                metrics.record_in(self.tp.topic, UNCLASSIFIED_INPUT, unread)
-        now = time.time()
-        produced: Counter[tuple[str, str]] = Counter()
-        latencies: list[float] = []
-        for record in out.outputs:
-            produced[record.topic, record.record_type] += 1
-            if record.source_ts is not None:
-                latencies.append(now - record.source_ts)
-            if record.headers:
-                _observe_pause_output(metrics, record.headers)
-        metrics.observe_end_to_end_many(latencies)
-        for (topic, record_type), n in produced.items():  # one increment per type, not record
-            metrics.record_out(topic, record_type, n)
-        for letter in out.dead_letters:
-            metrics.dead_letter(str(letter.reason))
-        self._count(out)
+        self._metrics.observe_transaction(seconds, committed=True)
+        report_commit(self._metrics, self.tp.topic, out, consumed)
 
     def _count(self, out: Collector) -> None:
         if out.counts:
@@ -411,11 +386,3 @@ class PartitionTask:
             "transactional_id": self.producer.transactional_id,
         }
 
-
-def _observe_pause_output(metrics: ConsumerMetrics, headers: Headers) -> None:
-    """Tickets by queue and kind, resumes by outcome: read off the records' own headers."""
-    found = {name: value.decode() for name, value in headers}
-    if QUEUE_HEADER in found and KIND_HEADER in found:
-        metrics.ticket_routed(found[QUEUE_HEADER], found[KIND_HEADER])
-    if OUTCOME_HEADER in found:
-        metrics.resume(found[OUTCOME_HEADER])

@@ -1,0 +1,53 @@
+"""What a committed transaction tells the metrics: records in by type, records out by type,
+end-to-end latency, dead letters, tickets and resumes, the processors' counts.
+
+Called once per committed transaction, never per record on the way: a transaction that
+aborts counts nothing, so the counters agree with what read_committed readers see.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from symfonic_stream.engine.records import Collector, Headers
+from symfonic_stream.models.headers import KIND_HEADER, OUTCOME_HEADER, QUEUE_HEADER
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+#: The ``type`` of records in that the processor did not classify.
+UNCLASSIFIED_INPUT = "unclassified"
+
+
+def report_commit(metrics: ConsumerMetrics, topic: str, out: Collector, consumed: int) -> None:
+    """Count one committed transaction of ``consumed`` records read from ``topic``."""
+    if consumed:
+        for record_type, n in out.inputs.items():
+            metrics.record_in(topic, record_type, n)
+        unread = consumed - sum(out.inputs.values())
+        if unread > 0:  # a processor that does not say what it read
+            metrics.record_in(topic, UNCLASSIFIED_INPUT, unread)
+    now = time.time()
+    produced: Counter[tuple[str, str]] = Counter()
+    latencies: list[float] = []
+    for record in out.outputs:
+        produced[record.topic, record.record_type] += 1
+        if record.source_ts is not None:
+            latencies.append(now - record.source_ts)
+        if record.headers:
+            _observe_pause_output(metrics, record.headers)
+    metrics.observe_end_to_end_many(latencies)
+    for (out_topic, record_type), n in produced.items():  # one increment per type
+        metrics.record_out(out_topic, record_type, n)
+    for letter in out.dead_letters:
+        metrics.dead_letter(str(letter.reason))
+    if out.counts:
+        metrics.add_counts(out.counts)
+
+
+def _observe_pause_output(metrics: ConsumerMetrics, headers: Headers) -> None:
+    """Tickets by queue and kind, resumes by outcome: read off the records' own headers."""
+    found = {name: value.decode() for name, value in headers}
+    if QUEUE_HEADER in found and KIND_HEADER in found:
+        metrics.ticket_routed(found[QUEUE_HEADER], found[KIND_HEADER])
+    if OUTCOME_HEADER in found:
+        metrics.resume(found[OUTCOME_HEADER])
