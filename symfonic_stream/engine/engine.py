@@ -262,8 +262,8 @@ class Engine:
     async def _settle(
         self, consumer: AIOKafkaConsumer, task: PartitionTask, outcome: Outcome, epoch: int
     ) -> None:
-        """Act on a transaction's outcome (the engine lock is held)."""
-        if outcome is Outcome.COMMITTED or epoch != self._epoch:
+        """Act on a partition's failure (the engine lock is held)."""
+        if epoch != self._epoch:
             # A pending revocation drops the partition anyway (eager protocol: every
             # partition is revoked), so a failure seen under an older epoch needs nothing.
             return

@@ -271,7 +271,7 @@ class PartitionTask:
             self._failure_reported = False
 
     async def _commit_pending(self) -> None:
-        """One transaction after another, until nothing is pending (checkpoint steps 1-3)."""
+        """One transaction after another, until nothing is pending (steps 1-3 above)."""
         while self._pending is not None:
             wait = self._pending_since + self._linger_s - time.monotonic()
             if wait > 0 and self._pending_records < self._max_records:
