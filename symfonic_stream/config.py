@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     compression: Compression = "none"
     transaction_timeout_ms: int = Field(60_000, ge=1000)
     shutdown_timeout_s: float = Field(30.0, gt=0)
+    # Waiting out Kafka (symfonic_stream/kafka/retry.py)
+    startup_timeout_s: float = Field(300.0, gt=0)
+    admin_timeout_s: float = Field(120.0, gt=0)
 
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:

@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
 from symfonic_stream.config import Settings
+from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import plain_producer_kwargs
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
@@ -117,7 +118,14 @@ class EventPublisher:
         self.sent = 0
 
     async def start(self) -> None:
+        """Connect, and check that the topic exists: with Kafka's default settings a send
+        to a missing topic would wait out a metadata timeout per record."""
         if not self._started:
+            counts = await partition_counts(self.settings, [self.topic])
+            if self.topic not in counts:
+                raise PublishError(
+                    f"topic {self.topic} does not exist (run `symfonic-stream topics ensure`)"
+                )
             await self._producer.start()
             self._started = True
 

@@ -39,6 +39,7 @@ from symfonic_stream.commands.tail import (
     settings_or_exit,
 )
 from symfonic_stream.config import Settings
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.publish import (
     EventPublisher,
     InvalidEventError,
@@ -101,7 +102,7 @@ def command(path: str, as_json: bool, dry_run: bool, topic: str | None) -> None:
         summary = asyncio.run(
             _publish(settings, source, topic, dry_run, as_json, err, size if show_progress else 0)
         )
-    except (PublishError, KafkaError, OSError) as exc:
+    except (PublishError, KafkaError, KafkaUnavailable, OSError) as exc:
         click.echo(f"symfonic-stream: publishing failed: {exc}", err=True)
         sys.exit(EXIT_KAFKA)
     finally:

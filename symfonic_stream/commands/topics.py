@@ -9,6 +9,7 @@ import click
 
 from symfonic_stream.config import ConfigError, load_settings
 from symfonic_stream.kafka.admin import TopicError, ensure_topics
+from symfonic_stream.kafka.retry import Attempt, KafkaUnavailable
 from symfonic_stream.kafka.topics import required_topics
 
 
@@ -43,14 +44,20 @@ def ensure(with_copier: bool) -> None:
     except RulesError as exc:  # the queue topics come from the routing rules file
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(2)
+    def waiting(attempt: Attempt) -> None:
+        click.echo(f"symfonic-stream: waiting for Kafka: {attempt.describe()}", err=True)
+
+    # Often run before Kafka answers (a Helm hook, a compose file): wait as a consumer does.
+    ensure = ensure_topics(settings, specs, timeout_s=settings.startup_timeout_s,
+                           on_wait=waiting)
     try:
-        report = asyncio.run(ensure_topics(settings, specs))
-    except (TopicError, OSError) as exc:
+        report = asyncio.run(ensure)
+    except (TopicError, KafkaUnavailable, OSError) as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(1)
-    except Exception as exc:  # e.g. no broker reachable: a message, not a traceback
-        click.echo(f"symfonic-stream: cannot reach Kafka at {settings.bootstrap_servers}: "
-                   f"{exc!r}", err=True)
+    except Exception as exc:  # a refusal we did not foresee: a message, not a traceback
+        click.echo(f"symfonic-stream: topics ensure failed against Kafka at "
+                   f"{settings.bootstrap_servers}: {exc!r}", err=True)
         sys.exit(1)
     purposes = {spec.name: spec.purpose for spec in specs}
     for name in report.created:

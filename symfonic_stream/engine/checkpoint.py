@@ -23,6 +23,7 @@ from symfonic_stream.engine.restore import restore_partitions
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transactions import PartitionProducer
 from symfonic_stream.kafka.admin import partition_counts
+from symfonic_stream.kafka.retry import OnWait
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 #: How long start-up waits for missing topics to appear before giving up.
@@ -46,17 +47,24 @@ class Prepared:
     offset: int
 
 
-async def check_topics(settings: Settings, topology: Topology) -> None:
+async def check_topics(
+    settings: Settings,
+    topology: Topology,
+    *,
+    timeout_s: float | None = None,
+    on_wait: OnWait | None = None,
+) -> None:
     """Every topic the consumer reads or writes must exist; a changelog must have as many
     partitions as the source topic. (A missing output topic would otherwise fail every
-    transaction, after a metadata timeout each.)"""
+    transaction, after a metadata timeout each.) An unreachable Kafka is waited for within
+    ``timeout_s`` (:class:`~symfonic_stream.kafka.retry.KafkaUnavailable` after it)."""
     wanted = [topology.source_topic, *topology.output_topics, topology.dead_letter_topic]
     if topology.changelog_topic is not None:
         wanted.append(topology.changelog_topic)
     wanted = list(dict.fromkeys(wanted))
     deadline = time.monotonic() + TOPIC_WAIT_S
     while True:
-        counts = await partition_counts(settings, wanted)
+        counts = await partition_counts(settings, wanted, timeout_s=timeout_s, on_wait=on_wait)
         missing = [name for name in wanted if name not in counts]
         # A topic created a moment ago (``topics ensure`` running alongside the first
         # pods) may not be in every broker's metadata yet: give it a little time.

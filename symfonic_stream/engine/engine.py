@@ -76,6 +76,7 @@ from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.partition import Outcome, PartitionTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.clients import group_consumer_kwargs
+from symfonic_stream.kafka.retry import Attempt, KafkaUnavailable, error_text, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
@@ -129,6 +130,8 @@ class Engine:
         self._next_punctuation = 0.0
         # Set by a partition's committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
+        # Why it is not ready, for /readyz (the probe's answer while ``ready`` is False).
+        self._reason = "starting"
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -157,17 +160,45 @@ class Engine:
             stopping.cancel()
 
     async def _main(self) -> None:
-        await check_topics(self.settings, self.topology)
-        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, self.topology.group_id))
-        self._consumer = consumer
-        consumer.subscribe([self.topology.source_topic], listener=_Listener(self))
-        await consumer.start()
+        # Start-up waits for Kafka (the usual order in Kubernetes: pods before brokers),
+        # within SYMFONIC_STARTUP_TIMEOUT_S, saying why on /readyz and in one log line per
+        # attempt; the topics must then exist (checked once more after a short wait).
+        timeout = self.settings.startup_timeout_s
+        try:
+            await check_topics(self.settings, self.topology, timeout_s=timeout,
+                               on_wait=self._waiting_for_kafka)
+            consumer = await retrying("starting the group consumer", self._start_consumer,
+                                      timeout_s=timeout, on_wait=self._waiting_for_kafka)
+        except KafkaUnavailable as exc:
+            raise EngineError(f"{exc} (SYMFONIC_STARTUP_TIMEOUT_S={timeout:g})") from None
+        self._reason = "waiting for the group to assign partitions"
         log.info("consumer started", extra={"group": self.topology.group_id,
                                             "topic": self.topology.source_topic})
         try:
             await self._loop(consumer)
         finally:
             await self._shutdown(consumer)
+
+    async def _start_consumer(self) -> AIOKafkaConsumer:
+        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, self.topology.group_id))
+        consumer.subscribe([self.topology.source_topic], listener=_Listener(self))
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()
+            raise
+        self._consumer = consumer
+        return consumer
+
+    def _waiting_for_kafka(self, attempt: Attempt) -> None:
+        self._mark_progress()  # waiting is what it should be doing: alive, not ready
+        self._reason = f"waiting for Kafka: {attempt.describe()}"
+        self._set_ready(False)
+        log.warning("waiting for Kafka", extra={
+            "step": attempt.what, "attempt": attempt.number,
+            "error": error_text(attempt.error),
+            "retry_in_s": round(attempt.retry_in_s, 1), "waited_s": round(attempt.waited_s, 1),
+        })
 
     async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
         self._set_ready(False)
@@ -375,6 +406,7 @@ class Engine:
         self._epoch += 1
         self._assigned = False
         self._dropped = False
+        self._reason = "rebalancing: waiting for the group's new assignment"
         self._set_ready(False)
         self.metrics.rebalance()
         # The lock keeps new records out; closing commits what is pending (aio-libs/aiokafka#844:
@@ -411,10 +443,21 @@ class Engine:
 
     def _set_ready(self, ready: bool) -> None:
         if self.health is not None:
-            if ready != self.health.ready:
-                self.health.set_ready(ready)
+            reason = "" if ready else self._not_ready_reason()
+            if ready != self.health.ready or reason != self.health.reason:
+                self.health.set_ready(ready, reason)
         else:
             self.metrics.set_ready(ready)
+
+    def _not_ready_reason(self) -> str:
+        if self._stopping.is_set():
+            return "shutting down"
+        if self._dropped:
+            return "a partition was given back to the group (fenced or broken producer); rejoining"
+        if self._assigned and self._to_set_up:
+            parts = sorted(tp.partition for tp in self._to_set_up)
+            return f"setting up partitions {parts} (fencing, restoring state, seeking)"
+        return self._reason
 
     @property
     def ready(self) -> bool:

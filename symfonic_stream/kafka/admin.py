@@ -4,15 +4,19 @@
 guarantees: a changelog with a different partition count than the raw topic breaks
 co-partitioning (state of partition p would be restored from the wrong place), and a
 changelog that is not compacted grows forever. Such topics are reported as mismatches.
+
+Every call goes through :class:`Admin`, which retries what a broker that is down or
+restarting answers (:mod:`symfonic_stream.kafka.retry`), within ``SYMFONIC_ADMIN_TIMEOUT_S``
+(or the caller's own bound, e.g. the start-up timeout). No call here can create a topic
+but CreateTopics (:mod:`symfonic_stream.kafka.no_auto_create`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, TypeVar
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -21,9 +25,10 @@ from aiokafka.errors import KafkaError, for_code
 
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import admin_kwargs
+from symfonic_stream.kafka.retry import OnWait, retrying, transient_code
 from symfonic_stream.kafka.topics import TopicSpec
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _NO_ERROR = 0
 _UNKNOWN_TOPIC = 3
@@ -32,6 +37,68 @@ _TOPIC_ALREADY_EXISTS = 36
 
 class TopicError(Exception):
     """The broker refused to create or describe a topic."""
+
+
+class _NotYet(KafkaError):  # type: ignore[misc]
+    """A per-topic error code that means "ask again" (retried like a transient error)."""
+
+    retriable = True
+
+
+def _check_code(code: int, what: str) -> None:
+    if code == _NO_ERROR:
+        return
+    name = for_code(code).__name__
+    if transient_code(code):
+        raise _NotYet(f"{what}: {name}")
+    raise TopicError(f"{what}: {name}")
+
+
+class Admin:
+    """An admin client whose every call waits out an unreachable or restarting broker.
+
+    ``async with Admin(settings) as admin: await admin.call("what", fn)``; ``fn`` gets the
+    aiokafka admin client and is called again after each transient failure, until
+    ``timeout_s`` (default ``SYMFONIC_ADMIN_TIMEOUT_S``) has passed.
+    """
+
+    def __init__(
+        self, settings: Settings, *, timeout_s: float | None = None, on_wait: OnWait | None = None
+    ) -> None:
+        self._settings = settings
+        self._timeout_s = settings.admin_timeout_s if timeout_s is None else timeout_s
+        self._on_wait = on_wait
+        self._client: AIOKafkaAdminClient | None = None
+
+    async def __aenter__(self) -> Admin:
+        async def connect() -> AIOKafkaAdminClient:
+            client = AIOKafkaAdminClient(**admin_kwargs(self._settings))
+            try:
+                await client.start()
+            except BaseException:
+                await client.close()
+                raise
+            return client
+
+        where = f"connecting to Kafka at {self._settings.bootstrap_servers}"
+        self._client = await self._retry(where, connect)
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def call(self, what: str, fn: Callable[[AIOKafkaAdminClient], Awaitable[T]]) -> T:
+        client = self._client
+        if client is None:
+            raise RuntimeError("Admin is used outside its async with block")
+        return await self._retry(what, lambda: fn(client))
+
+    async def _retry(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        return await retrying(what, call, timeout_s=self._timeout_s, on_wait=self._on_wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,31 +125,22 @@ class EnsureReport:
         return not self.mismatches
 
 
-async def ensure_topics(settings: Settings, specs: Sequence[TopicSpec]) -> EnsureReport:
+async def ensure_topics(
+    settings: Settings,
+    specs: Sequence[TopicSpec],
+    *,
+    timeout_s: float | None = None,
+    on_wait: OnWait | None = None,
+) -> EnsureReport:
     """Create the topics that are missing and check the ones that exist."""
     report = EnsureReport()
-    admin = AIOKafkaAdminClient(**admin_kwargs(settings))
-    await admin.start()
-    try:
+    async with Admin(settings, timeout_s=timeout_s, on_wait=on_wait) as admin:
         existing = await describe_topics(admin, [s.name for s in specs])
         missing = [s for s in specs if s.name not in existing]
         if missing:
-            response = await admin.create_topics(
-                [
-                    NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=s.configs)
-                    for s in missing
-                ]
-            )
-            raced: list[str] = []
-            for topic, code, message in _create_errors(response):
-                if code == _NO_ERROR:
-                    report.created.append(topic)
-                elif code == _TOPIC_ALREADY_EXISTS:
-                    raced.append(topic)  # created by someone else meanwhile: verify it
-                else:
-                    name = for_code(code).__name__
-                    raise TopicError(f"cannot create topic {topic}: {name} {message or ''}")
-            if raced:
+            created, raced = await admin.call("creating topics", lambda c: _create(c, missing))
+            report.created.extend(created)
+            if raced:  # created by someone else meanwhile: verify it
                 existing.update(await describe_topics(admin, raced))
         for spec in specs:
             found = existing.get(spec.name)
@@ -95,43 +153,66 @@ async def ensure_topics(settings: Settings, specs: Sequence[TopicSpec]) -> Ensur
                     f"topic {spec.name} has replication factor {found.replication_factor}; "
                     f"SYMFONIC_REPLICATION_FACTOR is {spec.replication_factor}"
                 )
-    finally:
-        await admin.close()
     return report
 
 
-async def describe_topics(
-    admin: AIOKafkaAdminClient, topics: Iterable[str]
-) -> dict[str, ExistingTopic]:
+async def _create(
+    client: AIOKafkaAdminClient, specs: Sequence[TopicSpec]
+) -> tuple[list[str], list[str]]:
+    """CreateTopics for ``specs``: (created, already existing). A retry after a transient
+    failure finds the topics created by the attempt before as already existing."""
+    response = await client.create_topics(
+        [NewTopic(s.name, s.partitions, s.replication_factor, topic_configs=s.configs)
+         for s in specs]
+    )
+    created: list[str] = []
+    raced: list[str] = []
+    for topic, code, message in _create_errors(response):
+        if code == _TOPIC_ALREADY_EXISTS:
+            raced.append(topic)
+            continue
+        _check_code(code, f"cannot create topic {topic} ({message or ''})")
+        created.append(topic)
+    return created, raced
+
+
+async def describe_topics(admin: Admin, topics: Iterable[str]) -> dict[str, ExistingTopic]:
     """Partition count, replication factor and cleanup policy of the topics that exist."""
     wanted = list(topics)
-    found: dict[str, tuple[int, int]] = {}
-    for entry in await admin.describe_topics(wanted):
-        code = entry.get("error_code", _NO_ERROR)
-        if code == _UNKNOWN_TOPIC:
-            continue
-        if code != _NO_ERROR:
-            raise TopicError(f"cannot describe topic {entry['topic']}: {for_code(code).__name__}")
-        partitions = entry.get("partitions") or []
-        replicas = len(partitions[0].get("replicas", [])) if partitions else 0
-        found[entry["topic"]] = (len(partitions), replicas)
+    found = await admin.call("describing topics", lambda c: _partitions(c, wanted))
     if not found:
         return {}
-    policies = await _cleanup_policies(admin, list(found))
+    names = list(found)
+    policies = await admin.call("describing topic configs", lambda c: _cleanup_policies(c, names))
     return {
         name: ExistingTopic(name, count, replicas, policies.get(name, "delete"))
         for name, (count, replicas) in found.items()
     }
 
 
-async def partition_counts(settings: Settings, topics: Iterable[str]) -> dict[str, int]:
+async def _partitions(client: AIOKafkaAdminClient, wanted: list[str]) -> dict[str, tuple[int, int]]:
+    found: dict[str, tuple[int, int]] = {}
+    for entry in await client.describe_topics(wanted):
+        code = entry.get("error_code", _NO_ERROR)
+        if code == _UNKNOWN_TOPIC:
+            continue
+        _check_code(code, f"cannot describe topic {entry['topic']}")
+        partitions = entry.get("partitions") or []
+        replicas = len(partitions[0].get("replicas", [])) if partitions else 0
+        found[entry["topic"]] = (len(partitions), replicas)
+    return found
+
+
+async def partition_counts(
+    settings: Settings,
+    topics: Iterable[str],
+    *,
+    timeout_s: float | None = None,
+    on_wait: OnWait | None = None,
+) -> dict[str, int]:
     """Partition count of each topic that exists (the engine's start-up check)."""
-    admin = AIOKafkaAdminClient(**admin_kwargs(settings))
-    await admin.start()
-    try:
+    async with Admin(settings, timeout_s=timeout_s, on_wait=on_wait) as admin:
         found = await describe_topics(admin, topics)
-    finally:
-        await admin.close()
     return {name: topic.partitions for name, topic in found.items()}
 
 
@@ -165,19 +246,18 @@ def _create_errors(response: Any) -> list[tuple[str, int, str | None]]:
     return result
 
 
-async def _cleanup_policies(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, str]:
+async def _cleanup_policies(client: AIOKafkaAdminClient, topics: list[str]) -> dict[str, str]:
     resources = [
         ConfigResource(ConfigResourceType.TOPIC, name, configs={"cleanup.policy": None})
         for name in topics
     ]
     policies: dict[str, str] = {}
-    for response in await admin.describe_configs(resources):
+    for response in await client.describe_configs(resources):
         for resource in response.to_object()["resources"]:
-            if resource["error_code"] != _NO_ERROR:
-                raise TopicError(
-                    f"cannot describe configs of topic {resource['resource_name']}: "
-                    f"{for_code(resource['error_code']).__name__}"
-                )
+            _check_code(
+                resource["error_code"],
+                f"cannot describe configs of topic {resource['resource_name']}",
+            )
             for entry in resource["config_entries"]:
                 key = entry.get("config_names", entry.get("config_name"))
                 if key == "cleanup.policy":
@@ -194,13 +274,9 @@ async def group_offsets(
     partitions are loaded FindCoordinator answers COORDINATOR_NOT_AVAILABLE; a coordinator
     that moves answers NOT_COORDINATOR. Both are retriable, not an answer.
     """
-    deadline = asyncio.get_running_loop().time() + within_s
-    while True:
-        try:
-            offsets = await admin.list_consumer_group_offsets(group)
-        except KafkaError as exc:
-            if not exc.retriable or asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.1)
-            continue
-        return {tp: meta.offset for tp, meta in offsets.items()}
+    offsets = await retrying(
+        f"reading the committed offsets of {group}",
+        lambda: admin.list_consumer_group_offsets(group),
+        timeout_s=within_s,
+    )
+    return {tp: meta.offset for tp, meta in offsets.items()}

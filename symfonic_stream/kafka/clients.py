@@ -128,9 +128,14 @@ def plain_producer_kwargs(settings: Settings, name: str) -> dict[str, Any]:
     }
 
 
+#: One admin request's bound: a broker that does not answer within it is asked again, maybe
+#: another one (aiokafka's default is 40 s, a long time to wait on a node that is gone).
+ADMIN_REQUEST_TIMEOUT_MS = 15_000
+
+
 def admin_kwargs(settings: Settings) -> dict[str, Any]:
     """The admin client (``topics ensure``, start-up checks)."""
-    return client_kwargs(settings, "admin")
+    return {**client_kwargs(settings, "admin"), "request_timeout_ms": ADMIN_REQUEST_TIMEOUT_MS}
 
 
 def compression_type(settings: Settings) -> str | None:

@@ -10,7 +10,8 @@ path       answer
 =========  ======================================================================
 /metrics   the registry in the Prometheus text format (``CONTENT_TYPE_LATEST``)
 /healthz   200 ``ok`` while the consume loop made progress within ``stale_after_s``
-/readyz    200 ``ready`` once ``set_ready(True)`` (partitions assigned, state restored)
+/readyz    200 ``ready`` once ``set_ready(True)`` (partitions assigned, state restored);
+           503 ``not ready: <why>`` before (waiting for Kafka, restoring, ...)
 =========  ======================================================================
 """
 
@@ -71,6 +72,7 @@ class HealthState:
         self._metrics = metrics
         self._last_progress = clock()
         self._ready = False
+        self._reason = "starting"
         if metrics is not None:
             metrics.set_ready(False)
 
@@ -78,11 +80,18 @@ class HealthState:
         """The consume loop completed an iteration."""
         self._last_progress = self._clock()
 
-    def set_ready(self, ready: bool) -> None:
-        """Partitions assigned, state restored and consuming (or no longer)."""
+    def set_ready(self, ready: bool, reason: str = "") -> None:
+        """Partitions assigned, state restored and consuming (or no longer, and why)."""
         self._ready = ready
+        # One line, bounded: it is a probe's answer, not a log.
+        self._reason = "" if ready else " ".join((reason or "not ready").split())[:500]
         if self._metrics is not None:
             self._metrics.set_ready(ready)
+
+    @property
+    def reason(self) -> str:
+        """Why it is not ready ("" when ready): what ``/readyz`` answers."""
+        return self._reason
 
     @property
     def seconds_since_progress(self) -> float:
@@ -186,9 +195,8 @@ async def _handle(
         )
     elif path == "/readyz":
         ok = health.ready
-        await _respond(
-            writer, 200 if ok else 503, b"ready\n" if ok else b"not ready\n", head_only=head_only
-        )
+        body = b"ready\n" if ok else f"not ready: {health.reason}\n".encode()
+        await _respond(writer, 200 if ok else 503, body, head_only=head_only)
     else:
         await _respond(writer, 404, b"not found\n", head_only=head_only)
 

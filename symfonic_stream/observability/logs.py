@@ -112,6 +112,26 @@ class JsonFormatter(logging.Formatter):
             return orjson.dumps(safe).decode()
 
 
+#: aiokafka's lines for one failed connection attempt (its client's bootstrap).
+_CONNECT_FAILURES: Final = ("Unable connect to", "Unable to request metadata")
+
+
+class _DemoteConnectFailures(logging.Filter):
+    """aiokafka logs every failed connection attempt at ERROR. A consumer waiting for a
+    Kafka that is not up yet already logs one line per attempt with the same error
+    (``waiting for Kafka``, see symfonic_stream/kafka/retry.py), so these become DEBUG."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self._level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("aiokafka") and str(record.msg).startswith(_CONNECT_FAILURES):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return self._level <= logging.DEBUG
+        return True
+
+
 def configure_logging(
     consumer: str, level: str, *, stream: IO[str] | None = None
 ) -> logging.Handler:
@@ -128,6 +148,7 @@ def configure_logging(
         raise ValueError(f"unknown log level {level!r}")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(JsonFormatter(consumer))
+    handler.addFilter(_DemoteConnectFailures(numeric))
     setattr(handler, _HANDLER_MARK, True)
     root = logging.getLogger()
     for old in list(root.handlers):

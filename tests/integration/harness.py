@@ -158,11 +158,18 @@ class ConsumerProcess:
         return self.proc.pid
 
     def ready(self) -> bool:
+        return self.probe("/readyz")[0] == 200
+
+    def probe(self, path: str) -> tuple[int, str]:
+        """(HTTP status, body) of ``path`` on the metrics server; (0, error) when it does
+        not answer."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
-                return bool(r.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=1) as r:
+                return int(r.status), r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode()
+        except (urllib.error.URLError, OSError) as exc:
+            return 0, repr(exc)
 
     async def wait_ready(self, within: float = 60.0) -> None:
         deadline = time.monotonic() + within

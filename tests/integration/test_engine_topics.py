@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiokafka.admin import AIOKafkaAdminClient
 
-from symfonic_stream.kafka.admin import describe_topics
+from symfonic_stream.kafka.admin import Admin, describe_topics
 from symfonic_stream.kafka.topics import copier_output_topic, required_topics
 from symfonic_stream.topics import TopicNames
 
@@ -39,7 +39,8 @@ async def test_topics_ensure_creates_everything_once_then_is_idempotent(
     assert created == expected
     assert copier_output_topic(names) not in created  # only with --with-copier
 
-    found = await describe_topics(admin_client, expected)
+    async with Admin(settings_for(prefix)) as admin:
+        found = await describe_topics(admin, expected)
     assert set(found) == expected
     for spec in specs:
         assert found[spec.name].partitions == PARTITIONS
@@ -75,7 +76,8 @@ async def test_topics_ensure_reports_mismatched_existing_topics(
         "expected cleanup.policy=delete"
     ) in result.stderr
     # Everything else was still created, and the bad topics were left untouched.
-    found = await describe_topics(admin_client, [names.agent_events, names.changelog("typed")])
+    async with Admin(settings_for(prefix)) as admin:
+        found = await describe_topics(admin, [names.agent_events, names.changelog("typed")])
     assert found[names.agent_events].partitions == PARTITIONS
     assert found[names.changelog("typed")].partitions == PARTITIONS + 1
 

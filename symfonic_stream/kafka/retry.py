@@ -1,0 +1,119 @@
+"""Waiting out a broker that is down or restarting: which errors mean "not now", and how
+long to keep asking.
+
+A healthy cluster of three with one broker in a rolling restart answers most requests, but
+not those aiokafka happens to send to the missing node: the admin client picks a random
+broker for DescribeConfigs and Metadata, and a node that is down gives ``NodeNotReadyError``
+or a connection error. A consumer started before its Kafka (the usual order in Kubernetes)
+sees the same errors from every node. Neither is an answer, and neither may end the process:
+:func:`retrying` repeats the call with a growing, jittered back-off (each attempt may land on
+another, live node) until it succeeds, fails with an error that is an answer, or its
+deadline passes. ``on_wait`` hears about every failed attempt, so the caller can log one line
+and let ``/readyz`` say why it waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    RequestTimedOutError,
+    for_code,
+)
+
+T = TypeVar("T")
+
+#: First and largest delay between two attempts (seconds); jittered by up to a quarter.
+FIRST_BACKOFF_S = 0.2
+MAX_BACKOFF_S = 5.0
+
+
+class KafkaUnavailable(Exception):
+    """Kafka did not answer within the deadline; the message says what was tried."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One failed attempt, as :func:`retrying` reports it to ``on_wait``."""
+
+    what: str
+    number: int
+    error: BaseException
+    retry_in_s: float
+    waited_s: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.what}: attempt {self.number} failed ({error_text(self.error)}); "
+            f"retrying in {self.retry_in_s:.1f} s"
+        )
+
+
+def error_text(error: BaseException) -> str:
+    """``Name: message`` once (aiokafka's errors already start their text with their name)."""
+    name, text = type(error).__name__, str(error)
+    if not text:
+        return name
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+OnWait = Callable[[Attempt], None]
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` says "not now" (a node down, a leader or coordinator moving)."""
+    if isinstance(error, KafkaConnectionError | NodeNotReadyError | RequestTimedOutError):
+        return True
+    if isinstance(error, KafkaTimeoutError | TimeoutError | ConnectionError):
+        return True
+    return isinstance(error, KafkaError) and bool(getattr(error, "retriable", False))
+
+
+def transient_code(code: int) -> bool:
+    """Whether a per-topic error code in a response is worth asking again (e.g.
+    LEADER_NOT_AVAILABLE right after a topic was created, NOT_CONTROLLER while it moves)."""
+    return bool(getattr(for_code(code), "retriable", False))
+
+
+def backoff(attempt: int) -> float:
+    base: float = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2.0 ** (attempt - 1))
+    return base * random.uniform(0.75, 1.0)
+
+
+async def retrying(
+    what: str,
+    call: Callable[[], Awaitable[T]],
+    *,
+    timeout_s: float,
+    on_wait: OnWait | None = None,
+) -> T:
+    """``await call()`` until it succeeds, raises a non-transient error, or ``timeout_s``
+    passes (then :class:`KafkaUnavailable`, naming ``what`` and the last error)."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await call()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            waited = time.monotonic() - started
+            delay = backoff(attempt)
+            if waited + delay > timeout_s:
+                raise KafkaUnavailable(
+                    f"{what}: no answer from Kafka after {attempt} attempts in {waited:.0f} s "
+                    f"(last error {error_text(exc)})"
+                ) from None
+            if on_wait is not None:
+                on_wait(Attempt(what, attempt, exc, delay, waited))
+            await asyncio.sleep(delay)
