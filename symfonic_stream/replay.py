@@ -68,6 +68,7 @@ from aiokafka.errors import KafkaTimeoutError
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.dead_letters import dead_letter_headers
+from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import restore_consumer_kwargs, transactional_producer_kwargs
@@ -395,11 +396,13 @@ class _Replay:
                 futures.append(await producer.send(self.progress_topic, value=value, key=key))
             # aiokafka would commit a transaction with a failed send in it: check them all.
             sent = await asyncio.gather(*futures)
+            fault_point("in_transaction")
         except BaseException:
             if not producer._txn_manager.is_fatal_error():
                 await producer.abort_transaction()
             raise
         await producer.commit_transaction()
+        fault_point("commit_logged")
         for metadata in sent:
             tp = TopicPartition(metadata.topic, metadata.partition)
             self.committed[tp] = max(self.committed.get(tp, -1), metadata.offset)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.records import Processor
 from symfonic_stream.engine.restore import restore_partitions
 from symfonic_stream.engine.topology import Topology
@@ -165,6 +166,7 @@ async def start_producer(
     """Step 1 for ``tp``: a started producer, every earlier transaction of its id finished."""
     producer = PartitionProducer(settings, topology, tp.partition)
     await producer.start()
+    fault_point("init_producer")
     return producer
 
 

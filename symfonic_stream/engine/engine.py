@@ -71,6 +71,7 @@ from symfonic_stream.engine.checkpoint import (
     restore_processor,
     start_producer,
 )
+from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.partition import Outcome, PartitionTask
@@ -253,6 +254,7 @@ class Engine:
                 continue
             self._mark_progress()
             if batch:
+                fault_point("fetched")
                 async with self._lock:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:
@@ -397,12 +399,14 @@ class Engine:
                     on_taken=self._taken, on_demand=self._on_demand,
                 )
                 self._to_set_up.discard(tp)
+                self.metrics.partition_assigned(tp.topic, tp.partition)
             # Step 4: consume.
             consumer.resume(*tps)
         log.info("partitions ready", extra={"partitions": [tp.partition for tp in tps],
                                             "offsets": [prepared[tp].offset for tp in tps]})
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        fault_point("revoking")
         self._epoch += 1
         self._assigned = False
         self._dropped = False

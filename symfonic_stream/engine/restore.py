@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.records import Processor
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 
@@ -83,6 +84,8 @@ async def restore_partitions(
                     if record.offset < end and record.key is not None:
                         processor.restore(record.key, record.value)
                         counts[tp.partition] += 1
+                if records:
+                    fault_point("restoring")
             for tp in list(remaining):
                 position = await consumer.position(tp)
                 if position != positions[tp]:

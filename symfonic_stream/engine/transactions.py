@@ -58,6 +58,7 @@ from aiokafka.producer import sender as aiokafka_sender
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.dead_letters import dead_letter_headers
+from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.clients import transactional_producer_kwargs
@@ -255,7 +256,9 @@ class PartitionProducer:
             if futures:
                 # A failed produce must abort: aiokafka would commit the rest without it.
                 await asyncio.wait_for(asyncio.gather(*futures), self._timeout)
+            fault_point("in_transaction")
             await asyncio.wait_for(self._producer.commit_transaction(), self._timeout)
+            fault_point("commit_logged")
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -12,6 +12,7 @@ families, where registering the families twice would fail.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import threading
 import weakref
@@ -95,6 +96,12 @@ class _Families:
         self.lag = gauge(
             "consumer_lag_records",
             "Records between the consumer position and the last stable offset.",
+            "topic",
+            "partition",
+        )
+        self.assigned = gauge(
+            "partition_assigned",
+            "1 for each input partition this instance owns, set up and consuming.",
             "topic",
             "partition",
         )
@@ -266,10 +273,17 @@ class ConsumerMetrics:
         # A position briefly ahead of a stale LSO reading would show as negative lag.
         self._f.lag.labels(self.consumer, topic, str(partition)).set(max(0, lag))
 
+    def partition_assigned(self, topic: str, partition: int) -> None:
+        """``partition`` is set up (fenced, restored, sought) and consumed here."""
+        self._f.assigned.labels(self.consumer, topic, str(partition)).set(1)
+
     def forget_partition(self, topic: str, partition: int) -> None:
-        """Drop a revoked partition's lag series, so another instance's value is not shadowed
-        by a frozen one from here. Forgetting an unknown partition is a no-op."""
-        self._f.lag.remove(self.consumer, topic, str(partition))
+        """Drop a revoked partition's lag and assignment series, so another instance's value
+        is not shadowed by a frozen one from here. Forgetting an unknown partition is a
+        no-op."""
+        for family in (self._f.lag, self._f.assigned):
+            with contextlib.suppress(KeyError):
+                family.remove(self.consumer, topic, str(partition))
 
     # -- latency and transactions ---------------------------------------------------------
 

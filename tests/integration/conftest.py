@@ -90,9 +90,22 @@ def bootstrap_servers() -> str:
 
 
 # The names the fixtures and harness give topics (``it.<prefix>.<hex>``, ``t<hex>.<topic>``,
-# ``t<hex>-<consumer>-state-changelog``): only these are swept at the end of the session, so
-# topics someone else created on a shared broker meanwhile are never touched.
+# ``t<hex>-<consumer>-state-changelog``), each registered here when it is handed out: only
+# this session's are swept at its end, so the topics of another test session running on the
+# same broker at the same time (or anyone else's) are never touched.
 _TEST_TOPIC = re.compile(r"^(it\.|t[0-9a-f]{12}[.-])")
+_HANDED_OUT: set[str] = set()
+
+
+def register_name(name: str) -> str:
+    """Remember a topic name or prefix this session made up (see ``sweep_test_topics``)."""
+    _HANDED_OUT.add(name)
+    return name
+
+
+def _ours(topic: str) -> bool:
+    return any(topic == name or topic.startswith((f"{name}.", f"{name}-"))
+               for name in _HANDED_OUT)
 
 
 async def list_topic_names(bootstrap: str) -> set[str]:
@@ -129,7 +142,7 @@ def sweep_test_topics(bootstrap_servers: str) -> Iterator[None]:
         return
     with contextlib.suppress(KafkaError, OSError):
         after = asyncio.run(list_topic_names(bootstrap_servers))
-        left = sorted(t for t in after - before if _TEST_TOPIC.match(t))
+        left = sorted(t for t in after - before if _TEST_TOPIC.match(t) and _ours(t))
         asyncio.run(_delete_topics(bootstrap_servers, left))
 
 
@@ -137,7 +150,7 @@ def sweep_test_topics(bootstrap_servers: str) -> Iterator[None]:
 
 
 def unique_name(prefix: str) -> str:
-    return f"it.{prefix}.{uuid.uuid4().hex[:12]}"
+    return register_name(f"it.{prefix}.{uuid.uuid4().hex[:12]}")
 
 
 async def create_topic(

@@ -40,14 +40,14 @@ from symfonic_stream.kafka.topics import required_topics
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
-from .conftest import partitions_of
+from .conftest import partitions_of, register_name
 
 BOOTSTRAP = os.environ.get("SYMFONIC_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 PARTITIONS = 4
 
 
 def unique_prefix() -> str:
-    return f"t{uuid.uuid4().hex[:12]}"
+    return register_name(f"t{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture(name="prefix")
@@ -135,10 +135,21 @@ def free_port() -> int:
 
 
 class ConsumerProcess:
-    """One ``symfonic-stream run <consumer>`` subprocess with its log in ``log_path``."""
+    """One ``symfonic-stream run <consumer>`` subprocess with its log in ``log_path``
+    (``args`` runs another command instead, e.g. a replay)."""
 
-    def __init__(self, consumer: str, prefix: str, log_dir: Path, name: str = "", **settings: Any):
+    def __init__(
+        self,
+        consumer: str,
+        prefix: str,
+        log_dir: Path,
+        name: str = "",
+        *,
+        args: Sequence[str] | None = None,
+        **settings: Any,
+    ):
         self.consumer = consumer
+        self.args = list(args) if args is not None else ["run", consumer]
         self.port = free_port()
         self.env = consumer_env(prefix, metrics_port=self.port, **settings)
         self.log_path = log_dir / f"{consumer}{name}-{uuid.uuid4().hex[:6]}.log"
@@ -147,7 +158,7 @@ class ConsumerProcess:
     def start(self) -> ConsumerProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [cli_path(), "run", self.consumer], env=self.env, stdout=log, stderr=log
+            [cli_path(), *self.args], env=self.env, stdout=log, stderr=log
         )
         log.close()
         return self

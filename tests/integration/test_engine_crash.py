@@ -14,7 +14,9 @@ import pytest
 from symfonic_stream.kafka.topics import copier_output_topic
 from symfonic_stream.topics import TopicNames
 
+from .conftest import read_to_end
 from .harness import (
+    BOOTSTRAP,
     ConsumerProcess,
     TopicReader,
     create_topics,
@@ -23,7 +25,13 @@ from .harness import (
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
     produce,
     sequences_by_key,
-    wait_caught_up,
+)
+from .observe import (
+    owned_only_by,
+    quiesce,
+    read_to_committed_end,
+    split_between,
+    wait_for_assignment,
 )
 
 pytestmark = pytest.mark.slow
@@ -50,24 +58,35 @@ async def test_sigkill_mid_stream_then_restart_is_exactly_once(
     await create_topics(prefix)
     names = TopicNames(prefix)
     sent = _stream(4000)
-    first = ConsumerProcess("copier", prefix, tmp_path, name="-first").start()
-    second = ConsumerProcess("copier", prefix, tmp_path, name="-restarted")
+    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    processes = {
+        "first": ConsumerProcess("copier", prefix, tmp_path, name="-first"),
+        "second": ConsumerProcess("copier", prefix, tmp_path, name="-restarted"),
+    }
+    first, second = processes["first"], processes["second"]
     try:
-        await first.wait_ready()
-        feeder = asyncio.create_task(produce(names.agent_events, sent, rate=1500))
-        async with TopicReader(copier_output_topic(names)) as reader:
-            await reader.until(500, within=60)
-            caught_open = await kill_mid_transaction(first, copier_output_topic(names))
+        await first.start().wait_ready()
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "first"), "first alone"
+        )
+        feeder = asyncio.create_task(produce(source, sent, rate=1500))
+        async with TopicReader(output) as reader:
+            progress = await reader.until(500, within=60)
+            assert len(progress) >= 500, "the first instance must be well into the stream"
+            caught_open = await kill_mid_transaction(first, output)
             assert caught_open, "the kill must leave a transaction open"
             assert not feeder.done(), "the kill must happen while input still flows"
             assert len(reader.records) < len(sent)
-            second.start()
-            await feeder
-            await second.wait_ready(within=90)
-            await wait_caught_up(names.group("copier"), names.agent_events, within=120)
-            copied = await reader.settle(quiet=2.0)
-        async with TopicReader(copier_output_topic(names), "read_uncommitted") as raw:
-            everything = await raw.settle(quiet=1.0)
+        await second.start().wait_ready(within=90)
+        await feeder
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "second"), "second alone"
+        )
+        await quiesce(group, source, [second])
+        copied = await read_to_committed_end(
+            output, group=group, source=source, processes=[first, second]
+        )
+        everything = await read_to_end(BOOTSTRAP, output, isolation_level="read_uncommitted")
     finally:
         first.stop()
         second.stop()
@@ -82,23 +101,39 @@ async def test_two_consumers_one_killed_and_restarted_while_input_flows(
     await create_topics(prefix)
     names = TopicNames(prefix)
     sent = _stream(6000)
-    a = ConsumerProcess("copier", prefix, tmp_path, name="-a").start()
-    b = ConsumerProcess("copier", prefix, tmp_path, name="-b").start()
-    a2 = ConsumerProcess("copier", prefix, tmp_path, name="-a2")
+    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    processes = {
+        name: ConsumerProcess("copier", prefix, tmp_path, name=f"-{name}")
+        for name in ("a", "b", "a2")
+    }
+    a, b, a2 = processes["a"], processes["b"], processes["a2"]
     try:
+        a.start()
+        b.start()
         await asyncio.gather(a.wait_ready(), b.wait_ready())
-        feeder = asyncio.create_task(produce(names.agent_events, sent, rate=1200))
-        async with TopicReader(copier_output_topic(names)) as reader:
-            await reader.until(1000, within=60)
-            await kill_mid_transaction(a, copier_output_topic(names))
-            assert not feeder.done(), "the kill must happen while input still flows"
-            await asyncio.sleep(1.0)
-            a2.start()
-            await feeder
-            await asyncio.gather(a2.wait_ready(within=90), b.wait_ready(within=90))
-            await wait_caught_up(names.group("copier"), names.agent_events, within=120)
-            copied = await reader.settle(quiet=2.0)
+        before = await wait_for_assignment(
+            group, source, processes, lambda o: split_between(o, "a", "b"), "a and b"
+        )
+        feeder = asyncio.create_task(produce(source, sent, rate=1200))
+        async with TopicReader(output) as reader:
+            progress = await reader.until(1000, within=60)
+        assert len(progress) >= 1000, "both instances must be well into the stream"
+        caught_open = await kill_mid_transaction(a, output)
+        assert caught_open, "the kill must leave a transaction of a open"
+        assert not feeder.done(), "the kill must happen while input still flows"
+        await a2.start().wait_ready(within=90)
+        # a never left (SIGKILL): once its session expires, its partitions go to b and a2.
+        after = await wait_for_assignment(
+            group, source, processes, lambda o: split_between(o, "b", "a2"), "b and a2"
+        )
+        assert set(after.member_of) == {"b", "a2"}
+        assert after.member("b") == before.member("b")
+        await feeder
         assert b.proc is not None and b.proc.poll() is None, "the survivor must keep running"
+        await quiesce(group, source, [b, a2])
+        copied = await read_to_committed_end(
+            output, group=group, source=source, processes=[a, b, a2]
+        )
     finally:
         for consumer in (a, b, a2):
             consumer.stop()

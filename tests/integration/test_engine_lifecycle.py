@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import time
+import signal
 from pathlib import Path
 
 from symfonic_stream.kafka.topics import copier_output_topic
 from symfonic_stream.topics import TopicNames
 
 from .harness import (
+    BOOTSTRAP,
     ConsumerProcess,
-    TopicReader,
     committed_offsets,
     create_topics,
     end_offsets,
@@ -19,49 +19,89 @@ from .harness import (
     unique_prefix,
     wait_caught_up,
 )
+from .observe import (
+    REBALANCES,
+    describe_group,
+    metric_value,
+    owned_only_by,
+    quiesce,
+    read_to_committed_end,
+    split_between,
+    wait_for_assignment,
+    wait_idle,
+)
 
 
 def _batch(start: int, n: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
     return [(f"run-{i % 16}".encode(), f"{i}".encode(), []) for i in range(start, start + n)]
 
 
-async def test_sigterm_exits_zero_quickly_commits_and_leaves_the_group(
+async def test_sigterm_exits_zero_commits_and_hands_its_partitions_over_by_leaving_the_group(
     bootstrap_servers: str, prefix: str, tmp_path: Path
 ) -> None:
     await create_topics(prefix)
     names = TopicNames(prefix)
     group = names.group("copier")
-    await produce(names.agent_events, _batch(0, 2000))
-    first = ConsumerProcess("copier", prefix, tmp_path, name="-first", shutdown_timeout_s=20)
-    first.start()
-    second = ConsumerProcess("copier", prefix, tmp_path, name="-second")
+    source = names.agent_events
+    processes = {
+        "first": ConsumerProcess("copier", prefix, tmp_path, name="-first", shutdown_timeout_s=20),
+        "second": ConsumerProcess("copier", prefix, tmp_path, name="-second"),
+    }
+    first, second = processes["first"], processes["second"]
     try:
+        first.start()
         await first.wait_ready()
-        await wait_caught_up(group, names.agent_events)
-        stopped_at = time.monotonic()
-        first.terminate()
-        assert await first.wait(within=20) == 0, first.log()
-        assert time.monotonic() - stopped_at < 10, "graceful shutdown took too long"
-        assert "LeaveGroup request succeeded" in first.log(tail=200)
-        # Everything consumed was committed with the output, before exiting.
-        assert await committed_offsets(group, names.agent_events) == await end_offsets(
-            names.agent_events
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "first"), "first alone"
         )
-        # Having left the group, the next instance gets the partitions at once (no wait
-        # for a session timeout) and starts exactly where the first one stopped.
-        await produce(names.agent_events, _batch(2000, 500))
-        started = time.monotonic()
+        await produce(source, _batch(0, 2000))
+        await wait_caught_up(group, source)
         second.start()
-        await second.wait_ready(within=30)
-        assert time.monotonic() - started < 8, "rejoin waited for the old member's session"
-        await wait_caught_up(group, names.agent_events)
-        async with TopicReader(copier_output_topic(names)) as reader:
-            copied = await reader.settle(quiet=1.0)
+        await second.wait_ready()
+        before = await wait_for_assignment(
+            group, source, processes, lambda o: split_between(o, "first", "second"),
+            "first and second sharing the partitions",
+        )
+        first_member = before.member("first")
+        rebalances = await metric_value(second, REBALANCES)
+        # Work in flight when the first instance shuts down: it has consumed all of this,
+        # and the second is frozen meanwhile, so only the first can commit it.
+        await produce(source, _batch(2000, 500))
+        await wait_idle(first)
+        await wait_idle(second)
+        ends = await end_offsets(source)
+        assert second.proc is not None
+        second.proc.send_signal(signal.SIGSTOP)
+        try:
+            first.terminate()
+            assert await first.wait(within=60) == 0, first.log()
+            # Right after its exit the first instance is no member any more: it left. A
+            # member that merely went away stays listed until its session (10 s) expires,
+            # and only then would the group rebalance.
+            after_exit = await describe_group(BOOTSTRAP, group, source)
+            committed = await committed_offsets(group, source)
+        finally:
+            second.proc.send_signal(signal.SIGCONT)
+        assert first_member not in after_exit.members, (after_exit, first.log(tail=200))
+        assert "LeaveGroup request succeeded" in first.log(tail=200)
+        # What the first instance processed was committed by the first instance, on exit.
+        mine = before.owners["first"]
+        assert {p: committed.get(p) for p in mine} == {p: ends[p] for p in mine}, first.log()
+        after = await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "second"), "second alone"
+        )
+        assert after.member("second") == before.member("second")  # the same member, re-assigned
+        assert await metric_value(second, REBALANCES) > rebalances  # the generation moved
+        await quiesce(group, source, [second])
+        assert await committed_offsets(group, source) == await end_offsets(source)
+        copied = await read_to_committed_end(
+            copier_output_topic(names), group=group, source=source, processes=[first, second]
+        )
     finally:
         first.stop()
         second.stop()
     values = [r.value for r in copied]
-    assert len(values) == 2500
+    assert len(values) == 2500, "every input record copied exactly once"
     assert set(values) == {f"{i}".encode() for i in range(2500)}
 
 

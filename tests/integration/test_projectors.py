@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,34 @@ import pytest
 
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.offline import project_lines
+from symfonic_stream.ordering.run_state import RunState
 from symfonic_stream.synthetic import Damage, RunShape, deliver, generate_run, interleave
 from symfonic_stream.topics import TopicNames
 
-from .harness import ConsumerProcess, Record, TopicReader, create_topics, produce, unique_prefix
+from .conftest import read_to_end
+from .harness import (
+    BOOTSTRAP,
+    ConsumerProcess,
+    Record,
+    TopicReader,
+    create_topics,
+    kill_mid_transaction,
+    produce,
+    unique_prefix,
+    wait_caught_up,
+)
+from .observe import (
+    RESTORED,
+    delete_all_records,
+    metric_value,
+    owned_only_by,
+    quiesce,
+    read_to_committed_end,
+    split_between,
+    wait_changelog_state,
+    wait_committed,
+    wait_for_assignment,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +60,15 @@ def damaged_stream(seed: int, runs: int, loss: float = 0.0) -> list[dict[str, An
         for n in range(runs)
     ]
     return list(interleave(rng, generated))
+
+
+def runs_with_holes(events: list[dict[str, Any]]) -> set[str]:
+    """Runs whose input misses an index below one that did arrive: a hole only a gap fills
+    (an index lost at a run's very end is never noticed, so it is no hole)."""
+    seen: dict[str, set[int]] = {}
+    for event in events:
+        seen.setdefault(event["run_id"], set()).add(event["index"])
+    return {run for run, indexes in seen.items() if len(indexes) != max(indexes) + 1}
 
 
 def as_records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
@@ -69,6 +101,8 @@ def assert_same(live: dict[str, list[Any]], offline: dict[str, list[Any]], logs:
         )
     missing = sorted(set(offline) - set(live))
     assert not missing, f"{len(missing)} runs missing, e.g. {missing[:3]}\n{logs}"
+    extra = sorted(set(live) - set(offline))
+    assert not extra, f"{len(extra)} runs the input does not have, e.g. {extra[:3]}\n{logs}"
     differing = [run_id for run_id in offline if live[run_id] != offline[run_id]]
     assert not differing, (
         f"{len(differing)} runs differ, e.g. {differing[0]}:\n"
@@ -76,14 +110,8 @@ def assert_same(live: dict[str, list[Any]], offline: dict[str, list[Any]], logs:
     )
 
 
-async def read_until_expected(
-    topic: str, expected: dict[str, list[Any]], within: float
-) -> list[Record]:
-    total = sum(len(records) for records in expected.values())
-    async with TopicReader(topic) as reader:
-        await reader.until(total, within=within)
-        await reader.settle(quiet=1.5, within=10)
-        return reader.records
+def logs_of(*processes: ConsumerProcess) -> str:
+    return "\n".join(f"--- {p.log_path.name}\n{p.log()}" for p in processes)
 
 
 async def test_typed_and_chunk_output_equal_the_offline_projection(
@@ -94,9 +122,8 @@ async def test_typed_and_chunk_output_equal_the_offline_projection(
     names = TopicNames(prefix)
     events = damaged_stream(seed=11, runs=220, loss=0.002)
     assert len(events) >= 10_000
-    assert any(  # the input really has holes that will need gaps
-        isinstance(e, dict) for e in events
-    )
+    holes = runs_with_holes(events)
+    assert holes, "the input must have holes that will need gaps"
     settings = {"gap_timeout_s": GAP_TIMEOUT_S}
     typed = ConsumerProcess("typed", prefix, tmp_path, **settings).start()
     chunks = ConsumerProcess("chunks", prefix, tmp_path, **settings).start()
@@ -108,39 +135,64 @@ async def test_typed_and_chunk_output_equal_the_offline_projection(
             ("chunks", names.stream_chunks, chunks),
         ):
             expected = offline_by_run(events, projection)
-            gaps = sum("gap" in r for records in expected.values() for r in records)
-            assert gaps > 0, "the stream should contain holes"
-            records = await read_until_expected(topic, expected, within=120)
+            gapped = {run for run, records in expected.items() if any("gap" in r for r in records)}
+            assert gapped == holes, "the oracle must fill exactly the input's holes with gaps"
+            group = names.group(projection)
+            await quiesce(group, names.agent_events, [proc])  # every gap written, then stopped
+            records = await read_to_committed_end(
+                topic, group=group, source=names.agent_events, processes=[proc]
+            )
             assert_same(live_by_run(records), expected, proc.log())
     finally:
         typed.stop()
         chunks.stop()
 
 
-async def test_sigkill_mid_stream_and_restart_gives_the_same_output(
+async def test_sigkill_mid_transaction_and_restart_gives_the_same_output(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
+    group, source = names.group("typed"), names.agent_events
     events = damaged_stream(seed=12, runs=120)
     expected = offline_by_run(events, "typed")
-    first = ConsumerProcess("typed", prefix, tmp_path, name="-first").start()
-    second = ConsumerProcess("typed", prefix, tmp_path, name="-second")
+    processes = {
+        "first": ConsumerProcess("typed", prefix, tmp_path, name="-first"),
+        "second": ConsumerProcess("typed", prefix, tmp_path, name="-second"),
+    }
+    first, second = processes["first"], processes["second"]
     try:
-        await first.wait_ready()
-        feeder = asyncio.create_task(produce(names.agent_events, as_records(events), rate=2500))
+        await first.start().wait_ready()
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "first"), "first alone"
+        )
+        feeder = asyncio.create_task(produce(source, as_records(events), rate=1000))
         async with TopicReader(names.stream_events) as reader:
-            await reader.until(1500, within=60)
-        first.kill()
-        second.start()
+            progress = await reader.until(1500, within=60)
+        assert len(progress) >= 1500, "the first instance must be well into the stream"
+        caught_open = await kill_mid_transaction(first, names.stream_events)
+        assert caught_open, "the kill must leave a transaction open"
+        assert not feeder.done(), "the kill must happen while input still flows"
+        await second.start().wait_ready()
         await feeder
-        await second.wait_ready()
-        records = await read_until_expected(names.stream_events, expected, within=120)
-        assert_same(live_by_run(records), expected, first.log() + second.log())
+        # The dead member's session expires, then the group gives everything to the second.
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "second"), "second alone"
+        )
+        await quiesce(group, source, [second])
+        records = await read_to_committed_end(
+            names.stream_events, group=group, source=source, processes=[first, second]
+        )
+        everything = await read_to_end(
+            BOOTSTRAP, names.stream_events, isolation_level="read_uncommitted"
+        )
     finally:
         first.stop()
         second.stop()
+    assert_same(live_by_run(records), expected, logs_of(first, second))
+    # The zombie's open transaction reached the log and was aborted, not committed.
+    assert len(everything) > len(records)
 
 
 async def test_two_instances_one_killed_and_restarted_while_input_flows(
@@ -149,32 +201,64 @@ async def test_two_instances_one_killed_and_restarted_while_input_flows(
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
+    group, source = names.group("typed"), names.agent_events
     events = damaged_stream(seed=13, runs=150)
     expected = offline_by_run(events, "typed")
-    a = ConsumerProcess("typed", prefix, tmp_path, name="-a").start()
-    b = ConsumerProcess("typed", prefix, tmp_path, name="-b").start()
-    b_again = ConsumerProcess("typed", prefix, tmp_path, name="-b-again")
+    processes = {
+        name: ConsumerProcess("typed", prefix, tmp_path, name=f"-{name}")
+        for name in ("a", "b", "b_again")
+    }
+    a, b, b_again = processes["a"], processes["b"], processes["b_again"]
     try:
+        a.start()
+        b.start()
         await asyncio.gather(a.wait_ready(), b.wait_ready())
-        feeder = asyncio.create_task(produce(names.agent_events, as_records(events), rate=1500))
-        await asyncio.sleep(2.0)
-        b.kill()  # its partitions move to a
-        await asyncio.sleep(3.0)
-        b_again.start()  # and some move back
+        before = await wait_for_assignment(
+            group, source, processes, lambda o: split_between(o, "a", "b"), "a and b"
+        )
+        feeder = asyncio.create_task(produce(source, as_records(events), rate=500))
+        # b is working: it committed output for each of its partitions.
+        await wait_committed(group, source, before.owners["b"])
+        caught_open = await kill_mid_transaction(b, names.stream_events)
+        assert caught_open, "b must die with a transaction open"
+        assert not feeder.done(), "the kill must happen while input still flows"
+        # b's partitions move to a once b's session expires (b never left: SIGKILL).
+        alone = await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "a"), "a alone"
+        )
+        assert set(alone.member_of) == {"a"} and alone.member("a") == before.member("a")
+        assert alone.owners["a"] > before.owners["a"]
+        b_again.start()
+        await b_again.wait_ready()
+        # ... and some move back to the new instance.
+        shared = await wait_for_assignment(
+            group, source, processes, lambda o: split_between(o, "a", "b_again"), "a and b_again"
+        )
+        assert shared.owners["b_again"] and shared.owners["a"] < alone.owners["a"]
         await feeder
-        records = await read_until_expected(names.stream_events, expected, within=150)
-        assert_same(live_by_run(records), expected, a.log() + b.log() + b_again.log())
+        await quiesce(group, source, [a, b_again])
+        records = await read_to_committed_end(
+            names.stream_events, group=group, source=source, processes=list(processes.values())
+        )
     finally:
         for proc in (a, b, b_again):
             proc.stop()
+    assert_same(live_by_run(records), expected, logs_of(a, b, b_again))
 
 
 async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
+    """Events buffered behind a hole live only in the changelog across a SIGKILL.
+
+    The input is deleted before the restart, so the restarted instance cannot get indexes
+    3 and 4 back by re-reading it: it must restore them (and the run's next index and seq)
+    from the changelog, write the gap once, and go on numbering where the first one was.
+    """
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
+    group, source, changelog = names.group("typed"), names.agent_events, names.changelog("typed")
     run = "run-with-a-hole"
 
     def text(index: int) -> dict[str, Any]:
@@ -186,27 +270,51 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
             "text": f"t{index}",
         }
 
-    first = ConsumerProcess("typed", prefix, tmp_path, name="-first", gap_timeout_s=6).start()
-    second = ConsumerProcess("typed", prefix, tmp_path, name="-second", gap_timeout_s=6)
+    def buffered_behind_the_hole(state: RunState) -> bool:
+        return (state.next_index, state.next_seq, sorted(state.buffer)) == (1, 1, [3, 4])
+
+    # Long enough that the first instance cannot fill the hole before it is killed.
+    processes = {
+        "first": ConsumerProcess("typed", prefix, tmp_path, name="-first", gap_timeout_s=15),
+        "second": ConsumerProcess("typed", prefix, tmp_path, name="-second", gap_timeout_s=15),
+    }
+    first, second = processes["first"], processes["second"]
     try:
-        await first.wait_ready()
-        await produce(names.agent_events, as_records([text(0), text(3), text(4)]))
-        async with TopicReader(names.stream_events) as reader:
-            await reader.until(1, within=30)
-            await asyncio.sleep(1.5)  # 3 and 4 are buffered, committed to the changelog
-            assert len(reader.records) == 1
-            first.kill()
-            second.start()
-            await second.wait_ready()
-            started = time.monotonic()
-            await reader.until(4, within=60)
-        waited = time.monotonic() - started
-        got = [orjson.loads(r.value or b"") for r in reader.records]
+        await first.start().wait_ready()
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "first"), "first alone"
+        )
+        await produce(source, as_records([text(0), text(3), text(4)]))
+        # All three consumed and their offsets committed; 3 and 4 wait in the changelog.
+        state = await wait_changelog_state(
+            changelog, run.encode(), buffered_behind_the_hole, "3 and 4 buffered behind a hole"
+        )
+        assert [state.buffer[i].event.text for i in (3, 4)] == ["t3", "t4"]
+        await wait_caught_up(group, source)
+        first.kill()
+        before = await read_to_end(BOOTSTRAP, names.stream_events)
+        assert [orjson.loads(r.value or b"")["seq"] for r in before] == [0], first.log()
+        await delete_all_records(source)  # from now on only the changelog has 3 and 4
+        await second.start().wait_ready()
+        await wait_for_assignment(
+            group, source, processes, lambda o: owned_only_by(o, "second"), "second alone"
+        )
+        assert await metric_value(second, RESTORED) >= 1, "the second must restore a state"
+        await quiesce(group, source, [second])  # the gap is due: buffered goes to 0
+        records = await read_to_committed_end(
+            names.stream_events, group=group, source=source, processes=[first, second]
+        )
+        got = [orjson.loads(r.value or b"") for r in records]
         assert [r.get("gap") for r in got] == [None, {"from_index": 1, "to_index": 2}, None, None]
         assert [r["seq"] for r in got] == [0, 1, 2, 3]
         assert [r["source_index"] for r in got] == [0, None, 3, 4]
+        assert [r["event"]["text"] for r in got if "event" in r] == ["t0", "t3", "t4"]
         assert got[1]["ts"] == 1003.0
-        assert waited < 60
+        # ... and the second instance went on from the restored state in the changelog.
+        await wait_changelog_state(
+            changelog, run.encode(), lambda s: (s.next_index, s.next_seq, s.buffer) == (5, 4, {}),
+            "continued from the restored state", within=10,
+        )
     finally:
         first.stop()
         second.stop()
@@ -235,10 +343,13 @@ async def test_each_dead_letter_reason_reaches_the_topic_and_the_consumer_goes_o
         good = {"run_id": "ok", "index": 0, "kind": "text_delta", "timestamp": 1.0, "text": "x"}
         await produce(names.agent_events, [(key, value, [("trace", b"abc")])], partition=0)
         await produce(names.agent_events, [(b"ok", orjson.dumps(good), [])], partition=0)
-        async with TopicReader(names.dead_letter) as letters:
-            [letter] = await letters.until(1, within=60)
-        async with TopicReader(names.stream_events) as out:
-            [after] = await out.until(1, within=60)
+        group, source = names.group("typed"), names.agent_events
+        [letter] = await read_to_committed_end(
+            names.dead_letter, group=group, source=source, processes=[proc]
+        )
+        [after] = await read_to_committed_end(
+            names.stream_events, group=group, source=source, processes=[proc]
+        )
         headers = dict(letter.headers)
         assert (letter.key, letter.value) == (key, value)
         if key is None:
@@ -263,8 +374,14 @@ async def test_run_closed_is_dead_lettered_live(bootstrap_servers: str, tmp_path
         done = {"run_id": "r", "index": 0, "kind": "cancelled", "timestamp": 1.0}
         late = {"run_id": "r", "index": 1, "kind": "text_delta", "timestamp": 2.0, "text": "x"}
         await produce(names.agent_events, as_records([done, late]))
-        async with TopicReader(names.dead_letter) as letters:
-            [letter] = await letters.until(1, within=60)
+        group, source = names.group("typed"), names.agent_events
+        [letter] = await read_to_committed_end(
+            names.dead_letter, group=group, source=source, processes=[proc]
+        )
+        outputs = await read_to_committed_end(
+            names.stream_events, group=group, source=source, processes=[proc]
+        )
+        assert [orjson.loads(r.value or b"")["end"]["status"] for r in outputs] == ["cancelled"]
         assert dict(letter.headers)["symfonic-dlq-reason"] == b"run_closed"
         assert AgentEvent.model_validate_json(letter.value or b"").index == 1
     finally:
@@ -287,8 +404,12 @@ async def test_outputs_are_written_with_each_compression_codec(
         {"run_id": "z", "index": i, "kind": "text_delta", "timestamp": 1.0, "text": "x" * 200}
         for i in range(20)
     ]
+    group, source = names.group("typed"), names.agent_events
     async with InProcessEngine(projector_topology("typed", settings), settings):
-        await produce(names.agent_events, as_records(events))
-        async with TopicReader(names.stream_events) as reader:
-            got = await reader.until(20, within=60)
+        await produce(source, as_records(events))
+        await wait_caught_up(group, source)
+    # The engine has stopped: nothing more can be written.
+    got = await read_to_committed_end(
+        names.stream_events, group=group, source=source, processes=[]
+    )
     assert [orjson.loads(r.value or b"")["seq"] for r in got] == list(range(20))

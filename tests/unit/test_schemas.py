@@ -60,6 +60,7 @@ from symfonic_stream.models.stream_event import (
     UsageEvent,
 )
 from symfonic_stream.offline import project_lines
+from symfonic_stream.pauses import router
 from symfonic_stream.schemas import (
     ASYNCAPI_FILE,
     JSON_SCHEMA_DIALECT,
@@ -67,7 +68,6 @@ from symfonic_stream.schemas import (
     REGENERATE_HINT,
     SCHEMA_ID_BASE,
     generate,
-    json_schemas,
 )
 from symfonic_stream.topics import CONSUMERS, TopicNames
 from tests.unit.helpers import interrupt, raw, tool_call
@@ -152,7 +152,6 @@ def test_every_json_schema_is_a_valid_draft_2020_12_schema(name: str) -> None:
 
 
 def test_json_schemas_are_generated_from_the_models_as_objects() -> None:
-    assert sorted(json_schemas()) == JSON_FILES
     assert {spec.filename for spec in RECORD_SCHEMAS} | {"dead-letter-headers.json"} == set(
         JSON_FILES
     )
@@ -787,7 +786,6 @@ def test_asyncapi_examples_validate_against_their_schemas() -> None:
 
 
 def test_the_pause_routers_tickets_validate() -> None:
-    router = pytest.importorskip("symfonic_stream.pauses.router")
     for kind in ("ask_user", "interrupt"):
         event = AgentEvent.model_validate(
             raw(kind, 4, interrupt=interrupt(kind), scope={"tenant": "acme"})

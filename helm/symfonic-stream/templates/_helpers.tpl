@@ -184,6 +184,8 @@ SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString
 SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
 SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toString | quote }}
 SYMFONIC_SHUTDOWN_TIMEOUT_S: {{ $v.engine.shutdownTimeoutSeconds | toString | quote }}
+SYMFONIC_STARTUP_TIMEOUT_S: {{ $v.engine.startupTimeoutSeconds | toString | quote }}
+SYMFONIC_ADMIN_TIMEOUT_S: {{ $v.engine.adminTimeoutSeconds | toString | quote }}
 {{- end -}}
 
 {{/* The sha256 of everything the pods read from ConfigMaps, to roll them on change. */}}
