@@ -38,12 +38,23 @@ NewTopicFactory = Callable[..., Awaitable[str]]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test in this directory ``kafka``, with a hang guard."""
+    """Mark every test in this directory ``kafka``, with a hang guard; deselect the
+    ``cluster`` tests (they kill brokers) unless ``SYMFONIC_TEST_CLUSTER=1`` says the broker
+    is the project's 3-node cluster (``make test-cluster``)."""
+    on_cluster = bool(os.environ.get("SYMFONIC_TEST_CLUSTER"))
+    kept, dropped = [], []
     for item in items:
         if _HERE in item.path.parents:
             item.add_marker(pytest.mark.kafka)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(_TEST_TIMEOUT_S))
+        if item.get_closest_marker("cluster") is not None and not on_cluster:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 # --------------------------------------------------------------------------- the broker

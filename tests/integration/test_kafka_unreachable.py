@@ -119,8 +119,15 @@ async def test_topics_ensure_waits_for_kafka_then_creates_the_topics(
         cli_path(), "topics", "ensure", env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
+    assert process.stderr is not None
+    waits: list[bytes] = []
     try:
-        await asyncio.sleep(3.0)
+        # It says, once per attempt, that it waits; after three attempts it still runs.
+        while len(waits) < 3:
+            line = await asyncio.wait_for(process.stderr.readline(), 60)
+            assert line, "topics ensure exited instead of waiting for Kafka"
+            if b"waiting for Kafka" in line:
+                waits.append(line)
         assert process.returncode is None, "it must wait, not fail"
         await proxy.open()
         out, err = await asyncio.wait_for(process.communicate(), 90)
@@ -129,6 +136,6 @@ async def test_topics_ensure_waits_for_kafka_then_creates_the_topics(
             process.kill()
         await proxy.close()
     assert process.returncode == 0, err.decode()
-    assert "waiting for Kafka" in err.decode()
-    assert "Traceback" not in err.decode()
+    assert [b"attempt 1 " in waits[0], b"attempt 3 " in waits[2]] == [True, True], waits
+    assert b"Traceback" not in err
     assert f"created  {prefix}.agent-events" in out.decode()

@@ -1,0 +1,204 @@
+"""The fault matrix: every consumer killed or frozen in a named phase, its successor too.
+
+Per consumer and seed (``SYMFONIC_FAULT_SEEDS``, default ``1,2,3``; ``make test-faults
+SEEDS=N`` runs more), one run:
+
+1. a warm-up instance processes the first input and stops gracefully, so there is
+   committed state and offsets to restore;
+2. instance A starts armed with the seed's first fault; input flows all along; when A's
+   fault lands it is SIGKILLed, or (a zombie) left frozen until its successor B owns every
+   partition and committed, then woken: its next commit must be fenced;
+3. a successor armed with the seed's second fault (restoring, fencing, mid-transaction ...)
+   is killed there too; a last instance finishes;
+4. with every instance stopped, each output partition is read read_committed to its end and
+   compared with the expectation computed without the code under test
+   (:mod:`tests.integration.workloads`): no duplicate, no loss, per-run order.
+
+A fault that does not land in the phase it names fails the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from symfonic_stream.topics import TopicNames
+
+from .conftest import Record, read_to_end
+from .faults import Fault, kill, plan, thaw, wait_frozen
+from .harness import (
+    BOOTSTRAP,
+    PARTITIONS,
+    ConsumerProcess,
+    create_topics,
+    prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
+    wait_caught_up,
+)
+from .workloads import WORKLOADS, Feeder, Workload
+
+pytestmark = [pytest.mark.slow, pytest.mark.faults, pytest.mark.timeout(400)]
+
+SEEDS = [int(s) for s in os.environ.get("SYMFONIC_FAULT_SEEDS", "1,2,3").split(",") if s]
+#: Settings of every instance: holes never time out mid-test (the reference has no clock),
+#: and a batch limit small enough that each phase comes round often.
+SETTINGS = {"gap_timeout_s": 600, "batch_max_records": 200}
+
+
+def _instance(workload: Workload, prefix: str, logs: Path, name: str,
+              fault: Fault | None = None) -> ConsumerProcess:
+    settings: dict[str, Any] = dict(SETTINGS)
+    if fault is not None:
+        settings["fault_freeze"] = fault.setting
+    return ConsumerProcess(workload.consumer, prefix, logs, name=name, **settings)
+
+
+async def _owns_all(process: ConsumerProcess, topic: str) -> bool:
+    """Whether ``process`` owns, set up and consumes every partition of ``topic``."""
+    owned = [
+        await asyncio.to_thread(process.metric, "symfonic_stream_partition_assigned",
+                                topic=topic, partition=str(p))
+        for p in range(PARTITIONS)
+    ]
+    return all(value == 1 for value in owned)
+
+
+async def _until(condition: object, within: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        if await condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"not within {within} s: {what}")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("consumer", list(WORKLOADS))
+async def test_fault_matrix(consumer: str, seed: int, prefix: str, tmp_path: Path,
+                            bootstrap_servers: str) -> None:
+    workload = WORKLOADS[consumer]
+    names = TopicNames(prefix)
+    await create_topics(prefix, with_copier=True)
+    source = workload.source(names)
+    first, second = plan(seed, stateful=workload.stateful)
+    feeder = Feeder(workload, source, seed, rate=400)
+    processes: list[ConsumerProcess] = []
+
+    def instance(name: str, fault: Fault | None = None) -> ConsumerProcess:
+        process = _instance(workload, prefix, tmp_path, name, fault).start()
+        processes.append(process)
+        return process
+
+    story = f"{consumer} seed {seed}: first {first}, successor {second}"
+    try:
+        # 1. Warm-up: committed state and offsets exist before the first fault.
+        await feeder.send_batches(2)
+        warm = instance("-warm")
+        await warm.wait_ready()
+        await wait_caught_up(names.group(consumer), source, within=120)
+        warm.terminate()
+        assert await warm.wait(60) == 0, warm.log()
+        # 2. The first fault, while input flows.
+        feeder.start()
+        a = instance("-a", first)
+        if first.phase == "revoking":
+            await a.wait_ready()
+            instance("-joiner")  # its join makes the group revoke A's partitions
+        await wait_frozen(a, first)
+        if first.mode == "kill":
+            kill(a)
+            successor = instance("-b", second)
+        else:
+            # A zombie: frozen past its session; B takes every partition and commits.
+            b = instance("-b")
+            await b.wait_ready(within=90)
+            await _until(lambda: _owns_all(b, source), 90, "B owns every partition")
+            committed_before = await asyncio.to_thread(
+                b.metric, "symfonic_stream_transactions_total", outcome="committed")
+            await _until(lambda: _committed_more(b, committed_before), 60, "B commits")
+            thaw(a)
+            await _until(lambda: _fenced(a), 60, "the woken zombie is fenced")
+            successor = instance("-c", second)
+        # 3. The successor's fault, then a last instance.
+        await wait_frozen(successor, second)
+        kill(successor)
+        last = instance("-last")
+        await last.wait_ready(within=90)
+        await feeder.stop()
+        await wait_caught_up(names.group(consumer), source, within=180)
+        for process in processes:
+            process.stop()
+        # 4. Read everything committed and compare.
+        read = {topic: await read_to_end(BOOTSTRAP, topic, timeout_s=60)
+                for topic in workload.outputs(names)}
+    finally:
+        with contextlib.suppress(Exception):
+            await feeder.stop()
+        for process in processes:
+            process.stop()
+    logs = "\n".join(p.log(30) for p in processes)
+    try:
+        workload.check(names, feeder.sent, read)
+    except AssertionError as exc:
+        raise AssertionError(f"{story}: {exc}\n{logs}") from None
+
+
+async def _committed_more(process: ConsumerProcess, before: float) -> bool:
+    now = await asyncio.to_thread(
+        process.metric, "symfonic_stream_transactions_total", outcome="committed")
+    return now > before
+
+
+async def _fenced(process: ConsumerProcess) -> bool:
+    return await asyncio.to_thread(process.metric, "symfonic_stream_producers_fenced_total") >= 1
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_replay_fault_matrix(seed: int, prefix: str, tmp_path: Path,
+                                   bootstrap_servers: str) -> None:
+    """``symfonic-stream replay`` (a subprocess) killed in a transaction's phases, then
+    rerun, twice: the target holds the reference projection of the range, once."""
+    workload = WORKLOADS["typed"]
+    names = TopicNames(prefix)
+    await create_topics(prefix, with_copier=False)
+    feeder = Feeder(workload, names.agent_events, seed, rate=5000)
+    await feeder.send_batches(12)
+    target = f"{prefix}.replayed"
+    args = ["replay", "--projection", "typed", "--to-topic", target, "--from-offset", "0",
+            "--json"]
+    first, second = plan(seed, stateful=True, replay=True)
+    runs: list[ConsumerProcess] = []
+    try:
+        for n, fault in enumerate((first, second)):
+            settings: dict[str, Any] = {"batch_max_records": 100, "fault_freeze": fault.setting}
+            run = ConsumerProcess("replay", prefix, tmp_path, name=f"-{n}", args=args, **settings)
+            runs.append(run.start())
+            await wait_frozen(run, fault)
+            kill(run)
+        last = ConsumerProcess("replay", prefix, tmp_path, name="-last", args=args,
+                               batch_max_records=100)
+        runs.append(last.start())
+        assert await last.wait(180) == 0, last.log()
+        read: dict[str, list[Record]] = {
+            target: await read_to_end(BOOTSTRAP, target, timeout_s=60), names.dead_letter: []
+        }
+    finally:
+        for run in runs:
+            run.stop()
+    story = f"replay seed {seed}: first {first}, rerun {second}"
+    try:
+        workload.check(names, feeder.sent, _as_typed_output(names, target, read))
+    except AssertionError as exc:
+        raise AssertionError(f"{story}: {exc}\n" + "\n".join(r.log(20) for r in runs)) from None
+
+
+def _as_typed_output(
+    names: TopicNames, target: str, read: dict[str, list[Record]]
+) -> dict[str, list[Record]]:
+    """The replay's target read as if it were the live typed topic (same check)."""
+    return {names.stream_events: read[target], names.dead_letter: read[names.dead_letter]}
