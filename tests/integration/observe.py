@@ -14,7 +14,11 @@ Every helper here waits for an *event* (bounded, polling the broker or a process
 * :func:`wait_idle` / :func:`quiesce`: until the group committed the input's end and no
   process holds buffered events; then the processes are stopped gracefully;
 * :func:`read_to_committed_end`: every partition of a topic, read_committed, up to its
-  last stable offset taken *after* all of the above, with no transaction left open.
+  last stable offset taken *after* all of the above, with no transaction left open;
+* :func:`wait_until` (any awaited condition), :func:`wait_engine_idle` (an in-process
+  engine's :func:`wait_idle`), :func:`open_transaction_records` (what a frozen writer's
+  open transactions put on a topic), :func:`wait_consumed` / :func:`read_consumed_to_end`
+  (the same waits and read for a source whose partitions may end in a commit marker).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import asyncio
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -37,6 +41,7 @@ from .conftest import partitions_of, read_to_end
 from .harness import (
     BOOTSTRAP,
     ConsumerProcess,
+    InProcessEngine,
     Record,
     committed_offsets,
     end_offsets,
@@ -382,3 +387,125 @@ async def wait_changelog_state(
         state = await changelog_state(topic, key)
     assert state is not None and expect(state), f"{topic} {key!r}: not {what}: {state}"
     return state
+
+
+# --------------------------------------------------------------------------- added waits
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]], what: str, within: float = 60.0
+) -> None:
+    """Until ``check()`` is true (polled every :data:`POLL_S`); fails naming ``what``."""
+    deadline = time.monotonic() + within
+    while not await check():
+        assert time.monotonic() < deadline, f"not within {within} s: {what}"
+        await asyncio.sleep(POLL_S)
+
+
+def _engine_samples(running: InProcessEngine, name: str) -> list[float]:
+    return [
+        sample.value
+        for family in running.registry.collect()
+        for sample in family.samples
+        if sample.name == name
+    ]
+
+
+async def wait_engine_idle(running: InProcessEngine, within: float = 90.0) -> None:
+    """:func:`wait_idle` for an in-process engine: no buffered event, no lag anywhere."""
+    state = ""
+
+    async def idle() -> bool:
+        nonlocal state
+        buffered = _engine_samples(running, BUFFERED_GAUGE)
+        lag = _engine_samples(running, LAG_GAUGE)
+        state = f"buffered {buffered}, lag {lag}"
+        return not any(buffered) and not any(lag)
+
+    try:
+        await wait_until(idle, f"{running.engine.topology.consumer} idle", within)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {state}") from None
+
+
+async def open_transaction_records(topic: str, within: float = 30.0) -> list[Record]:
+    """The records of ``topic`` that belong to transactions still open: read
+    read_uncommitted, at or past their partition's last stable offset.
+
+    Meant for a topic whose only writer is frozen (SIGSTOP): it cannot begin or end a
+    transaction, so the set can only shrink, when the broker writes the markers of a
+    commit the coordinator had logged before the freeze (a few milliseconds). The answer
+    is taken once two looks :data:`POLL_S` apart agree.
+    """
+    deadline = time.monotonic() + within
+    previous: list[Record] | None = None
+    while True:
+        stable = await end_offsets(topic)
+        read = await read_to_end(BOOTSTRAP, topic, isolation_level="read_uncommitted")
+        current = [Record(r.topic, r.partition, r.offset, r.key, r.value, r.headers)
+                   for r in read if r.offset >= stable[r.partition]]
+        if current == previous:
+            return current
+        assert time.monotonic() < deadline, f"{topic}: open transactions keep changing"
+        previous = current
+        await asyncio.sleep(POLL_S)
+
+
+async def _last_records(topic: str) -> dict[int, int]:
+    """Partition -> offset of its last committed data record (transaction markers are no
+    records: a partition whose last batch was transactional ends one past its marker)."""
+    last: dict[int, int] = {}
+    for record in await read_to_end(BOOTSTRAP, topic, isolation_level="read_committed"):
+        last[record.partition] = record.offset
+    return last
+
+
+async def wait_consumed(group: str, topic: str, within: float = 120.0) -> None:
+    """Until ``group`` committed past the last committed record of every partition of
+    ``topic``, re-read on every look.
+
+    :func:`~tests.integration.harness.wait_caught_up` for a source whose partitions may
+    end in a transaction's commit marker, such as the resume validator's own input (it
+    writes a re-keyed answer back to it): the engine commits ``last record + 1``, one short
+    of such a partition's last stable offset, so committed offsets never reach it.
+    """
+    last: dict[int, int] = {}
+    committed: dict[int, int] = {}
+
+    async def consumed() -> bool:
+        nonlocal last, committed
+        last = await _last_records(topic)
+        committed = await committed_offsets(group, topic)
+        return all(committed.get(p, 0) > offset for p, offset in last.items())
+
+    try:
+        await wait_until(consumed, f"{group} consumed all of {topic}", within)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: last records {last}, committed {committed}") from None
+
+
+async def read_consumed_to_end(
+    topic: str,
+    *,
+    group: str,
+    source: str,
+    processes: Sequence[ConsumerProcess],
+    within: float = 120.0,
+) -> list[Record]:
+    """:func:`read_to_committed_end` for a ``source`` whose partitions may end in a commit
+    marker (see :func:`wait_consumed`); every one of ``processes`` must have stopped.
+
+    Once ``group`` consumed every committed record of ``source``, with its writers gone and
+    no transaction open on ``topic``, each partition of ``topic`` is read read_committed to
+    its end: a record written late, a duplicate included, is read, not missed.
+    """
+    running = [p.log_path.name for p in processes if p.proc is not None and p.proc.poll() is None]
+    assert not running, f"still running: {running}"
+    await wait_consumed(group, source, within=within)
+    await wait_no_open_transaction(topic, within=within)
+    ends = await end_offsets(topic)
+    read = await read_to_end(BOOTSTRAP, topic, isolation_level="read_committed")
+    records = [Record(r.topic, r.partition, r.offset, r.key, r.value, r.headers) for r in read]
+    last = {r.partition: r.offset for r in records}
+    assert all(last.get(p, -1) < end for p, end in ends.items()), (last, ends)
+    return records

@@ -22,7 +22,6 @@ from symfonic_stream.topics import TopicNames
 from .harness import (
     ConsumerProcess,
     InProcessEngine,
-    TopicReader,
     create_topics,
     expected_by_key,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
@@ -30,6 +29,7 @@ from .harness import (
     sequences_by_key,
     wait_caught_up,
 )
+from .observe import quiesce, read_to_committed_end
 
 
 def _records(n: int, keys: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
@@ -45,27 +45,22 @@ async def test_copier_copies_each_record_once_in_order_with_metrics(
     settings = await create_topics(prefix)
     names = TopicNames(prefix)
     sent = _records(600, keys=12)
-    await produce(names.agent_events, sent[:300])
+    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    await produce(source, sent[:300])
     async with InProcessEngine(copier_topology(settings), settings) as running:
-        await produce(names.agent_events, sent[300:])  # while it runs, too
-        async with TopicReader(copier_output_topic(names)) as reader:
-            copied = await reader.until(len(sent), within=60)
-            await wait_caught_up(names.group("copier"), names.agent_events)
-            copied = await reader.settle(quiet=1.0)
-        assert running.sample("records_in_total", topic=names.agent_events, type="raw") == len(sent)
-        assert (
-            running.sample(
-                "records_out_total", topic=copier_output_topic(names), type="copy"
-            )
-            == len(sent)
-        )
-        assert running.sample("transactions_total", outcome="committed") >= 1
-        assert running.sample("transactions_total", outcome="aborted") == 0
+        await produce(source, sent[300:])  # while it runs, too
+        await wait_caught_up(group, source)
         assert running.sample("ready") == 1
         assert running.engine.owned_partitions == [0, 1, 2, 3]
     assert running.sample("ready") == 0  # shut down
+    # Stopped, so every count is final and nothing more can be written: read to the end.
+    assert running.sample("records_in_total", topic=source, type="raw") == len(sent)
+    assert running.sample("records_out_total", topic=output, type="copy") == len(sent)
+    assert running.sample("transactions_total", outcome="committed") >= 1
+    assert running.sample("transactions_total", outcome="aborted") == 0
+    copied = await read_to_committed_end(output, group=group, source=source, processes=[])
 
-    assert sorted(r.value for r in copied) == sorted(v for _, v, _ in sent)  # once each
+    assert sorted(r.value or b"" for r in copied) == sorted(v for _, v, _ in sent)  # once each
     # Per key (so per input partition) the order is the order sent.
     assert sequences_by_key(copied) == expected_by_key(sent)
     by_value = {r.value: r for r in copied}
@@ -88,14 +83,17 @@ async def test_too_large_record_goes_to_dead_letter_whole_and_consumer_goes_on(
         ],
     )
     consumer = ConsumerProcess("copier", prefix, tmp_path, max_record_bytes=100)
+    group, source = names.group("copier"), names.agent_events
     consumer.start()
     try:
         await consumer.wait_ready()
-        async with TopicReader(names.dead_letter) as dlq:
-            letters = await dlq.until(1, within=60)
-        async with TopicReader(copier_output_topic(names)) as out:
-            copied = await out.until(2, within=60)
-            copied = await out.settle(quiet=1.0)
+        await quiesce(group, source, [consumer])  # everything committed, then stopped
+        letters = await read_to_committed_end(
+            names.dead_letter, group=group, source=source, processes=[consumer]
+        )
+        copied = await read_to_committed_end(
+            copier_output_topic(names), group=group, source=source, processes=[consumer]
+        )
     finally:
         consumer.stop()
     assert [r.value for r in copied] == [b"small-1", b"small-2"], consumer.log()
@@ -145,17 +143,20 @@ async def test_a_record_the_processor_raises_on_is_dead_lettered_and_the_partiti
         return processors[-1]
 
     topology = dataclasses.replace(copier_topology(settings), processor_factory=make)
-    sent = [(b"run-1", f"v{i}".encode(), []) for i in range(3)]
+    sent: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = [
+        (b"run-1", f"v{i}".encode(), []) for i in range(3)
+    ]
     sent.insert(2, (b"run-1", b"boom", [("trace", b"tb")]))
+    group, source = names.group("copier"), names.agent_events
     async with InProcessEngine(topology, settings) as running:
-        await produce(names.agent_events, sent, partition=0)
-        async with TopicReader(names.dead_letter) as letters:
-            [letter] = await letters.until(1, within=60)
-        async with TopicReader(output) as reader:
-            copied = await reader.until(3, within=60)
-            await wait_caught_up(names.group("copier"), names.agent_events)
-            copied = await reader.settle(quiet=1.0)
-        assert running.sample("dead_letters_total", reason="invalid_event") == 1
+        await produce(source, sent, partition=0)
+        await wait_caught_up(group, source)
+    # Stopped: every count is final and nothing more can be written. Read to the end.
+    assert running.sample("dead_letters_total", reason="invalid_event") == 1
+    [letter] = await read_to_committed_end(
+        names.dead_letter, group=group, source=source, processes=[]
+    )
+    copied = await read_to_committed_end(output, group=group, source=source, processes=[])
     # Raised once; the rebuilt processor never saw the record again.
     assert sum(p.raised for p in processors) == 1
     assert [r.value for r in copied] == [b"v0", b"v1", b"v2"]  # once each, in order

@@ -28,6 +28,14 @@ from .harness import (
     settings_for,
     wait_caught_up,
 )
+from .observe import (
+    RESTORED,
+    metric_value,
+    quiesce,
+    read_to_committed_end,
+    wait_engine_idle,
+    wait_until,
+)
 
 
 def _offline_by_run(events: list[dict[str, object]]) -> dict[str, list[bytes]]:
@@ -50,28 +58,34 @@ async def test_typed_projector_survives_sigkill_with_its_state(
         7, 60, shape=RunShape(min_events=20, max_events=120),
         damage=Damage(duplicate_share=0.02, reorder_share=0.02, loss_share=0.0),
     )
-    records = [(str(e["run_id"]).encode(), orjson.dumps(e), []) for e in events]
+    records: list[tuple[bytes, bytes, list[tuple[str, bytes]]]] = [
+        (str(e["run_id"]).encode(), orjson.dumps(e), []) for e in events
+    ]
+    group, source = names.group("typed"), names.agent_events
     first = ConsumerProcess("typed", prefix, tmp_path, name="-first").start()
     second = ConsumerProcess("typed", prefix, tmp_path, name="-restarted")
     try:
         await first.wait_ready()
-        feeder = asyncio.create_task(produce(names.agent_events, records, rate=1500))
+        feeder = asyncio.create_task(produce(source, records, rate=1500))
         async with TopicReader(names.stream_events) as reader:
-            await reader.until(300, within=60)
-            assert await kill_mid_transaction(first, names.stream_events)
-            assert not feeder.done()
-            second.start()
-            await feeder
-            await second.wait_ready(within=90)
-            await wait_caught_up(names.group("typed"), names.agent_events, within=120)
-            live = await reader.settle(quiet=2.0)
+            progress = await reader.until(300, within=60)  # a precondition, not the result
+        assert len(progress) >= 300, "the first instance must be well into the stream"
+        assert await kill_mid_transaction(first, names.stream_events)
+        assert not feeder.done()
+        second.start()
+        await feeder
+        await second.wait_ready(within=90)
+        await wait_caught_up(group, source, within=120)
         # The restarted instance rebuilt the guard's state from the changelog.
-        restored = await asyncio.to_thread(
-            second.metric, "symfonic_stream_state_records_restored_total", consumer="typed"
-        )
+        restored = await metric_value(second, RESTORED)
         assert restored > 0
-        async with TopicReader(names.dead_letter) as dlq:
-            letters = await dlq.settle(quiet=0.5)
+        await quiesce(group, source, [second])  # every hole's gap written, then stopped
+        live = await read_to_committed_end(
+            names.stream_events, group=group, source=source, processes=[first, second]
+        )
+        letters = await read_to_committed_end(
+            names.dead_letter, group=group, source=source, processes=[first, second]
+        )
     finally:
         first.stop()
         second.stop()
@@ -97,12 +111,24 @@ async def test_gap_timeout_fires_on_an_idle_partition(bootstrap_servers: str, pr
                  "timestamp": 1_700_000_000.0 + index, "text": f"t{index}"}
         return b"run-gap", orjson.dumps(value), []
 
+    group, source = names.group("typed"), names.agent_events
     async with InProcessEngine(projector_topology("typed", settings), settings) as running:
         # Index 2 never comes, and nothing else arrives afterwards on that partition.
-        await produce(names.agent_events, [event(0), event(1), event(3)])
-        async with TopicReader(names.stream_events) as reader:
-            records = await reader.until(4, within=30)
-        assert running.sample("gaps_total") == 1
+        await produce(source, [event(0), event(1), event(3)])
+
+        async def gap_written() -> bool:
+            return running.sample("gaps_total") >= 1
+
+        # The event: the engine's timer wrote the gap (index 3 was held behind it). Then
+        # nothing is buffered and the input is committed.
+        await wait_until(gap_written, "the gap timeout fires", within=30)
+        await wait_engine_idle(running)
+        await wait_caught_up(group, source)
+    # Stopped: nothing more can be written. Read to the end.
+    assert running.sample("gaps_total") == 1
+    records = await read_to_committed_end(
+        names.stream_events, group=group, source=source, processes=[]
+    )
     envelopes = [orjson.loads(r.value) for r in records if r.value is not None]
     assert [e["seq"] for e in envelopes] == [0, 1, 2, 3]
     assert envelopes[2]["gap"] == {"from_index": 2, "to_index": 2}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,18 @@ from .conftest import list_topic_names
 from .harness import (
     BOOTSTRAP,
     ConsumerProcess,
-    TopicReader,
     produce,
     settings_for,
     unique_prefix,
+)
+from .observe import (
+    metric_value,
+    quiesce,
+    read_consumed_to_end,
+    read_to_committed_end,
+    stop_gracefully,
+    wait_consumed,
+    wait_until,
 )
 
 pytestmark = pytest.mark.slow
@@ -86,11 +95,19 @@ def records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tuple
     return [(e["run_id"].encode(), orjson.dumps(e), []) for e in events]
 
 
-async def read_tickets(topic: str, count: int, within: float = 60) -> list[Ticket]:
-    async with TopicReader(topic) as reader:
-        await reader.until(count, within=within)
-        await reader.settle(quiet=1.5, within=10)
-        return [Ticket.model_validate_json(r.value or b"") for r in reader.records]
+ROUTED = "symfonic_stream_tickets_routed_total"
+
+
+async def read_tickets(
+    topic: str, names: TopicNames, routers: Sequence[ConsumerProcess]
+) -> list[Ticket]:
+    """Every ticket on ``topic``, read to its committed end once the pause router's group
+    has committed all of the raw topic and ``routers`` are stopped or idle (call
+    :func:`quiesce` first): a ticket written twice, however late, is read twice."""
+    records = await read_to_committed_end(
+        topic, group=names.group("pauses"), source=names.agent_events, processes=routers
+    )
+    return [Ticket.model_validate_json(r.value or b"") for r in records]
 
 
 async def test_routing_resends_and_a_router_crash_give_exactly_one_ticket_each(
@@ -111,21 +128,31 @@ async def test_routing_resends_and_a_router_crash_give_exactly_one_ticket_each(
         pause("late", 1, expires_at=1.0),
     ]
     bulk = [event for n in range(300) for event in (text(f"bulk-{n}", 0), pause(f"bulk-{n}", 1))]
+    routers = [first, second]
     try:
         await first.wait_ready()
         await produce(names.agent_events, records(special))
-        feeder = asyncio.create_task(produce(names.agent_events, records(bulk), rate=400))
-        await asyncio.sleep(1.0)
+        feeder = asyncio.create_task(produce(names.agent_events, records(bulk), rate=200))
+
+        async def into_the_bulk() -> bool:
+            # Committed tickets (counted at commit): the special ones and 20 of the bulk.
+            return await metric_value(first, ROUTED) >= len(special) + 20
+
+        # The crash falls mid-stream: the first router has committed part of the bulk,
+        # and the rest is still being sent.
+        await wait_until(into_the_bulk, "the first router routes part of the bulk")
+        assert not feeder.done(), "the crash must come while the bulk still flows"
         first.kill()
         second.start()
         await feeder
         await produce(names.agent_events, records(special + bulk[:100]))  # a kernel re-send
         await second.wait_ready()
-        acme_desk = await read_tickets(names.human_queue("acme-desk"), 302)
-        payments = await read_tickets(names.human_queue("payments"), 1)
-        globex = await read_tickets(names.human_queue("globex-questions"), 1)
-        default = await read_tickets(names.human_queue("default"), 1)
-        expired = await read_tickets(names.expired_queue, 1)
+        await quiesce(names.group("pauses"), names.agent_events, [second])
+        acme_desk = await read_tickets(names.human_queue("acme-desk"), names, routers)
+        payments = await read_tickets(names.human_queue("payments"), names, routers)
+        globex = await read_tickets(names.human_queue("globex-questions"), names, routers)
+        default = await read_tickets(names.human_queue("default"), names, routers)
+        expired = await read_tickets(names.expired_queue, names, routers)
     finally:
         first.stop()
         second.stop()
@@ -156,15 +183,21 @@ async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path
     try:
         await router.wait_ready()
         await produce(names.agent_events, records([*mixed, stranger, nobody]))
-        acme = await read_tickets(names.human_queue("acme-desk", "acme"), 20)
-        globex = await read_tickets(names.human_queue("globex-questions", "globex"), 20)
-        async with TopicReader(names.dead_letter) as letters:
-            [letter] = await letters.until(1, within=60)
-        for _ in range(120):
-            if initech_queue in await list_topic_names(BOOTSTRAP):
-                break
-            await asyncio.sleep(0.5)
-        [initech] = await read_tickets(initech_queue, 1)
+        # The group committed the whole input: so the transactions that created initech's
+        # queue on use and wrote its ticket (and the dead letter) are committed too.
+        await quiesce(names.group("pauses"), names.agent_events, [router])
+        assert initech_queue in await list_topic_names(BOOTSTRAP), (
+            f"{initech_queue} was not made on use\n{router.log()}"
+        )
+        acme = await read_tickets(names.human_queue("acme-desk", "acme"), names, [router])
+        globex = await read_tickets(
+            names.human_queue("globex-questions", "globex"), names, [router]
+        )
+        [letter] = await read_to_committed_end(
+            names.dead_letter, group=names.group("pauses"), source=names.agent_events,
+            processes=[router],
+        )
+        [initech] = await read_tickets(initech_queue, names, [router])
     finally:
         router.stop()
     assert {t.tenant for t in acme} == {"acme"} and len(acme) == 20
@@ -210,9 +243,13 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
                 ]
             ),
         )
-        desk = {t.run_id: t for t in await read_tickets(names.human_queue("acme-desk"), 3)}
-        [strict] = await read_tickets(names.human_queue("payments"), 1)
-        [old] = await read_tickets(names.expired_queue, 1)
+        # Every ticket routed and registered on resume-requests, then the router stopped.
+        await quiesce(names.group("pauses"), names.agent_events, [router])
+        desk_tickets = await read_tickets(names.human_queue("acme-desk"), names, [router])
+        desk = {t.run_id: t for t in desk_tickets}
+        assert sorted(t.run_id for t in desk_tickets) == ["a", "b", "twice"]
+        [strict] = await read_tickets(names.human_queue("payments"), names, [router])
+        [old] = await read_tickets(names.expired_queue, names, [router])
         async with Reviewer(settings, group_id="review-ui") as reviewer:
             accepted = await reviewer.answer(desk["a"], {"ok": True}, responder="pat")
             second = await reviewer.answer(desk["a"], {"ok": False}, responder="sam")
@@ -234,11 +271,20 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
                    "answer": "any key", "responder": "kim"}
         await produce(names.resume_requests, [(None, orjson.dumps(keyless), [])])
         await produce(names.resume_requests, [(b"a-i0", b"{broken", [])])
-        async with TopicReader(names.dead_letter) as letters:
-            [letter] = await letters.until(1, within=60)
-        async with TopicReader(names.resumes) as resumes:
-            await resumes.until(4, within=60)
-            await resumes.settle(quiet=1.5, within=20)
+        validators = [validator, restarted]
+        group, source = names.group("resumes"), names.resume_requests
+        # The validator writes the keyless answer back to its own input, re-keyed, in a
+        # transaction: that partition ends in a commit marker, past the committed offset
+        # (the engine commits last record + 1), so quiesce's caught-up check cannot hold
+        # there. Consumed every committed request instead, then stopped, then read.
+        await wait_consumed(group, source)
+        await stop_gracefully(*validators)
+        [letter] = await read_consumed_to_end(
+            names.dead_letter, group=group, source=source, processes=validators
+        )
+        resumes = await read_consumed_to_end(
+            names.resumes, group=group, source=source, processes=validators
+        )
     finally:
         for proc in (router, validator, restarted):
             proc.stop()
@@ -258,10 +304,10 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
         "already_answered",
     ]
     assert dict(letter.headers)["symfonic-dlq-consumer"] == b"resumes"
-    accepted_runs = sorted(orjson.loads(r.value or b"")["run_id"] for r in resumes.records)
+    accepted_runs = sorted(orjson.loads(r.value or b"")["run_id"] for r in resumes)
     assert accepted_runs == ["a", "b", "s", "twice"]
-    [via_b] = [orjson.loads(r.value or b"") for r in resumes.records if r.key == b"b"]
+    [via_b] = [orjson.loads(r.value or b"") for r in resumes if r.key == b"b"]
     assert (via_b["answer"], via_b["responder"]) == ("any key", "kim")
-    assert [r.key for r in resumes.records if orjson.loads(r.value or b"")["run_id"] == "a"] == [
+    assert [r.key for r in resumes if orjson.loads(r.value or b"")["run_id"] == "a"] == [
         b"a"
     ]

@@ -130,6 +130,23 @@ async def test_partitioner_agrees_with_broker_placement(
 
 # --------------------------------------------------------------------------- reader
 
+#: A live reader's silence before its run ends: the one wait that stands for nothing but
+#: itself (see test_reader_follows_a_live_run_and_stops_at_its_end).
+QUIET_S = 2.0
+
+
+async def _until_seen(seen: list[int], seq: int, reading: asyncio.Task[Any],
+                      within: float = 30.0) -> None:
+    """Until the reader task has yielded ``seq`` (the last one it yielded); fails if it
+    ends or yields anything else first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not seen or seen[-1] != seq:
+        assert not reading.done(), f"the reader ended waiting for seq {seq}: {seen}"
+        assert seq not in seen and loop.time() < deadline, f"seq {seq} not read: {seen}"
+        await asyncio.sleep(0.05)
+    assert seen == list(range(seq + 1)), seen
+
 
 async def test_reader_follows_a_live_run_and_stops_at_its_end(
     bootstrap_servers: str, new_topic: NewTopicFactory
@@ -154,8 +171,13 @@ async def test_reader_follows_a_live_run_and_stops_at_its_end(
     await _produce(bootstrap_servers, topic, [(other.encode(), _envelope(other, 0))])
     for seq in range(5):
         await _produce(bootstrap_servers, topic, [(run.encode(), _envelope(run, seq))])
-        await asyncio.sleep(0.2)
-    await asyncio.sleep(1.0)
+        # Live: each record is delivered while the run goes on, before the next is written.
+        await _until_seen(seen, seq, reading)
+    # Caught up on a run with no end record yet, the reader must keep waiting. That
+    # nothing happens is the property under test, so this one wait is a span of silence,
+    # not a stand-in for an event: well under the idle timeout (30 s), and four of the
+    # reader's 500 ms polls. Nothing may be yielded during it and the reader must not end.
+    await asyncio.sleep(QUIET_S)
     assert not reading.done(), "the reader stopped before the run's end record"
     assert seen == [0, 1, 2, 3, 4]
     await _produce(

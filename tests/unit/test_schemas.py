@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import json
+import pkgutil
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +19,9 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from pydantic import ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+import symfonic_stream.models
 from symfonic_stream.cli import main
 from symfonic_stream.commands.schemas import drift
 from symfonic_stream.models.agent_event import AgentEvent
@@ -149,12 +152,6 @@ def test_every_json_schema_is_a_valid_draft_2020_12_schema(name: str) -> None:
     assert loaded["$schema"] == JSON_SCHEMA_DIALECT
     assert loaded["$id"] == SCHEMA_ID_BASE + name
     assert loaded["title"] and loaded["description"]
-
-
-def test_json_schemas_are_generated_from_the_models_as_objects() -> None:
-    assert {spec.filename for spec in RECORD_SCHEMAS} | {"dead-letter-headers.json"} == set(
-        JSON_FILES
-    )
 
 
 def test_agent_event_schema_types_match_strict_validation() -> None:
@@ -650,6 +647,144 @@ def test_invalid_pause_records() -> None:
     }
     assert not is_valid("resume-rejection.json", rejection)
     assert not is_valid("resume.json", {"ticket_id": "t"})
+
+
+# -- every schema describes JSON objects, as its models do --------------------------------
+#
+# Each file is checked against behaviour, not against how it was built: its top level only
+# admits JSON objects; every object it defines forbids unknown fields exactly when the
+# model of that name does (``extra="forbid"``: additionalProperties false; the models that
+# ignore them for forward compatibility: not false); and one known-good and one known-bad
+# instance per record type are accepted and refused alike by the schema and the model.
+
+
+def _all_models() -> dict[str, type[BaseModel]]:
+    """Every pydantic model in symfonic_stream.models, by class name (its schema title)."""
+    found: dict[str, type[BaseModel]] = {}
+    for info in pkgutil.iter_modules(symfonic_stream.models.__path__):
+        module = importlib.import_module(f"symfonic_stream.models.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, BaseModel) and value is not BaseModel:
+                known = found.setdefault(value.__name__, value)
+                assert known is value, f"two models named {value.__name__}: titles are ambiguous"
+    return found
+
+
+MODELS = _all_models()
+TARGETS = {spec.filename: spec.target for spec in RECORD_SCHEMAS}
+
+
+def _forbids_extra(model: type[BaseModel]) -> bool:
+    return model.model_config.get("extra") == "forbid"
+
+
+def _resolve_local(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if ref is None:
+        return node
+    assert ref.startswith("#/$defs/"), ref
+    resolved: dict[str, Any] = root["$defs"][ref.removeprefix("#/$defs/")]
+    return resolved
+
+
+def _top_alternatives(loaded: dict[str, Any]) -> list[dict[str, Any]]:
+    """What an instance of the file is: the top level itself, or each branch of its union."""
+    branches = loaded.get("oneOf") or loaded.get("anyOf")
+    if branches is None:
+        return [loaded]
+    return [_resolve_local(loaded, branch) for branch in branches]
+
+
+def _accepts(name: str, instance: Any) -> bool:
+    """Whether the file's model accepts ``instance`` (its validation, JSON input)."""
+    try:
+        TypeAdapter(TARGETS[name]).validate_json(orjson.dumps(instance))
+    except ValidationError:
+        return False
+    return True
+
+
+def _known_instances() -> dict[str, tuple[Any, Any]]:
+    """One known-good and one known-bad instance of every JSON Schema file."""
+    chunk = StreamChunk.model_validate({"type": "text", "content": "x", "name": None})
+    end = _dump(
+        EndRecord(run_id="r", seq=9, source_index=3, ts=2.0,
+                  end=RunEnd.model_validate({"status": "completed", "error": None}))
+    )
+    gap = _dump(GapRecord(run_id="r", seq=2, ts=3.0, gap=IndexRange(from_index=2, to_index=4)))
+    chunk_record = _dump(ChunkEventRecord(run_id="r", seq=0, source_index=0, ts=1.0, event=chunk))
+    request = _dump(ResumeRequest(ticket_id="intr-1", token="tok", answer={"ok": True}))
+    resume = _dump(Resume(ticket_id="intr-1", run_id="run-1", tool_call_id=None,
+                          interrupt_id="intr-1", answer="yes", responder="alice",
+                          answered_at=3100.0))
+    rejection = _dump(ResumeRejection(ticket_id="intr-1", reason=RejectionReason.BAD_TOKEN,
+                                      detail="no", responder=None, rejected_at=1.0))
+    return {
+        "agent-event.json": (_VALID_EVENT, {**_VALID_EVENT, "index": "3"}),
+        "stream-event.json": (_dump(TextDeltaEvent(text="a")), {"type": "text_delta"}),
+        "stream-chunk.json": (_dump(chunk), {**_dump(chunk), "content": 5}),
+        "stream-events-record.json": (_typed(), _typed(seq=-1)),
+        "stream-chunks-record.json": (chunk_record, _typed()),  # a typed event: wrong topic
+        "end-record.json": (end, {**end, "end": {"status": "exploded", "error": None}}),
+        "gap-record.json": (gap, {**gap, "source_index": 3}),
+        "ticket.json": (_ticket(), _ticket(kind="pause")),
+        "resume-request.json": (request, {k: v for k, v in request.items() if k != "token"}),
+        "resume.json": (resume, {"ticket_id": "t"}),
+        "resume-rejection.json": (rejection, {**rejection, "reason": "bored"}),
+        "dead-letter-headers.json": (_headers(), _headers(**{HEADER_REASON: "bored"})),
+    }
+
+
+def test_every_json_schema_has_a_known_good_and_a_known_bad_instance() -> None:
+    assert set(_known_instances()) == set(JSON_FILES)
+    assert set(TARGETS) == set(JSON_FILES) - {"dead-letter-headers.json"}
+
+
+@pytest.mark.parametrize("name", JSON_FILES)
+def test_every_json_schema_admits_only_objects(name: str) -> None:
+    loaded = schema(name)
+    alternatives = _top_alternatives(loaded)
+    assert alternatives and all(a.get("type") == "object" for a in alternatives), alternatives
+    good, _ = _known_instances()[name]
+    for not_an_object in ([good], "text", 1, None, True):
+        assert not is_valid(name, not_an_object), not_an_object
+
+
+@pytest.mark.parametrize("name", JSON_FILES)
+def test_every_object_schema_forbids_unknown_fields_as_its_model_does(name: str) -> None:
+    loaded = schema(name)
+    objects = [loaded] if loaded.get("type") == "object" else []
+    objects += [d for d in loaded.get("$defs", {}).values() if d.get("type") == "object"]
+    assert objects
+    for definition in objects:
+        title = definition["title"]
+        if name == "dead-letter-headers.json":
+            # No model: the original record's headers stay beside the four added ones.
+            assert definition["additionalProperties"] is True
+            continue
+        target = TARGETS[name] if definition is loaded else None
+        is_model = isinstance(target, type) and issubclass(target, BaseModel)
+        model = target if is_model else MODELS.get(title)
+        assert model is not None, f"{name}: {title} names no model"
+        closed = definition.get("additionalProperties", True) is False
+        assert closed == _forbids_extra(model), (name, title, model.model_config)
+
+
+@pytest.mark.parametrize("name", JSON_FILES)
+def test_schema_and_model_agree_on_a_known_good_and_a_known_bad_instance(name: str) -> None:
+    good, bad = _known_instances()[name]
+    assert is_valid(name, good)
+    assert not is_valid(name, bad)
+    with_unknown = {**good, "x-unknown-field": 1}
+    if name == "dead-letter-headers.json":
+        assert is_valid(name, with_unknown)  # any other header is the original record's
+        return
+    assert _accepts(name, good)
+    assert not _accepts(name, bad)
+    # An unknown field: refused by both, or (read from outside, forward compatible) by none.
+    assert is_valid(name, with_unknown) == _accepts(name, with_unknown)
+    parsed = TypeAdapter(TARGETS[name]).validate_json(orjson.dumps(good))
+    assert is_valid(name, with_unknown) != _forbids_extra(type(parsed))
 
 
 # -- AsyncAPI -----------------------------------------------------------------------------
