@@ -1,6 +1,7 @@
 # symfonic-stream — developer entry points (GNU make).
 #
-#   make test        venv + lint + chart-check + the project's Kafka + pytest
+#   make test        venv + lint + chart-check + pytest on the project's Kafka (defaults,
+#                    secure listeners), then the 3-node cluster and the other Kafka versions
 #   make demo        the whole pipeline on synthetic kernel runs
 #   make bench       the benchmark
 #
@@ -31,14 +32,19 @@ EXTERNAL_KAFKA := $(if $(strip $(SYMFONIC_BOOTSTRAP_SERVERS)),$(filter environme
 export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
 
 include mk/chart.mk
+include mk/brokers.mk
 
-.PHONY: help venv lint test demo bench schemas chart-check \
+.PHONY: help venv lint test test-main demo bench schemas chart-check \
 	broker-start broker-stop broker-status broker-logs
 
 help:
 	@echo "make venv          create $(VENV) and install the package with its dev extras"
 	@echo "make lint          ruff + mypy --strict"
-	@echo "make test          venv, lint, chart-check, start Kafka if needed, pytest (PYTEST_ARGS=...)"
+	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
+	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
+	@echo "make test-cluster  broker failures on the 3-node cluster, the crash and fencing suites"
+	@echo "make test-versions the engine suite on Kafka $(MATRIX_VERSIONS)"
+	@echo "make test-faults   the fault matrix alone (SEEDS=N seeds, default 3)"
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
 	@echo "make schemas       regenerate schemas/ from the models"
@@ -89,13 +95,17 @@ define with_kafka
 	fi; \
 	stop_if_started() { if [ "$$started" = 1 ]; then $(KAFKA) stop || true; fi; }; \
 	trap stop_if_started EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
-	rc=0; $(1) || rc=$$?; \
+	t0=$$SECONDS; rc=0; $(1) || rc=$$?; \
 	if [ "$$rc" -ne 0 ]; then echo "make: $(firstword $(1)) exited with status $$rc" >&2; fi; \
+	echo "make: $@ finished in $$((SECONDS - t0)) s"; \
 	exit "$$rc"
 endef
 
-test: venv lint chart-check
-	$(call with_kafka,$(BIN)/pytest $(PYTEST_ARGS),--fresh)
+# In this order (a serial make runs prerequisites left to right); each part says its time.
+test: venv lint chart-check test-main test-cluster test-versions
+
+test-main: venv
+	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)
 
 demo: venv
 	$(call with_kafka,$(BIN)/symfonic-stream demo $(DEMO_ARGS))

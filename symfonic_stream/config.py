@@ -75,6 +75,15 @@ class Settings(BaseSettings):
     startup_timeout_s: float = Field(300.0, gt=0)
     admin_timeout_s: float = Field(120.0, gt=0)
 
+    def secrets(self) -> tuple[str, ...]:
+        """What no log line may show: the SASL password and the TLS key's path."""
+        found = []
+        if self.sasl_password is not None:
+            found.append(self.sasl_password.get_secret_value())
+        if self.ssl_keyfile is not None:
+            found.append(str(self.ssl_keyfile))
+        return tuple(found)
+
     @model_validator(mode="after")
     def _check_consistency(self) -> Settings:
         if self.security_protocol.startswith("SASL_"):

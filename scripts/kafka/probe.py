@@ -3,11 +3,19 @@
 
 An open port is not enough: a KRaft broker opens its listener before it has caught up with
 the metadata log and been unfenced. This sends a real ApiVersions request and then a real
-Metadata request and succeeds only when the answer lists at least ``--expect-brokers``
-brokers (and, with ``--expect-node``, that node id among them: a KRaft broker lists only
-unfenced brokers). It retries until ``--timeout`` seconds have passed.
+Metadata request over PLAINTEXT and succeeds only when the answer lists at least
+``--expect-brokers`` brokers (and, with ``--expect-node``, that node id among them: a KRaft
+broker lists only unfenced brokers). It retries until ``--timeout`` seconds have passed.
 
-    probe.py 127.0.0.1:9092 [--timeout 90] [--expect-brokers 1] [--expect-node 1] [--quiet]
+A broker that is back in the cluster may still be catching up on its replicas. With
+``--expect-in-sync N`` the Metadata request asks for every topic and succeeds only when node
+N is in the ISR of every partition that has N among its replicas (and every such partition
+has a leader): N has caught up and a second node may now go down without leaving a partition
+below its ISR. ``--expect-all-in-sync`` asks that no partition at all be under-replicated.
+``--isr`` prints a one-line summary of the partitions (count, under-replicated, leaderless).
+
+    probe.py 127.0.0.1:9092 [--timeout 90] [--expect-brokers 1] [--expect-node 1]
+             [--expect-in-sync 1 | --expect-all-in-sync] [--isr] [--quiet]
 
 Exit status: 0 ready; 1 not ready within the timeout; 2 something that is not Kafka answers.
 """
@@ -19,6 +27,7 @@ import socket
 import struct
 import sys
 import time
+from dataclasses import dataclass, field
 
 API_VERSIONS = 18
 METADATA = 3
@@ -27,6 +36,23 @@ CLIENT_ID = b"symfonic-probe"
 
 class NotKafka(Exception):
     """The peer answered with bytes that are not a Kafka response."""
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    error: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass
+class Metadata:
+    cluster_id: str | None
+    brokers: list[int]
+    partitions: list[Partition] = field(default_factory=list)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -70,6 +96,13 @@ class _Reader:
     def int32(self) -> int:
         return self.fmt(">i")[0]
 
+    def boolean(self) -> bool:
+        return bool(self.fmt(">b")[0])
+
+    def int32_array(self) -> list[int]:
+        n = self.int32()
+        return [self.int32() for _ in range(max(n, 0))]
+
     def string(self) -> str | None:
         n = self.int16()
         if n < 0:
@@ -79,8 +112,8 @@ class _Reader:
         return s
 
 
-def probe_once(host: str, port: int, timeout: float) -> tuple[str | None, list[int]]:
-    """One ApiVersions + Metadata exchange: (cluster id, broker node ids)."""
+def probe_once(host: str, port: int, timeout: float, all_topics: bool = False) -> Metadata:
+    """One ApiVersions + Metadata exchange: cluster id, broker ids (and partitions if asked)."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         # ApiVersions v0: every broker answers it, whatever it supports.
@@ -95,13 +128,13 @@ def probe_once(host: str, port: int, timeout: float) -> tuple[str | None, list[i
         if METADATA not in ranges:
             raise NotKafka("the broker does not offer the Metadata API")
         lo, hi = ranges[METADATA]
-        # v4..v8 share one non-flexible layout for what we read (brokers, cluster id).
+        # v4..v8 share one non-flexible layout (Kafka 4 dropped v0..v3, v9 is flexible).
         version = max(lo, 4)
         if version > min(hi, 8):
             raise NotKafka(f"no Metadata version in 4..8 (broker offers {lo}..{hi})")
-        # topics: empty array (no topic metadata wanted), allow_auto_topic_creation: false;
-        # v8 adds include_cluster/topic_authorized_operations.
-        body = struct.pack(">i?", 0, False)
+        # topics: null (every topic) or an empty array (none); allow_auto_topic_creation:
+        # false; v8 adds include_cluster/topic_authorized_operations.
+        body = struct.pack(">i?", -1 if all_topics else 0, False)
         if version >= 8:
             body += struct.pack(">??", False, False)
         r = _Reader(_request(sock, METADATA, version, 2, body))
@@ -113,32 +146,86 @@ def probe_once(host: str, port: int, timeout: float) -> tuple[str | None, list[i
             r.int32()  # port
             r.string()  # rack
             brokers.append(node_id)
-        cluster_id = r.string()
-        return cluster_id, sorted(brokers)
+        meta = Metadata(cluster_id=r.string(), brokers=sorted(brokers))
+        r.int32()  # controller_id
+        for _ in range(r.int32()):
+            r.int16()  # topic error code
+            topic = r.string() or ""
+            r.boolean()  # is_internal
+            for _ in range(r.int32()):
+                p_error = r.int16()
+                index = r.int32()
+                leader = r.int32()
+                if version >= 7:
+                    r.int32()  # leader_epoch
+                replicas = r.int32_array()
+                isr = r.int32_array()
+                if version >= 5:
+                    r.int32_array()  # offline_replicas
+                meta.partitions.append(Partition(topic, index, p_error, leader, replicas, isr))
+            if version >= 8:
+                r.int32()  # topic_authorized_operations
+        return meta
+
+
+def lagging(meta: Metadata, node: int | None) -> list[Partition]:
+    """Partitions not yet fully served: node (or any replica) outside the ISR, or no leader."""
+    out = []
+    for p in meta.partitions:
+        if node is not None and node not in p.replicas:
+            continue
+        wanted = [node] if node is not None else p.replicas
+        if p.leader < 0 or any(r not in p.isr for r in wanted):
+            out.append(p)
+    return out
+
+
+def isr_summary(meta: Metadata) -> str:
+    under = [p for p in meta.partitions if any(r not in p.isr for r in p.replicas)]
+    leaderless = [p for p in meta.partitions if p.leader < 0]
+    text = (
+        f"{len(meta.partitions)} partitions, {len(under)} under-replicated, "
+        f"{len(leaderless)} without a leader"
+    )
+    shown = [f"{p.topic}-{p.index} (replicas {p.replicas}, isr {p.isr})" for p in under[:5]]
+    return text + (": " + ", ".join(shown) if shown else "")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("address", help="host:port of one broker")
+    parser.add_argument("address", help="host:port of one broker's PLAINTEXT listener")
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds to keep retrying")
     parser.add_argument("--expect-brokers", type=int, default=1)
     parser.add_argument("--expect-node", type=int, default=None)
+    sync = parser.add_mutually_exclusive_group()
+    sync.add_argument("--expect-in-sync", type=int, default=None, metavar="NODE")
+    sync.add_argument("--expect-all-in-sync", action="store_true")
+    parser.add_argument("--isr", action="store_true", help="print a partition/ISR summary")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     host, _, port_s = args.address.rpartition(":")
     port = int(port_s)
+    want_topics = args.isr or args.expect_all_in_sync or args.expect_in_sync is not None
     deadline = time.monotonic() + args.timeout
     last = "no attempt"
     while True:
         try:
-            cluster_id, brokers = probe_once(host, port, timeout=5.0)
-            ok = len(brokers) >= args.expect_brokers and (
-                args.expect_node is None or args.expect_node in brokers
+            meta = probe_once(host, port, timeout=5.0, all_topics=want_topics)
+            ok = len(meta.brokers) >= args.expect_brokers and (
+                args.expect_node is None or args.expect_node in meta.brokers
             )
-            last = f"cluster {cluster_id}, brokers {brokers}"
+            last = f"cluster {meta.cluster_id}, brokers {meta.brokers}"
+            if ok and (args.expect_all_in_sync or args.expect_in_sync is not None):
+                behind = lagging(meta, args.expect_in_sync)
+                if behind:
+                    ok = False
+                    who = "" if args.expect_in_sync is None else f" of node {args.expect_in_sync}"
+                    last += f"; {len(behind)} partitions{who} not in sync yet"
             if ok:
                 if not args.quiet:
                     print(f"kafka at {host}:{port} is ready: {last}")
+                if args.isr:
+                    print(isr_summary(meta))
                 return 0
         except NotKafka as exc:
             print(f"{host}:{port} answers but is not a usable Kafka broker: {exc}", file=sys.stderr)

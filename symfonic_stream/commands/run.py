@@ -42,7 +42,7 @@ def command(consumer: str) -> None:
 
     from symfonic_stream.observability.logs import configure_logging
 
-    configure_logging(consumer, settings.log_level)
+    configure_logging(consumer, settings.log_level, secrets=settings.secrets())
     module_name = CONSUMER_MODULES[consumer]
     try:
         module = importlib.import_module(module_name)

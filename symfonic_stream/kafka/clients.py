@@ -11,8 +11,6 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from aiokafka.helpers import create_ssl_context
-
 from symfonic_stream import __version__
 from symfonic_stream.config import Settings
 
@@ -31,11 +29,11 @@ def ssl_context(settings: Settings) -> ssl.SSLContext | None:
     """
     if not settings.security_protocol.endswith("SSL"):
         return None
-    context: ssl.SSLContext = create_ssl_context(
-        cafile=settings.ssl_cafile,
-        certfile=settings.ssl_certfile,
-        keyfile=settings.ssl_keyfile,
-    )
+    # The standard library's, not aiokafka's create_ssl_context: that one logs the key
+    # file's path (DEBUG), and the key's path is kept out of every log line.
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=settings.ssl_cafile)
+    if settings.ssl_certfile is not None and settings.ssl_keyfile is not None:
+        context.load_cert_chain(settings.ssl_certfile, settings.ssl_keyfile)
     return context
 
 

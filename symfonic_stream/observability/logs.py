@@ -132,15 +132,38 @@ class _DemoteConnectFailures(logging.Filter):
         return True
 
 
+class _RedactValues(logging.Filter):
+    """Replaces given values (a password, a key file's path) wherever a line holds them:
+    a library may print them in a message of its own, where no key names them."""
+
+    def __init__(self, values: tuple[str, ...]) -> None:
+        super().__init__()
+        self._values = values
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if any(value in message for value in self._values):
+            for value in self._values:
+                message = message.replace(value, REDACTED)
+            record.msg, record.args = message, None
+        return True
+
+
 def configure_logging(
-    consumer: str, level: str, *, stream: IO[str] | None = None
+    consumer: str,
+    level: str,
+    *,
+    stream: IO[str] | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> logging.Handler:
     """Send every log record of the process as JSON lines to ``stream`` (default stderr).
 
     ``level`` is a level name (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``; any case). The
     root logger's existing handlers are replaced, so calling this again reconfigures rather
     than duplicates lines: a process's logging is configured here and nowhere else.
-    Python ``warnings`` are routed into the log too. Returns the installed handler.
+    Python ``warnings`` are routed into the log too. ``secrets`` (the SASL password, the
+    TLS key's path) are replaced wherever a message holds them. Returns the installed
+    handler.
     """
     levels = logging.getLevelNamesMapping()
     numeric = levels.get(level.upper())
@@ -149,6 +172,9 @@ def configure_logging(
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(JsonFormatter(consumer))
     handler.addFilter(_DemoteConnectFailures(numeric))
+    shown = tuple(value for value in secrets if len(value) >= 4)
+    if shown:
+        handler.addFilter(_RedactValues(shown))
     setattr(handler, _HANDLER_MARK, True)
     root = logging.getLogger()
     for old in list(root.handlers):
