@@ -36,7 +36,7 @@ def _loop(what: str, records_file: str, passes: int) -> None:
 
     from symfonic_stream.engine.records import Collector, InputRecord
     from symfonic_stream.models.decoding import decode_agent_event
-    from symfonic_stream.ordering.guard import GuardLimits
+    from symfonic_stream.processors.ordering.guard import GuardLimits
     from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 
     with open(records_file, "rb") as handle:

@@ -17,12 +17,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from bench.progress import say
+from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.admin import ensure_topics, group_offsets
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
-from symfonic_stream.kafka.topics import required_topics
-from symfonic_stream.partitioner import partition_for_key
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.kafka.partitioner import partition_for_key
+from symfonic_stream.models.names import TopicNames
 
 
 def prefix_settings(base: Settings, prefix: str, partitions: int) -> Settings:

@@ -31,8 +31,7 @@ from bench.machine import machine_busy_seconds
 from bench.rows import ROWS
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
-from symfonic_stream.kafka.topics import copier_output_topic
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 #: Latency samples whose source was sent in this first part of the load are dropped.
 _WARMUP_S = 1.0
@@ -66,7 +65,7 @@ class Latency:
 
 def _output_topics(names: TopicNames, consumer: str) -> list[str]:
     if consumer == "copier":
-        return [copier_output_topic(names)]
+        return [names.copier_output]
     if consumer == "typed":
         return [names.stream_events]
     if consumer == "chunks":

@@ -10,7 +10,7 @@ full path within 3x the baseline), measured in one process on the same input.
 
 Two shapes of the full path are timed:
 
-* ``offline``: :func:`symfonic_stream.offline.project_lines`, the ``project`` command's
+* ``offline``: :func:`symfonic_stream.tools.offline.project_lines`, the ``project`` command's
   loop (one collector per line, no state written) — the figure the goal is set on;
 * ``engine``: what a live partition task runs per fetched batch — an ``InputRecord`` per
   Kafka record (key checked against ``run_id``), ``ProjectorProcessor.process`` into one
@@ -29,10 +29,10 @@ from typing import Any
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.offline import project_lines
-from symfonic_stream.ordering.guard import GuardLimits
+from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectionName, ProjectorProcessor
-from symfonic_stream.synthetic import RunShape, synthetic_stream
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.synthetic import RunShape, synthetic_stream
 
 BATCH = 1000
 #: CPU time of this process, not wall time: on a shared machine the wall clock also counts

@@ -30,7 +30,7 @@ from bench.consumers import Consumer
 from bench.kafka_io import OffsetWatcher, create_topics, delete_prefix_topics, publish
 from bench.workload import make_workload
 from symfonic_stream.config import load_settings
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 #: (layer, substrings of a frame's ``function (file:line)`` that put it there), in order.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -3,8 +3,9 @@
 1. 100,000 open runs (by default) are built as the guard holds them mid-stream: next index
    somewhere in a 20-400 event run, next seq ahead of it as the typed projection numbers
    it, 3 % paused, 1 % with one event buffered behind a hole (the reordering the synthetic
-   stream has). Their changelog records are :func:`~symfonic_stream.ordering.run_state.encode_run`
-   values keyed by run id, exactly what :meth:`OrderingGuard.checkpoint` writes.
+   stream has). Their changelog records are
+   :func:`~symfonic_stream.processors.ordering.run_state.encode_run` values keyed by run
+   id, exactly what :meth:`OrderingGuard.checkpoint` writes.
 2. Memory: the records are restored into a fresh ``ProjectorProcessor`` (the engine's
    restore path, ``processor.restore(key, value)``) under ``tracemalloc``, and separately
    without it, reading the process RSS before and after.
@@ -36,14 +37,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.consumers import Consumer
 from bench.kafka_io import create_topics
+from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.engine.restore import restore_partitions
 from symfonic_stream.engine.transactions import PartitionProducer
 from symfonic_stream.models.decoding import decode_agent_event
-from symfonic_stream.ordering.run_state import Pending, RunState, RunStatus, encode_run
-from symfonic_stream.processors.projector import ProjectorProcessor, projector_topology
-from symfonic_stream.synthetic import generate_run
+from symfonic_stream.processors.ordering.run_state import Pending, RunState, RunStatus, encode_run
+from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.tools.synthetic import generate_run
 
 #: State records per transaction when filling the changelog.
 _PER_TRANSACTION = 10_000

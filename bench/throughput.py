@@ -36,7 +36,7 @@ from bench.machine import machine_busy_seconds
 from bench.progress import say
 from bench.rows import ROWS
 from symfonic_stream.config import Settings
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 #: The rows consumed one after the other from one published input (one group each).
 _SHARED_INPUT_ROWS = ("copier", "typed", "chunks", "pauses")

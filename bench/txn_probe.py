@@ -29,12 +29,12 @@ from aiokafka import TopicPartition
 from aiokafka.producer import sender as aiokafka_sender
 
 from bench.kafka_io import cleanup, create_topics, prefix_settings
+from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine import transactions
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.engine.transactions import PartitionProducer
 from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
-from symfonic_stream.processors.passthrough import copier_topology
 
 #: (AddPartitionsToTxn retry delay, other retries' delay) in seconds, per configuration.
 DELAYS = {

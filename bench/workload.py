@@ -1,4 +1,4 @@
-"""The benchmark's raw stream: realistic kernel runs from :mod:`symfonic_stream.synthetic`.
+"""The benchmark's raw stream: realistic kernel runs from :mod:`symfonic_stream.tools.synthetic`.
 
 About 60 % text deltas of 20-200 bytes, thinking, tool calls with arguments and their
 results, usage on ``done``, terminals (done, error, cancelled) and a few pauses; runs of
@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.synthetic import Damage, RunShape, synthetic_stream
+from symfonic_stream.tools.synthetic import Damage, RunShape, synthetic_stream
 
 #: ``synthetic.generate_run`` starts every run's clock here.
 _GENERATOR_EPOCH = 1_764_480_000.0

@@ -50,13 +50,13 @@ from bench.consumers import Consumer
 from bench.kafka_io import create_topics, delete_prefix_topics, end_offsets, publish
 from bench.throughput import Throughput, timed_consumption
 from bench.workload import make_workload
+from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.decoding import decode_record
-from symfonic_stream.partitioner import partition_for_key
-from symfonic_stream.processors.projector import projector_topology
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 REPLAY = "typed-replay"
 JSON_FLOOR = "typed-json-floor"

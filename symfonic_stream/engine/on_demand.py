@@ -18,7 +18,7 @@ from collections.abc import Callable
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.kafka.topics import TopicSpec
+from symfonic_stream.kafka.specs import TopicSpec
 
 log = logging.getLogger(__name__)
 

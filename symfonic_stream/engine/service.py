@@ -25,7 +25,7 @@ from symfonic_stream.observability.metrics import ConsumerMetrics
 log = logging.getLogger(__name__)
 
 #: Exit status when the consumer cannot start or crashed (configuration errors exit 2
-#: before anything runs; see ``symfonic_stream.commands.run``).
+#: before anything runs; see ``symfonic_stream.cli.run``).
 EXIT_FAILURE = 1
 
 

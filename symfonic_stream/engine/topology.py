@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from symfonic_stream.engine.records import Processor
 
 if TYPE_CHECKING:
-    from symfonic_stream.kafka.topics import TopicSpec
+    from symfonic_stream.kafka.specs import TopicSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,7 @@ from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.clients import transactional_producer_kwargs
-from symfonic_stream.partitioner import partition_for_key
+from symfonic_stream.kafka.partitioner import partition_for_key
 
 log = logging.getLogger(__name__)
 

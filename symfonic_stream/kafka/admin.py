@@ -26,7 +26,7 @@ from aiokafka.errors import KafkaError, for_code
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import admin_kwargs
 from symfonic_stream.kafka.retry import OnWait, retrying, transient_code
-from symfonic_stream.kafka.topics import TopicSpec
+from symfonic_stream.kafka.specs import TopicSpec
 
 T = TypeVar("T")
 

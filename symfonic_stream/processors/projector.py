@@ -8,16 +8,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, kind_label
 from symfonic_stream.models.decoding import DecodeError, decode_record
-from symfonic_stream.ordering.guard import GuardLimits, OrderingGuard
+from symfonic_stream.processors.ordering.guard import GuardLimits, OrderingGuard
 from symfonic_stream.projections import Projection
 from symfonic_stream.projections.chunks import project_chunks
 from symfonic_stream.projections.typed import project_typed
-from symfonic_stream.topics import TopicNames
 
 ProjectionName = Literal["typed", "chunks"]
 
@@ -72,34 +69,3 @@ class ProjectorProcessor:
     @property
     def active_runs(self) -> int:
         return self.guard.active_runs
-
-
-def guard_limits(settings: Settings) -> GuardLimits:
-    return GuardLimits(
-        gap_timeout_s=settings.gap_timeout_s,
-        run_buffer_max=settings.run_buffer_max,
-        closed_run_grace_s=settings.closed_run_grace_s,
-    )
-
-
-def projector_topology(projection: ProjectionName, settings: Settings) -> Topology:
-    """The typed or chunk projector consumer (SPEC §1)."""
-    names = TopicNames(settings.topic_prefix)
-    output = names.stream_events if projection == "typed" else names.stream_chunks
-    limits = guard_limits(settings)
-    project = PROJECTIONS[projection]
-
-    def make(partition: int) -> ProjectorProcessor:
-        return ProjectorProcessor(
-            project, output, limits, max_record_bytes=settings.max_record_bytes
-        )
-
-    return Topology(
-        consumer=projection,
-        group_id=names.group(projection),
-        source_topic=names.agent_events,
-        output_topics=(output,),
-        dead_letter_topic=names.dead_letter,
-        changelog_topic=names.changelog(projection),
-        processor_factory=make,
-    )

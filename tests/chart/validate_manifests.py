@@ -24,7 +24,7 @@ import kubernetes_validate
 import yaml
 
 from symfonic_stream.config import ENV_PREFIX, ConfigError, load_settings
-from symfonic_stream.pauses.rules import RulesError, parse_rules
+from symfonic_stream.processors.pauses.rules import RulesError, parse_rules
 
 #: Custom resources: validated by their operators' webhooks, not by core Kubernetes schemas.
 CRD_KINDS = frozenset(

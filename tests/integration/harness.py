@@ -32,11 +32,11 @@ from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.admin import ensure_topics, group_offsets
-from symfonic_stream.kafka.topics import required_topics
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
 

@@ -35,7 +35,7 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from prometheus_client.parser import text_string_to_metric_families
 
-from symfonic_stream.ordering.run_state import RunState, decode_run
+from symfonic_stream.processors.ordering.run_state import RunState, decode_run
 
 from .conftest import partitions_of, read_to_end
 from .harness import (

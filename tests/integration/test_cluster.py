@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end
 from .harness import (

@@ -7,17 +7,17 @@ import dataclasses
 import re
 from pathlib import Path
 
+from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.engine.dead_letters import truncate_detail
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.kafka.topics import copier_output_topic
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
     HEADER_DETAIL,
     HEADER_REASON,
     HEADER_SOURCE,
 )
-from symfonic_stream.processors.passthrough import Copier, copier_topology
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.copier import Copier
 
 from .harness import (
     ConsumerProcess,
@@ -45,7 +45,7 @@ async def test_copier_copies_each_record_once_in_order_with_metrics(
     settings = await create_topics(prefix)
     names = TopicNames(prefix)
     sent = _records(600, keys=12)
-    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    group, source, output = names.group("copier"), names.agent_events, names.copier_output
     await produce(source, sent[:300])
     async with InProcessEngine(copier_topology(settings), settings) as running:
         await produce(source, sent[300:])  # while it runs, too
@@ -92,7 +92,7 @@ async def test_too_large_record_goes_to_dead_letter_whole_and_consumer_goes_on(
             names.dead_letter, group=group, source=source, processes=[consumer]
         )
         copied = await read_to_committed_end(
-            copier_output_topic(names), group=group, source=source, processes=[consumer]
+            names.copier_output, group=group, source=source, processes=[consumer]
         )
     finally:
         consumer.stop()
@@ -135,7 +135,7 @@ async def test_a_record_the_processor_raises_on_is_dead_lettered_and_the_partiti
 ) -> None:
     settings = await create_topics(prefix)
     names = TopicNames(prefix)
-    output = copier_output_topic(names)
+    output = names.copier_output
     processors: list[_FailsOnBoom] = []
 
     def make(partition: int) -> _FailsOnBoom:

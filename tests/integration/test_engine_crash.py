@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from symfonic_stream.kafka.topics import copier_output_topic
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end
 from .harness import (
@@ -58,7 +57,7 @@ async def test_sigkill_mid_stream_then_restart_is_exactly_once(
     await create_topics(prefix)
     names = TopicNames(prefix)
     sent = _stream(4000)
-    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    group, source, output = names.group("copier"), names.agent_events, names.copier_output
     processes = {
         "first": ConsumerProcess("copier", prefix, tmp_path, name="-first"),
         "second": ConsumerProcess("copier", prefix, tmp_path, name="-restarted"),
@@ -101,7 +100,7 @@ async def test_two_consumers_one_killed_and_restarted_while_input_flows(
     await create_topics(prefix)
     names = TopicNames(prefix)
     sent = _stream(6000)
-    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    group, source, output = names.group("copier"), names.agent_events, names.copier_output
     processes = {
         name: ConsumerProcess("copier", prefix, tmp_path, name=f"-{name}")
         for name in ("a", "b", "a2")

@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 from aiokafka import TopicPartition
 
+from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.engine.transactions import PartitionProducer, ProducerUnusable
-from symfonic_stream.kafka.topics import copier_output_topic
-from symfonic_stream.processors.passthrough import copier_topology
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end
 from .faults import Fault, thaw, wait_frozen
@@ -65,7 +64,7 @@ async def test_zombie_transaction_is_aborted_and_never_visible(
     settings = await create_topics(prefix)
     names = TopicNames(prefix)
     topology = copier_topology(settings)
-    output = copier_output_topic(names)
+    output = names.copier_output
     source_tp = TopicPartition(names.agent_events, 0)
 
     zombie = PartitionProducer(settings, topology, 0)
@@ -124,7 +123,7 @@ async def test_engine_recovers_when_a_newer_producer_fences_it(
         assert 0 in running.engine.owned_partitions
     # The engine has stopped (its work committed): nothing more can be written.
     copied = await read_to_committed_end(
-        copier_output_topic(names), group=topology.group_id, source=names.agent_events,
+        names.copier_output, group=topology.group_id, source=names.agent_events,
         processes=[],
     )
     assert len(copied) == len(first + second)  # no duplicate from the fenced producer
@@ -145,7 +144,7 @@ async def test_a_zombie_frozen_mid_transaction_is_fenced_when_woken_and_never_se
     it has rejoined the group the two together copy every record exactly once."""
     await create_topics(prefix)
     names = TopicNames(prefix)
-    group, source, output = names.group("copier"), names.agent_events, copier_output_topic(names)
+    group, source, output = names.group("copier"), names.agent_events, names.copier_output
     fault = Fault("in_transaction", 3, "freeze")
     # Many transactions: the 3rd comes early.
     small_batches: dict[str, Any] = {"batch_max_records": 50}

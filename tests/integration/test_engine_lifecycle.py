@@ -5,8 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from symfonic_stream.kafka.topics import copier_output_topic
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .harness import (
     BOOTSTRAP,
@@ -95,7 +94,7 @@ async def test_sigterm_exits_zero_commits_and_hands_its_partitions_over_by_leavi
         await quiesce(group, source, [second])
         assert await committed_offsets(group, source) == await end_offsets(source)
         copied = await read_to_committed_end(
-            copier_output_topic(names), group=group, source=source, processes=[first, second]
+            names.copier_output, group=group, source=source, processes=[first, second]
         )
     finally:
         first.stop()

@@ -7,7 +7,7 @@ from aiokafka import AIOKafkaProducer
 
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.engine.restore import restore_partitions
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .harness import (
     BOOTSTRAP,

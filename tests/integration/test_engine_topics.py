@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from aiokafka.admin import AIOKafkaAdminClient
 
+from symfonic_stream.app.topics import required_topics
 from symfonic_stream.kafka.admin import Admin, describe_topics
-from symfonic_stream.kafka.topics import copier_output_topic, required_topics
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .conftest import create_topic
 from .harness import (
@@ -37,7 +37,7 @@ async def test_topics_ensure_creates_everything_once_then_is_idempotent(
     } == expected
     created = {line.split()[1] for line in first.stdout.splitlines() if line.startswith("created")}
     assert created == expected
-    assert copier_output_topic(names) not in created  # only with --with-copier
+    assert names.copier_output not in created  # only with --with-copier
 
     async with Admin(settings_for(prefix)) as admin:
         found = await describe_topics(admin, expected)
@@ -50,7 +50,7 @@ async def test_topics_ensure_creates_everything_once_then_is_idempotent(
     second = run_cli(["topics", "ensure", "--with-copier"], env)
     assert second.returncode == 0, second.stderr
     assert [line for line in second.stdout.splitlines() if line.startswith("created")] == [
-        f"created  {copier_output_topic(names)}  (copier (benchmark) output)"
+        f"created  {names.copier_output}  (copier (benchmark) output)"
     ]
     assert sum(line.startswith("exists") for line in second.stdout.splitlines()) == len(expected)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from symfonic_stream.offline import project_lines
-from symfonic_stream.processors.projector import projector_topology
-from symfonic_stream.synthetic import Damage, RunShape, synthetic_stream
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.app.topologies import projector_topology
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.synthetic import Damage, RunShape, synthetic_stream
 
 from .harness import (
     ConsumerProcess,

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .conftest import Record, read_to_end
 from .faults import Fault, kill, plan, thaw, wait_frozen

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .harness import (
     BOOTSTRAP,

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import yaml
 
+from symfonic_stream.app.topologies import projector_topology
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.observability.health import server_port, start_health_server
-from symfonic_stream.processors.projector import projector_topology
-from symfonic_stream.topics import TopicNames
 
 from .harness import InProcessEngine, create_topics, produce, settings_for, unique_prefix
 

@@ -23,15 +23,16 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.metadata import MetadataRequest
 
+from symfonic_stream.app.topics import required_topics
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.engine.restore import restore_partitions
 from symfonic_stream.kafka.admin import Admin, describe_topics, partition_counts
 from symfonic_stream.kafka.clients import group_consumer_kwargs, plain_producer_kwargs
-from symfonic_stream.kafka.topics import required_topics, topic_spec
-from symfonic_stream.processors.passthrough import Copier
-from symfonic_stream.reader import RunReader, TopicMissingError
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.kafka.specs import topic_spec
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.copier import Copier
+from symfonic_stream.sdk.reader import RunReader, TopicMissingError
 
 from .conftest import list_topic_names
 from .harness import (

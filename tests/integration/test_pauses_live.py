@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
+from symfonic_stream.app.topics import required_topics
 from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.kafka.topics import required_topics
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Ticket
-from symfonic_stream.pauses.reviewer import Reviewer
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.sdk.reviewer import Reviewer
 
 from .conftest import list_topic_names
 from .harness import (

@@ -1,6 +1,6 @@
 """The typed and chunk projectors on the real broker: live output equals offline output.
 
-The oracle is :func:`symfonic_stream.offline.project_lines`, the same processor with no
+The oracle is :func:`symfonic_stream.tools.offline.project_lines`, the same processor with no
 broker. A read_committed reader of the output topics must see, run by run, exactly the
 records the offline command prints for the same input, whatever was killed or rebalanced.
 """
@@ -16,10 +16,10 @@ import orjson
 import pytest
 
 from symfonic_stream.models.agent_event import AgentEvent
-from symfonic_stream.offline import project_lines
-from symfonic_stream.ordering.run_state import RunState
-from symfonic_stream.synthetic import Damage, RunShape, deliver, generate_run, interleave
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.ordering.run_state import RunState
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 
 from .conftest import read_to_end
 from .harness import (
@@ -392,7 +392,7 @@ async def test_run_closed_is_dead_lettered_live(bootstrap_servers: str, tmp_path
 async def test_outputs_are_written_with_each_compression_codec(
     bootstrap_servers: str, codec: str
 ) -> None:
-    from symfonic_stream.processors.projector import projector_topology
+    from symfonic_stream.app.topologies import projector_topology
 
     from .harness import InProcessEngine, settings_for
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end
 from .harness import (

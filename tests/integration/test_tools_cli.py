@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from symfonic_stream.offline import project_lines
+from symfonic_stream.tools.offline import project_lines
 
 from .conftest import NewTopicFactory, ReadTopic
 

@@ -13,10 +13,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from symfonic_stream.config import Settings
+from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.envelope import EndRecord
-from symfonic_stream.partitioner import partition_for_key
-from symfonic_stream.publish import EventPublisher, InvalidEventError
-from symfonic_stream.reader import (
+from symfonic_stream.sdk.publisher import EventPublisher, InvalidEventError
+from symfonic_stream.sdk.reader import (
     ReaderTimeout,
     RunReader,
     SequenceError,

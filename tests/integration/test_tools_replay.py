@@ -18,11 +18,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from symfonic_stream.config import Settings
-from symfonic_stream.offline import project_lines
-from symfonic_stream.render import format_ts
-from symfonic_stream.replay import ReplaySummary, progress_topic, replay
-from symfonic_stream.synthetic import Damage, RunShape, deliver, generate_run, interleave
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.render import format_ts
+from symfonic_stream.tools.replay.replay import ReplaySummary, progress_topic, replay
+from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 
 from .conftest import ReadTopic, create_topic
 from .test_tools_cli import run_cli

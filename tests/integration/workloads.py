@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from symfonic_stream.synthetic import Damage, RunShape, deliver, generate_run, interleave
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 from tests.reference import oracle
 
 from .conftest import Record

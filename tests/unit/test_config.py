@@ -216,8 +216,8 @@ async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry(
     # renames it must fail here, not slow every other transaction down unnoticed.
     from aiokafka.producer import sender
 
+    from symfonic_stream.app.topologies import copier_topology
     from symfonic_stream.engine.transactions import ADD_PARTITIONS_RETRY_S, PartitionProducer
-    from symfonic_stream.processors.passthrough import copier_topology
 
     aiokafkas = _aiokafkas_own_backoff_override()
     assert aiokafkas != ADD_PARTITIONS_RETRY_S == 0.002

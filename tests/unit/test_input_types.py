@@ -5,11 +5,11 @@ from __future__ import annotations
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.ordering.guard import GuardLimits
-from symfonic_stream.pauses.validator import ResumeValidator
-from symfonic_stream.processors.passthrough import Copier
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.copier import Copier
+from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.pauses.validator import ResumeValidator
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
-from symfonic_stream.topics import TopicNames
 
 NAMES = TopicNames("symfonic")
 

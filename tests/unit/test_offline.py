@@ -12,7 +12,14 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.synthetic import Damage, RunShape, deliver, generate_run, interleave, to_jsonl
+from symfonic_stream.tools.synthetic import (
+    Damage,
+    RunShape,
+    deliver,
+    generate_run,
+    interleave,
+    to_jsonl,
+)
 from tests.unit.test_guard import expected_records
 
 CLI = [sys.executable, "-m", "symfonic_stream", "project"]

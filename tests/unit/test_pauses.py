@@ -8,13 +8,19 @@ from typing import Any
 import orjson
 import pytest
 
+from symfonic_stream.app.topologies import router_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Resume, ResumeRejection, Ticket
-from symfonic_stream.pauses.router import PauseRouter, queue_topics, router_topology
-from symfonic_stream.pauses.rules import RoutingRules, RulesError, load_rules, parse_rules
-from symfonic_stream.pauses.validator import ResumeValidator
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
+from symfonic_stream.processors.pauses.rules import (
+    RoutingRules,
+    RulesError,
+    load_rules,
+    parse_rules,
+)
+from symfonic_stream.processors.pauses.validator import ResumeValidator
 from tests.unit.helpers import interrupt, raw
 
 NAMES = TopicNames("symfonic")
@@ -470,7 +476,7 @@ def test_answered_and_expired_tickets_are_forgotten_after_grace() -> None:
 
 
 def test_topics_ensure_creates_every_queue_the_rules_can_reach(tmp_path: Path) -> None:
-    from symfonic_stream.kafka.topics import required_topics
+    from symfonic_stream.app.topics import required_topics
 
     path = tmp_path / "rules.yaml"
     path.write_text("tenants: [acme]\nrules:\n  - {match: {kind: ask_user}, queue: questions}\n")

@@ -5,7 +5,7 @@
     to the oracle as JSON bytes so that its validation runs too);
 (b) on the golden run, byte for byte against ``symfonic-stream project`` (a subprocess);
 (c) differentially against ``symfonic_stream``: generated multi-run raw streams through
-    ``symfonic_stream.offline.project_lines`` (envelopes compared as parsed JSON values
+    ``symfonic_stream.tools.offline.project_lines`` (envelopes compared as parsed JSON values
     *and* as exact bytes, dead letters as (reason, line), and the duplicate / gap /
     unknown-kind counters); single events and a deterministic one-field-at-a-time matrix
     (both projections, exact bytes); and validation verdicts against
@@ -34,8 +34,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symfonic_stream.models.decoding import DecodeError, decode_agent_event
-from symfonic_stream.offline import project_lines
-from symfonic_stream.ordering.guard import GuardLimits
+from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.tools.offline import project_lines
 from tests.reference import oracle
 from tests.reference.oracle import (
     ReferenceGuard,
@@ -769,7 +769,7 @@ def test_golden_run_matches_the_cli_byte_for_byte(projection: oracle.ProjectionN
     assert len(envelopes) == (17 if projection == "typed" else 13)
 
 
-# -- (c) differential: the oracle against symfonic_stream.offline.project_lines -----------
+# -- (c) differential: the oracle against symfonic_stream.tools.offline.project_lines -----------
 #
 # Integers are drawn from [-2**63, 2**64 - 1] only. EXCLUDED INPUT SHAPE ("big integers"):
 # orjson parses a JSON integer outside that range as a float, so the implementation dead-

@@ -22,9 +22,9 @@ import pytest
 from rich.console import Console
 
 from symfonic_stream.models.envelope import EndRecord, GapRecord, RunEnd
-from symfonic_stream.offline import project_lines
-from symfonic_stream.reader import OutputRecord, parse_output_record
-from symfonic_stream.render import RunRenderer, format_ts, render_records
+from symfonic_stream.sdk.reader import OutputRecord, parse_output_record
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.render import RunRenderer, format_ts, render_records
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 GOLDEN_RUN = GOLDEN / "golden_run.jsonl"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from symfonic_stream.replay_range import RangeError, ReplayRange, parse_offsets, plan_ranges
+from symfonic_stream.tools.replay.ranges import RangeError, ReplayRange, parse_offsets, plan_ranges
 
 FIRSTS = {0: 0, 1: 0, 2: 10}
 ENDS = {0: 100, 1: 50, 2: 60}

@@ -20,10 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from symfonic_stream.processors.pauses import router
 
 import symfonic_stream.models
 from symfonic_stream.cli import main
-from symfonic_stream.commands.schemas import drift
+from symfonic_stream.cli.schemas import drift
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
@@ -40,6 +41,7 @@ from symfonic_stream.models.envelope import (
     RunEnd,
     TypedEventRecord,
 )
+from symfonic_stream.models.names import CONSUMERS, TopicNames
 from symfonic_stream.models.pauses import (
     RejectionReason,
     Resume,
@@ -62,9 +64,8 @@ from symfonic_stream.models.stream_event import (
     ToolResultEvent,
     UsageEvent,
 )
-from symfonic_stream.offline import project_lines
-from symfonic_stream.pauses import router
-from symfonic_stream.schemas import (
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.schemas import (
     ASYNCAPI_FILE,
     JSON_SCHEMA_DIALECT,
     RECORD_SCHEMAS,
@@ -72,7 +73,6 @@ from symfonic_stream.schemas import (
     SCHEMA_ID_BASE,
     generate,
 )
-from symfonic_stream.topics import CONSUMERS, TopicNames
 from tests.unit.helpers import interrupt, raw, tool_call
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"

@@ -7,15 +7,15 @@ import hashlib
 import orjson
 import pytest
 
-from symfonic_stream.demo_report import metric_total, percentile
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.envelope import EndRecord, GapRecord, TypedEventRecord
-from symfonic_stream.publish import InvalidEventError, encode_event
-from symfonic_stream.reader import RunReadError, SequenceError, parse_output_record, parse_time
-from symfonic_stream.replay import ReplayError, refused_targets, replay_id
-from symfonic_stream.replay_range import ReplayRange
-from symfonic_stream.topics import TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.sdk.publisher import InvalidEventError, encode_event
+from symfonic_stream.sdk.reader import RunReadError, SequenceError, parse_output_record, parse_time
+from symfonic_stream.tools.demo.report import metric_total, percentile
+from symfonic_stream.tools.replay.ranges import ReplayRange
+from symfonic_stream.tools.replay.replay import ReplayError, refused_targets, replay_id
 
 VALID = {"run_id": "r-1", "index": 0, "kind": "text_delta", "timestamp": 1.5, "text": "hi"}
 

@@ -1,0 +1,1 @@
+"""The application: every consumer's topology, the consumer registry, the topic list."""

@@ -1,0 +1,72 @@
+"""``symfonic-stream demo``: synthetic kernel runs through the whole pipeline.
+
+Exit status: 0 when every run reached its end record on every output topic; 1 when the
+demo timed out or a consumer failed (the summary says what was seen); 2 for bad usage or
+configuration; 130 on Ctrl-C. The consumers it started are stopped in every case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+from rich.console import Console
+
+from symfonic_stream.cli.tail import (
+    EXIT_INTERRUPTED,
+    quiet_kafka_logs,
+    settings_or_exit,
+)
+from symfonic_stream.tools.demo.run import DemoOptions, run_demo
+
+EXIT_FAILED = 1
+
+
+@click.command("demo")
+@click.option("--runs", type=click.IntRange(min=1), default=300, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True, help="Synthetic data seed.")
+@click.option("--prefix", default=None, help="Topic prefix (default symfonic-demo-<time>).")
+@click.option("--max-events", type=click.IntRange(min=8), default=120, show_default=True,
+              help="Longest synthetic run, in events.")
+@click.option("--gap-timeout", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
+              help="The projectors' gap timeout (s), short so lost events show as gaps.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Give up when the runs have not all ended after this many seconds.")
+@click.option("--delete-topics", is_flag=True, help="Delete the demo's topics at the end.")
+@click.option("--keep-running", is_flag=True,
+              help="Leave the consumers running after the summary until Ctrl-C.")
+def command(
+    runs: int,
+    seed: int,
+    prefix: str | None,
+    max_events: int,
+    gap_timeout: float,
+    timeout: float,
+    delete_topics: bool,
+    keep_running: bool,
+) -> None:
+    """Create topics, start all four consumers (typed, chunks, pauses, resumes), publish
+    synthetic runs, then print a summary and one run rendered as text.
+
+    The runs have text, thinking, tool calls and results, usage, errors, cancellations,
+    pauses, re-sent duplicates, reordering and a few lost events; three bad records show
+    the dead-letter path. SYMFONIC_PARTITIONS sets the partitions of the demo's topics.
+    """
+    settings = settings_or_exit()
+    quiet_kafka_logs()
+    options = DemoOptions(
+        runs=runs, seed=seed, prefix=prefix, max_events=max_events,
+        gap_timeout_s=gap_timeout, timeout_s=timeout, delete_topics=delete_topics,
+        keep_running=keep_running,
+    )
+    console = Console(highlight=False)
+    try:
+        ctx = asyncio.run(run_demo(options, settings, console))
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # a message, not a traceback: the consumers are stopped
+        console.print(f"[bold red]demo failed:[/] {exc!r}")
+        sys.exit(EXIT_FAILED)
+    if not ctx.complete:
+        sys.exit(EXIT_FAILED)

@@ -1,1 +1,0 @@
-"""CLI command families, registered by :mod:`symfonic_stream.cli`."""

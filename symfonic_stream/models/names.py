@@ -1,0 +1,69 @@
+"""Topic and consumer-group names, all derived from ``SYMFONIC_TOPIC_PREFIX``.
+
+Names are never constants in code (SPEC §1): everything here is computed from the prefix,
+so two deployments with different prefixes share a cluster without touching each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CONSUMERS = ("typed", "chunks", "pauses", "resumes")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicNames:
+    """The topics and groups of one deployment."""
+
+    prefix: str = "symfonic"
+
+    @property
+    def agent_events(self) -> str:
+        return f"{self.prefix}.agent-events"
+
+    @property
+    def stream_events(self) -> str:
+        return f"{self.prefix}.stream-events"
+
+    @property
+    def stream_chunks(self) -> str:
+        return f"{self.prefix}.stream-chunks"
+
+    @property
+    def dead_letter(self) -> str:
+        return f"{self.prefix}.dead-letter"
+
+    @property
+    def resume_requests(self) -> str:
+        return f"{self.prefix}.resume-requests"
+
+    @property
+    def resumes(self) -> str:
+        return f"{self.prefix}.resumes"
+
+    @property
+    def resume_rejections(self) -> str:
+        return f"{self.prefix}.resume-rejections"
+
+    @property
+    def expired_queue(self) -> str:
+        return f"{self.prefix}.human.expired"
+
+    def human_queue(self, queue: str, tenant: str | None = None) -> str:
+        """``<prefix>.human.<queue>``, or ``<prefix>.human.<tenant>.<queue>`` per tenant."""
+        if tenant is None:
+            return f"{self.prefix}.human.{queue}"
+        return f"{self.prefix}.human.{tenant}.{queue}"
+
+    @property
+    def copier_output(self) -> str:
+        """Where the copier (the benchmark baseline) copies the raw topic to."""
+        return f"{self.prefix}.copier-output"
+
+    def group(self, consumer: str) -> str:
+        """The consumer group of one consumer: ``symfonic-typed``, ``symfonic-chunks``, …"""
+        return f"{self.prefix}-{consumer}"
+
+    def changelog(self, consumer: str) -> str:
+        """The compacted state changelog of one consumer group (Kafka Streams' naming)."""
+        return f"{self.group(consumer)}-state-changelog"

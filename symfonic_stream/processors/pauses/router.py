@@ -1,0 +1,210 @@
+"""The pause router: one ticket per ``interrupt_id`` on the right human queue (SPEC §7).
+
+For every raw event carrying an interrupt the router writes, in one transaction:
+
+1. the ticket to its queue topic (``<prefix>.human.<queue>``, per tenant
+   ``<prefix>.human.<tenant>.<queue>``, or ``<prefix>.human.expired``), keyed by run id;
+2. the same ticket as a *registration* on ``<prefix>.resume-requests``, keyed by ticket
+   id and marked with the header ``symfonic-record-type: ticket``. Answers are keyed by
+   ticket id too, so a ticket's registration and its answers share one partition of that
+   topic, and the registration, committed with the queue record, precedes every answer a
+   human could give. The resume validator therefore meets each ticket before its answers
+   without joining two topics;
+3. the run's routed interrupt ids to the changelog, so a kernel re-send, a restart or a
+   rebalance never routes the same interrupt twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.models.agent_event import (
+    CLOSING_KINDS,
+    INVALID_INPUT_LABEL,
+    AgentEvent,
+    PendingInterrupt,
+    kind_label,
+)
+from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.headers import (
+    KIND_HEADER,
+    QUEUE_HEADER,
+    RECORD_TYPE_HEADER,
+    TICKET_MARK,
+)
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem
+
+
+def build_ticket(
+    event: AgentEvent, pending: PendingInterrupt, queue: str, now: float, source: str
+) -> dict[str, Any]:
+    """The SPEC §7 ticket for one pause (field order as the contract lists it)."""
+    kind = "ask_user" if event.kind == "ask_user" else "interrupt"
+    questions = pending.questions if kind == "ask_user" else None  # as the typed event
+    scope = event.scope
+    return {
+        "ticket_id": pending.interrupt_id,
+        "queue": queue,
+        "kind": kind,
+        "name": pending.name,
+        "questions": questions,
+        "payload": pending.payload,
+        "token": pending.token,
+        "run_id": event.run_id,
+        "root_run_id": event.root_run_id,
+        "session_id": event.session_id if event.session_id is not None else pending.session_id,
+        "thread_id": event.thread_id,
+        "tool_call_id": pending.tool_call_id,
+        "tenant": scope.tenant if scope is not None else None,
+        "principal": scope.principal if scope is not None else None,
+        "expires_at": pending.expires_at,
+        "resumable": pending.resumable,
+        "routed_at": now,
+        "source": source,
+    }
+
+
+class PauseRouter:
+    """The router's processor for one raw-topic partition."""
+
+    def __init__(
+        self,
+        names: TopicNames,
+        rules: RoutingRules,
+        *,
+        tenant_queues: bool,
+        grace_s: float,
+        max_record_bytes: int | None = None,
+    ) -> None:
+        self._names = names
+        self._rules = rules
+        self._tenant_queues = tenant_queues
+        self._grace_s = grace_s
+        self._max_bytes = max_record_bytes
+        # run id → interrupt ids already routed; only runs that paused are remembered.
+        self._routed: dict[str, list[str]] = {}
+        self._closed: dict[str, float] = {}
+        self._dirty: set[str] = set()
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        try:
+            event = decode_agent_event(
+                record.value, key=record.key, check_key=True, max_bytes=self._max_bytes
+            )
+        except DecodeError as rejected:
+            out.count_input(INVALID_INPUT_LABEL)
+            out.dead_letter(record, rejected.reason, rejected.detail)
+            return
+        out.count_input(kind_label(event.kind))
+        run_id = event.run_id
+        pending = event.interrupt
+        if pending is not None:
+            self._route(event, pending, record, now, out)
+        if event.kind in CLOSING_KINDS and run_id in self._routed and run_id not in self._closed:
+            self._closed[run_id] = now
+            self._dirty.add(run_id)
+
+    def _route(
+        self,
+        event: AgentEvent,
+        pending: PendingInterrupt,
+        record: InputRecord,
+        now: float,
+        out: Collector,
+    ) -> None:
+        routed = self._routed.setdefault(event.run_id, [])
+        if pending.interrupt_id in routed:
+            out.count("duplicates")
+            return
+        kind = "ask_user" if event.kind == "ask_user" else "interrupt"
+        tenant = event.tenant
+        placement = self._rules.place(pending.name, kind, tenant)
+        problem = placement.problem
+        if problem is None and self._tenant_queues:
+            problem = tenant_problem(tenant, self._rules)
+        if placement.queue is None or problem is not None:
+            if not routed:
+                del self._routed[event.run_id]
+            out.dead_letter(record, DeadLetterReason.UNROUTABLE, problem or "no queue")
+            return
+        queue = placement.queue
+        if pending.expires_at <= now:
+            topic = self._names.expired_queue
+        elif self._tenant_queues:
+            topic = self._names.human_queue(queue, tenant)
+        else:
+            topic = self._names.human_queue(queue)
+        ticket = build_ticket(event, pending, queue, now, record.source)
+        value = orjson.dumps(ticket)
+        queue_label = topic.removeprefix(self._names.human_queue(""))
+        headers = ((QUEUE_HEADER, queue_label.encode()), (KIND_HEADER, kind.encode()))
+        out.emit(
+            OutputRecord(topic, event.run_id.encode(), value, "ticket", event.timestamp, headers)
+        )
+        out.emit(
+            OutputRecord(
+                self._names.resume_requests,
+                pending.interrupt_id.encode(),
+                value,
+                "registration",
+                None,
+                ((RECORD_TYPE_HEADER, TICKET_MARK),),
+            )
+        )
+        routed.append(pending.interrupt_id)
+        self._dirty.add(event.run_id)
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        for run_id, closed_at in list(self._closed.items()):
+            if closed_at + self._grace_s <= now:
+                del self._closed[run_id]
+                self._routed.pop(run_id, None)
+                self._dirty.discard(run_id)
+                out.put_state(run_id.encode(), None)
+
+    def checkpoint(self, out: Collector) -> None:
+        for run_id in self._dirty:
+            state = [self._closed.get(run_id, 0.0), self._routed.get(run_id, [])]
+            out.put_state(run_id.encode(), orjson.dumps(state))
+        self._dirty.clear()
+
+    def restore(self, key: bytes, value: bytes | None) -> None:
+        run_id = key.decode()
+        self._routed.pop(run_id, None)
+        self._closed.pop(run_id, None)
+        if value is None:
+            return
+        closed_at, routed = orjson.loads(value)
+        self._routed[run_id] = list(routed)
+        if closed_at:
+            self._closed[run_id] = float(closed_at)
+
+    @property
+    def buffered_events(self) -> int:
+        return 0
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._routed)
+
+
+def queue_topics(names: TopicNames, rules: RoutingRules, tenant_queues: bool) -> list[str]:
+    """The queue topics the router writes to that can be known ahead (`topics ensure`).
+
+    Per tenant these are the rules file's ``tenants`` times its queues; any other tenant's
+    queue is created the first time a ticket goes to it (:func:`tenant_queue_spec`).
+    """
+    if not tenant_queues:
+        topics = [names.human_queue(queue) for queue in rules.queues()]
+    else:
+        topics = [
+            names.human_queue(queue, tenant)
+            for tenant in sorted(rules.tenants or ())
+            for queue in rules.queues()
+        ]
+    return [*topics, names.expired_queue]

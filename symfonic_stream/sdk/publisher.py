@@ -1,0 +1,195 @@
+"""The kernel-side publisher SDK: validated AgentEvents onto the raw topic.
+
+Usage::
+
+    async with EventPublisher(settings) as publisher:
+        await publisher.send({"run_id": "run-1", "index": 0, "kind": "text_delta",
+                              "timestamp": time.time(), "text": "Hello"})
+    # leaving the block flushes and closes; delivery errors are raised there
+
+Every event is checked exactly as the projectors will check it (``too_large``,
+``invalid_json``, ``invalid_event``; SPEC §6) *before* anything is sent: an event the
+projectors would dead-letter raises :class:`InvalidEventError` and nothing reaches Kafka.
+The record key is the run id (UTF-8), so the default partitioner (murmur2) puts every event
+of a run in one partition. The publisher assigns nothing: ``index`` is the kernel's.
+
+Delivery guarantee: the producer is idempotent with ``acks=all``, so within one producer
+session a retried send is written once and a run's events stay in send order. Across
+sessions (a kernel that crashes and re-sends what it is not sure was written) Kafka may hold
+an event twice; the projectors' ordering guard drops the second copy as a duplicate (an
+index it has already released), so the output is still exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import RecordMetadata
+
+from symfonic_stream.config import Settings
+from symfonic_stream.kafka.admin import partition_counts
+from symfonic_stream.kafka.clients import plain_producer_kwargs
+from symfonic_stream.models.agent_event import AgentEvent
+from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.names import TopicNames
+
+__all__ = ["EventPublisher", "InvalidEventError", "PublishError", "encode_event"]
+
+EventLike = AgentEvent | Mapping[str, Any] | bytes
+
+
+class InvalidEventError(ValueError):
+    """The event would be dead-lettered by the projectors; it was not sent.
+
+    ``reason`` is the dead-letter reason it would get, ``detail`` names the bad fields.
+    """
+
+    def __init__(self, reason: DeadLetterReason, detail: str) -> None:
+        super().__init__(f"invalid AgentEvent ({reason.value}): {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class PublishError(Exception):
+    """Kafka did not acknowledge one or more sent events (see ``__cause__``)."""
+
+
+def encode_event(event: EventLike, *, max_bytes: int | None = None) -> tuple[AgentEvent, bytes]:
+    """Validate ``event`` and return it parsed together with the bytes to send.
+
+    Bytes and mappings are sent as given (after validation), so fields this version does
+    not know survive for newer consumers; an :class:`AgentEvent` is serialised from the
+    model. Raises :class:`InvalidEventError`.
+    """
+    if isinstance(event, AgentEvent):
+        value = event.model_dump_json().encode()
+    elif isinstance(event, bytes | bytearray | memoryview):
+        value = bytes(event)
+    elif isinstance(event, Mapping):
+        try:
+            value = orjson.dumps(dict(event))
+        except TypeError as exc:  # a value JSON cannot carry (a set, a datetime, NaN …)
+            raise InvalidEventError(DeadLetterReason.INVALID_JSON, str(exc)) from None
+    else:
+        raise TypeError(
+            f"an event is an AgentEvent, a mapping or bytes, not {type(event).__name__}"
+        )
+    try:
+        parsed = decode_agent_event(value, max_bytes=max_bytes)
+    except DecodeError as exc:
+        raise InvalidEventError(exc.reason, exc.detail) from None
+    return parsed, value
+
+
+class EventPublisher:
+    """Publishes AgentEvents to ``<prefix>.agent-events`` (or ``topic``), keyed by run id.
+
+    ``send`` validates and queues one event and returns the delivery future (await it for
+    the broker's acknowledgement, or don't: :meth:`flush` waits for every event sent so
+    far and raises :class:`PublishError` if any was not written).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        topic: str | None = None,
+        client_name: str = "publisher",
+        **producer_overrides: Any,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.topic = topic or TopicNames(self.settings.topic_prefix).agent_events
+        kwargs = plain_producer_kwargs(self.settings, client_name)
+        # Idempotence and acks=all are the guarantee this class documents: not overridable.
+        kwargs.update(producer_overrides)
+        kwargs["enable_idempotence"] = True
+        kwargs["acks"] = "all"
+        self._producer = AIOKafkaProducer(**kwargs)
+        self._pending: set[asyncio.Future[RecordMetadata]] = set()
+        self._failures: list[BaseException] = []
+        self._started = False
+        self._closed = False
+        self.sent = 0
+
+    async def start(self) -> None:
+        """Connect, and check that the topic exists: with Kafka's default settings a send
+        to a missing topic would wait out a metadata timeout per record."""
+        if not self._started:
+            counts = await partition_counts(self.settings, [self.topic])
+            if self.topic not in counts:
+                raise PublishError(
+                    f"topic {self.topic} does not exist (run `symfonic-stream topics ensure`)"
+                )
+            await self._producer.start()
+            self._started = True
+
+    async def __aenter__(self) -> EventPublisher:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if exc is None:
+                await self.flush()
+        finally:
+            await self.close()
+
+    async def send(self, event: EventLike) -> asyncio.Future[RecordMetadata]:
+        """Validate ``event`` and queue it; returns the future of its acknowledgement.
+
+        Raises :class:`InvalidEventError` (nothing is sent) for an event the projectors
+        would dead-letter.
+        """
+        parsed, value = encode_event(event, max_bytes=self.settings.max_record_bytes)
+        return await self.send_encoded(parsed, value)
+
+    async def send_encoded(
+        self, parsed: AgentEvent, value: bytes
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue what :func:`encode_event` returned (for callers that validate first)."""
+        if not self._started:
+            await self.start()
+        future: asyncio.Future[RecordMetadata] = await self._producer.send(
+            self.topic, value=value, key=parsed.run_id.encode()
+        )
+        self.sent += 1
+        self._pending.add(future)
+        future.add_done_callback(self._settled)
+        return future
+
+    async def send_and_wait(self, event: EventLike) -> RecordMetadata:
+        """Send one event and wait for the broker's acknowledgement."""
+        return await (await self.send(event))
+
+    async def flush(self) -> None:
+        """Wait until every event sent so far is acknowledged; raise if any failed."""
+        if self._pending:
+            await asyncio.wait(set(self._pending))
+        if self._failures:
+            failures, self._failures = self._failures, []
+            raise PublishError(
+                f"{len(failures)} event(s) were not written to {self.topic}: {failures[0]!r}"
+            ) from failures[0]
+
+    async def close(self) -> None:
+        """Stop the producer (events still queued are sent first)."""
+        if self._started and not self._closed:
+            self._closed = True
+            await self._producer.stop()
+
+    def _settled(self, future: asyncio.Future[RecordMetadata]) -> None:
+        self._pending.discard(future)
+        # Retrieving the exception here keeps asyncio from warning about it; flush() raises.
+        if not future.cancelled() and future.exception() is not None:
+            self._failures.append(future.exception())  # type: ignore[arg-type]

@@ -1,0 +1,166 @@
+"""The reviewer SDK: what a human-review tool needs to work a queue (SPEC §7).
+
+    async with Reviewer(load_settings(), group_id="acme-review-ui") as reviewer:
+        async for ticket in reviewer.tickets("default"):
+            outcome = await reviewer.answer(ticket, {"approved": True}, responder="pat")
+            print(outcome.accepted, outcome.reason)
+            await reviewer.commit()          # this ticket is handled: don't show it again
+
+``tickets`` reads a queue topic ``read_committed`` from the tool's committed position (its
+own consumer group), so a restarted tool continues where it left off. ``answer`` writes the
+request keyed by ticket id (the partitioning the resume validator relies on) and waits
+for the validator's verdict on ``<prefix>.resumes`` / ``<prefix>.resume-rejections``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from symfonic_stream.config import Settings
+from symfonic_stream.kafka.clients import client_kwargs, plain_producer_kwargs
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The validator's verdict on one answer."""
+
+    ticket_id: str
+    accepted: bool
+    reason: RejectionReason | None
+    detail: str
+    record: dict[str, Any]
+
+
+class Reviewer:
+    """A human-review tool's connection to its queues and to the validator."""
+
+    def __init__(self, settings: Settings, group_id: str) -> None:
+        self._settings = settings
+        self._names = TopicNames(settings.topic_prefix)
+        self._group_id = group_id
+        self._producer = AIOKafkaProducer(**plain_producer_kwargs(settings, f"reviewer-{group_id}"))
+        self._queue_consumer: AIOKafkaConsumer | None = None
+        self._verdicts: AIOKafkaConsumer | None = None
+        self._seen: dict[str, dict[str, Any]] = {}
+
+    async def __aenter__(self) -> Reviewer:
+        await self._producer.start()
+        verdicts = AIOKafkaConsumer(
+            **client_kwargs(self._settings, f"reviewer-{self._group_id}-verdicts"),
+            group_id=None,
+            isolation_level="read_committed",
+            auto_offset_reset="latest",
+        )
+        self._verdicts = verdicts
+        try:
+            await verdicts.start()
+            await self._follow_verdicts(verdicts)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def _follow_verdicts(self, verdicts: AIOKafkaConsumer) -> None:
+        partitions: list[TopicPartition] = []
+        for topic in (self._names.resumes, self._names.resume_rejections):
+            numbers = await self._producer.partitions_for(topic)  # waits for the metadata
+            partitions.extend(TopicPartition(topic, number) for number in sorted(numbers))
+        verdicts.assign(partitions)
+        # Position at the current end now, so `answer` sees every verdict given after it.
+        await verdicts.seek_to_end(*partitions)
+        for tp in partitions:
+            await verdicts.position(tp)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        for consumer in (self._queue_consumer, self._verdicts):
+            if consumer is not None:
+                await consumer.stop()
+        await self._producer.stop()
+
+    async def tickets(self, queue: str, tenant: str | None = None) -> AsyncIterator[Ticket]:
+        """Tickets of one queue (``tenant`` for per-tenant queues), from the committed position."""
+        topic = self._names.human_queue(queue, tenant)
+        consumer = AIOKafkaConsumer(
+            topic,
+            **client_kwargs(self._settings, f"reviewer-{self._group_id}"),
+            group_id=self._group_id,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        self._queue_consumer = consumer
+        async for message in consumer:
+            yield Ticket.model_validate_json(message.value or b"")
+
+    async def commit(self) -> None:
+        """Mark every ticket yielded so far as handled for this tool's group."""
+        if self._queue_consumer is not None:
+            await self._queue_consumer.commit()
+
+    async def submit(
+        self, ticket_id: str, token: str, answer: Any, responder: str | None = None
+    ) -> None:
+        """Send one answer (no wait for the verdict)."""
+        request = ResumeRequest(
+            ticket_id=ticket_id, token=token, answer=answer, responder=responder
+        )
+        await self._producer.send_and_wait(
+            self._names.resume_requests,
+            key=ticket_id.encode(),
+            value=orjson.dumps(request.model_dump()),
+        )
+
+    async def answer(
+        self, ticket: Ticket, answer: Any, responder: str | None = None, timeout_s: float = 30.0
+    ) -> Outcome:
+        """Answer a ticket with its own token and wait for the validator's verdict."""
+        await self.submit(ticket.ticket_id, ticket.token, answer, responder)
+        return await self.outcome(ticket.ticket_id, timeout_s)
+
+    async def outcome(self, ticket_id: str, timeout_s: float = 30.0) -> Outcome:
+        """The next verdict on ``ticket_id`` given since this reviewer started."""
+        assert self._verdicts is not None, "use `async with Reviewer(...)`"
+        deadline = time.monotonic() + timeout_s
+        while ticket_id not in self._seen:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no verdict on ticket {ticket_id!r} within {timeout_s}s")
+            batch = await self._verdicts.getmany(timeout_ms=int(min(left, 0.5) * 1000))
+            for tp, messages in batch.items():
+                for message in messages:
+                    self._record_verdict(tp, message.value)
+            await asyncio.sleep(0)
+        record = self._seen.pop(ticket_id)
+        reason = record.get("reason")
+        return Outcome(
+            ticket_id=ticket_id,
+            accepted=reason is None,
+            reason=RejectionReason(reason) if reason is not None else None,
+            detail=str(record.get("detail", "")),
+            record=record,
+        )
+
+    def _record_verdict(self, tp: TopicPartition, value: bytes | None) -> None:
+        record = orjson.loads(value or b"{}")
+        ticket_id = record.get("ticket_id")
+        if isinstance(ticket_id, str):
+            self._seen[ticket_id] = record

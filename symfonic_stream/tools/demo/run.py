@@ -1,0 +1,386 @@
+"""The demo: synthetic kernel runs through the real pipeline, with a readable summary.
+
+It is a list of steps (:data:`STEPS`) over one :class:`DemoContext`; each step is an async
+function of the context. Consumers are real processes (``symfonic-stream run <name>``),
+started with a fresh topic prefix (``symfonic-demo-<timestamp>``) so reruns never collide.
+The pause router and the resume validator run beside the projectors; a step answers one
+routed pause with the reviewer SDK (:mod:`symfonic_stream.tools.demo.pauses`).
+
+Latency is end to end: every event is stamped with the wall clock when it is published
+(the kernel timestamp), and measured again when its output record is read back with
+``read_committed``, i.e. once the projector's transaction is visible to consumers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from symfonic_stream.app.topics import required_topics
+from symfonic_stream.config import Settings
+from symfonic_stream.kafka.admin import ensure_topics
+from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.sdk.publisher import EventPublisher
+from symfonic_stream.tools.demo.pauses import answer_a_pause
+from symfonic_stream.tools.demo.report import print_summary, render_run
+from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
+
+__all__ = ["STEPS", "DemoContext", "DemoOptions", "run_demo"]
+
+#: Raw records no projector can use, published around the validating publisher to show
+#: the dead-letter path: (description, key, value).
+BAD_RECORDS: tuple[tuple[str, bytes, bytes], ...] = (
+    ("not JSON", b"demo-bad-1", b"{not json"),
+    ("index is a string", b"demo-bad-2",
+     b'{"run_id":"demo-bad-2","index":"0","kind":"text_delta","timestamp":1.0}'),
+    ("key differs from run_id", b"demo-bad-3",
+     b'{"run_id":"someone-else","index":0,"kind":"text_delta","timestamp":1.0}'),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    runs: int = 300
+    seed: int = 7
+    prefix: str | None = None
+    max_events: int = 120
+    #: The projectors' SYMFONIC_GAP_TIMEOUT_S, short so the demo's lost events show as gaps.
+    gap_timeout_s: float = 3.0
+    timeout_s: float = 300.0
+    delete_topics: bool = False
+    #: Leave the consumers running after the summary (to scrape /metrics) until Ctrl-C.
+    keep_running: bool = False
+
+
+@dataclass
+class OutputStats:
+    """What was read back from one output topic."""
+
+    by_type: Counter[str] = field(default_factory=Counter)
+    ended: set[str] = field(default_factory=set)
+    latencies: list[float] = field(default_factory=list)
+
+
+@dataclass
+class DemoContext:
+    options: DemoOptions
+    settings: Settings
+    console: Console
+    consumers: list[str] = field(
+        default_factory=lambda: ["typed", "chunks", "pauses", "resumes"]
+    )
+    log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="symfonic-demo-")))
+    processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    run_ids: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    outputs: dict[str, OutputStats] = field(default_factory=dict)
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    metrics: dict[str, str] = field(default_factory=dict)
+    bad_published: int = 0
+    complete: bool = False
+
+    @property
+    def names(self) -> TopicNames:
+        return TopicNames(self.settings.topic_prefix)
+
+    @property
+    def output_topics(self) -> dict[str, str]:
+        """Output topic → consumer, for the projectors in this demo."""
+        topics = {"typed": self.names.stream_events, "chunks": self.names.stream_chunks}
+        return {topics[c]: c for c in self.consumers if c in topics}
+
+
+Step = tuple[str, Callable[[DemoContext], Awaitable[None]]]
+
+
+# -- steps ---------------------------------------------------------------------------
+
+
+async def ensure_demo_topics(ctx: DemoContext) -> None:
+    report = await ensure_topics(ctx.settings, required_topics(ctx.settings))
+    if not report.ok:
+        raise RuntimeError("; ".join(report.mismatches))
+    ctx.console.print(
+        f"  {len(report.created)} topics created with prefix {ctx.settings.topic_prefix}"
+    )
+
+
+async def start_consumers(ctx: DemoContext) -> None:
+    env = {
+        **os.environ,
+        "SYMFONIC_TOPIC_PREFIX": ctx.settings.topic_prefix,
+        "SYMFONIC_GAP_TIMEOUT_S": str(ctx.options.gap_timeout_s),
+        "SYMFONIC_PARTITIONS": str(ctx.settings.partitions),
+    }
+    for consumer in ctx.consumers:
+        port = _free_port()
+        with (ctx.log_dir / f"{consumer}.log").open("wb") as log:
+            ctx.processes[consumer] = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "symfonic_stream", "run", consumer,
+                env={**env, "SYMFONIC_METRICS_PORT": str(port)},
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+        ctx.metrics_ports[consumer] = port
+    deadline = time.monotonic() + 90
+    for consumer, port in ctx.metrics_ports.items():
+        while (await _http_get(port, "/readyz"))[0] != 200:
+            process = ctx.processes[consumer]
+            if process.returncode is not None:
+                raise RuntimeError(
+                    f"consumer {consumer} exited with {process.returncode}; "
+                    f"see {ctx.log_dir / (consumer + '.log')}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consumer {consumer} not ready after 90 s")
+            await asyncio.sleep(0.3)
+        ctx.console.print(
+            f"  {consumer} ready (pid {ctx.processes[consumer].pid}), "
+            f"metrics on http://127.0.0.1:{port}/metrics"
+        )
+
+
+async def publish_and_watch(ctx: DemoContext) -> None:
+    """Publish the synthetic runs while reading the outputs back as they commit."""
+    ctx.events = _synthetic_events(ctx.options, ctx.run_ids)
+    ctx.outputs = {topic: OutputStats() for topic in ctx.output_topics}
+    progress = Progress(
+        TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=ctx.console,
+    )
+    with progress:
+        published = progress.add_task("events published", total=len(ctx.events))
+        ended = {
+            topic: progress.add_task(f"{consumer}: runs ended", total=len(ctx.run_ids))
+            for topic, consumer in ctx.output_topics.items()
+        }
+        stop, all_ended = asyncio.Event(), asyncio.Event()
+
+        def on_end(topic: str) -> None:
+            progress.update(ended[topic], completed=len(ctx.outputs[topic].ended))
+            if _all_ended(ctx):
+                all_ended.set()
+
+        watcher = asyncio.create_task(_watch(ctx, stop, on_end))
+        try:
+            async with EventPublisher(ctx.settings, client_name="demo") as publisher:
+                for n, event in enumerate(ctx.events, start=1):
+                    await publisher.send(_stamped(event))
+                    if n % 200 == 0 or n == len(ctx.events):
+                        progress.update(published, completed=n)
+                        await asyncio.sleep(0)
+            await _publish_bad_records(ctx)
+            ended_task = asyncio.create_task(all_ended.wait())
+            await asyncio.wait(
+                {ended_task, watcher},
+                timeout=ctx.options.timeout_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            ended_task.cancel()
+            ctx.complete = _all_ended(ctx)
+            await asyncio.sleep(1.0)  # let the dead letters of the bad records land
+        finally:
+            stop.set()
+            await watcher
+
+
+async def scrape_metrics(ctx: DemoContext) -> None:
+    for consumer, port in ctx.metrics_ports.items():
+        status, body = await _http_get(port, "/metrics")
+        if status == 200:
+            ctx.metrics[consumer] = body.decode()
+
+
+async def summarize(ctx: DemoContext) -> None:
+    print_summary(ctx)
+
+
+async def render_example(ctx: DemoContext) -> None:
+    await render_run(ctx)
+
+
+async def keep_running(ctx: DemoContext) -> None:
+    if not ctx.options.keep_running:
+        return
+    ctx.console.print("the consumers keep running: scrape their /metrics; Ctrl-C stops them")
+    await asyncio.gather(*(process.wait() for process in ctx.processes.values()))
+
+
+STEPS: list[Step] = [
+    ("ensure topics", ensure_demo_topics),
+    ("start consumers", start_consumers),
+    ("publish synthetic runs", publish_and_watch),
+    ("answer a pause as a reviewer", answer_a_pause),
+    ("scrape metrics", scrape_metrics),
+    ("summary", summarize),
+    ("one run, rendered", render_example),
+    ("done", keep_running),
+]
+
+
+async def run_demo(options: DemoOptions, settings: Settings, console: Console) -> DemoContext:
+    """Run every step; consumers started here are always stopped, whatever happened."""
+    prefix = options.prefix or f"symfonic-demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    ctx = DemoContext(options, settings.model_copy(update={"topic_prefix": prefix}), console)
+    try:
+        for title, step in STEPS:
+            console.rule(title, align="left")
+            await step(ctx)
+    finally:
+        await stop_consumers(ctx)
+        if options.delete_topics:
+            await delete_demo_topics(ctx)
+    return ctx
+
+
+async def stop_consumers(ctx: DemoContext) -> None:
+    """SIGTERM (graceful: the batch in flight commits), then SIGKILL after 30 s."""
+    for process in ctx.processes.values():
+        if process.returncode is None:
+            process.send_signal(signal.SIGTERM)
+    for process in ctx.processes.values():
+        try:
+            await asyncio.wait_for(process.wait(), 30)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+async def delete_demo_topics(ctx: DemoContext) -> None:
+    admin = AIOKafkaAdminClient(**admin_kwargs(ctx.settings))
+    await admin.start()
+    try:
+        await admin.delete_topics([spec.name for spec in required_topics(ctx.settings)])
+    finally:
+        await admin.close()
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _synthetic_events(options: DemoOptions, run_ids: list[str]) -> list[dict[str, Any]]:
+    """Runs with every ending, duplicates, reordering, and a few lost events (gaps)."""
+    rng = random.Random(options.seed)
+    shape = RunShape(min_events=8, max_events=options.max_events)
+    # The first runs end each way for sure; the rest by the generator's odds.
+    short = min(30, options.max_events)  # short enough to read when rendered
+    forced = [
+        RunShape(8, short, pause_share=1.0),
+        RunShape(8, short, pause_share=0.0, error_share=1.0),
+        RunShape(8, short, pause_share=0.0, error_share=0.0, cancel_share=1.0),
+    ]
+    runs = []
+    for n in range(options.runs):
+        run_id = f"demo-{options.seed}-{n:05d}"
+        run_ids.append(run_id)
+        events = generate_run(rng, run_id, shape=forced[n] if n < len(forced) else shape)
+        delivered = deliver(rng, events, Damage())
+        if n % 33 == 5 and len(events) > 4:  # lose one event: a gap after the timeout
+            lost = events[len(events) // 2]["index"]
+            delivered = [e for e in delivered if e["index"] != lost]
+        runs.append(delivered)
+    return list(interleave(rng, runs))
+
+
+def _stamped(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as a kernel would emit it now: latency is measured from this timestamp."""
+    now = time.time()
+    stamped = {**event, "timestamp": now}
+    if event.get("interrupt"):
+        stamped["interrupt"] = {**event["interrupt"], "expires_at": now + 3600.0}
+    return stamped
+
+
+async def _publish_bad_records(ctx: DemoContext) -> None:
+    producer = AIOKafkaProducer(**plain_producer_kwargs(ctx.settings, "demo-bad"))
+    await producer.start()
+    try:
+        for _, key, value in BAD_RECORDS:
+            await producer.send_and_wait(ctx.names.agent_events, value=value, key=key)
+            ctx.bad_published += 1
+    finally:
+        await producer.stop()
+
+
+def _all_ended(ctx: DemoContext) -> bool:
+    return all(len(stats.ended) >= len(ctx.run_ids) for stats in ctx.outputs.values())
+
+
+async def _watch(ctx: DemoContext, stop: asyncio.Event, on_end: Callable[[str], None]) -> None:
+    """Read the outputs and the dead letters back, read_committed, as they commit."""
+    consumer = AIOKafkaConsumer(
+        *ctx.output_topics, ctx.names.dead_letter,
+        **client_kwargs(ctx.settings, "demo-watch"),
+        group_id=None, auto_offset_reset="earliest", isolation_level="read_committed",
+    )
+    await consumer.start()
+    try:
+        while not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            now = time.time()
+            for tp, records in batch.items():
+                if tp.topic == ctx.names.dead_letter:
+                    for record in records:
+                        headers = dict(record.headers)
+                        ctx.dead_letters[headers.get("symfonic-dlq-reason", b"?").decode()] += 1
+                    continue
+                stats = ctx.outputs[tp.topic]
+                for record in records:
+                    envelope = orjson.loads(record.value)
+                    if "event" in envelope:
+                        stats.by_type[envelope["event"]["type"]] += 1
+                        stats.latencies.append(now - envelope["ts"])
+                    elif "end" in envelope:
+                        stats.by_type["end_" + envelope["end"]["status"]] += 1
+                        stats.latencies.append(now - envelope["ts"])
+                        stats.ended.add(envelope["run_id"])
+                    else:
+                        stats.by_type["gap"] += 1  # its ts is the event after the hole
+                on_end(tp.topic)
+    finally:
+        await consumer.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _http_get(port: int, path: str) -> tuple[int, bytes]:
+    """A minimal GET against a consumer's health server; (0, b"") when it does not answer."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
+    except (OSError, TimeoutError):
+        return 0, b""
+    try:
+        request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        writer.write(request.encode())
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), 5)
+    except (OSError, TimeoutError):
+        return 0, b""
+    finally:
+        writer.close()
+    head, _, body = response.partition(b"\r\n\r\n")
+    parts = head.split(b" ", 2)
+    return (int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0), body

@@ -1,0 +1,22 @@
+"""The AsyncAPI 3.0 document of every topic, built as a Python object.
+
+:mod:`.objects` holds the small building blocks, :mod:`.messages` the record types,
+:mod:`.channels` the topics, :mod:`.operations` who sends and receives, and
+:mod:`.document` puts them together.
+"""
+
+from symfonic_stream.tools.schemas.asyncapi.document import ASYNCAPI_VERSION, asyncapi_document
+from symfonic_stream.tools.schemas.asyncapi.messages import ACCEPTED_OUTCOME, TICKET_MARK
+from symfonic_stream.tools.schemas.asyncapi.objects import (
+    KAFKA_BINDING_VERSION,
+    PAYLOAD_SCHEMA_FORMAT,
+)
+
+__all__ = [
+    "ACCEPTED_OUTCOME",
+    "ASYNCAPI_VERSION",
+    "KAFKA_BINDING_VERSION",
+    "PAYLOAD_SCHEMA_FORMAT",
+    "TICKET_MARK",
+    "asyncapi_document",
+]

@@ -1,0 +1,326 @@
+"""``components.messages``: one AsyncAPI message per record type, with key, headers, examples.
+
+The examples are literals, not generated, so they cannot drift silently: the unit tests
+validate each one against the payload schema its message references.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symfonic_stream.models.dead_letter import (
+    HEADER_CONSUMER,
+    HEADER_DETAIL,
+    HEADER_REASON,
+    HEADER_SOURCE,
+    DeadLetterReason,
+)
+from symfonic_stream.models.headers import (
+    KIND_HEADER,
+    OUTCOME_HEADER,
+    QUEUE_HEADER,
+    RECORD_TYPE_HEADER,
+)
+from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
+from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.pauses import RejectionReason
+from symfonic_stream.tools.schemas.asyncapi.objects import (
+    PAYLOAD_SCHEMA_FORMAT,
+    headers_schema,
+    key_binding,
+    payload,
+    ref,
+)
+from symfonic_stream.tools.schemas.conventions import DEAD_LETTER_HEADERS_FILE
+
+_RUN_KEY = "The run id, UTF-8."
+_TICKET_KEY = "The ticket id (the pause's interrupt_id), UTF-8; equal to the payload's ticket_id."
+
+TICKET_MARK = TICKET_MARK_BYTES.decode()
+ACCEPTED_OUTCOME = "accepted"
+
+
+def _ticket_example(names: TopicNames) -> dict[str, Any]:
+    return {
+        "ticket_id": "int-1",
+        "queue": "default",
+        "kind": "ask_user",
+        "name": "ask_user",
+        "questions": ["Proceed with the refund?"],
+        "payload": {"questions": ["Proceed with the refund?"]},
+        "token": "tok-9f2c",
+        "run_id": "run-1",
+        "root_run_id": None,
+        "session_id": "sess-1",
+        "thread_id": None,
+        "tool_call_id": "call-1",
+        "tenant": None,
+        "principal": None,
+        "expires_at": 1767229200.0,
+        "resumable": True,
+        "routed_at": 1767225602.0,
+        "source": f"{names.agent_events}/0/17",
+    }
+
+
+def build_messages(names: TopicNames) -> dict[str, Any]:
+    """``components.messages``: one message per record type, with its key and payload."""
+    return {
+        "agentEvent": {
+            "name": "AgentEvent",
+            "title": "Raw kernel event",
+            "summary": "One event of a kernel run; index is dense per run: 0, 1, 2, …",
+            "contentType": "application/json",
+            "payload": payload("agent-event.json"),
+            "bindings": key_binding(_RUN_KEY + " Must equal the payload's run_id."),
+            "examples": [
+                {
+                    "name": "text_delta",
+                    "payload": {
+                        "run_id": "run-1",
+                        "index": 0,
+                        "kind": "text_delta",
+                        "timestamp": 1767225600.25,
+                        "text": "Hello",
+                    },
+                },
+                {
+                    "name": "done",
+                    "payload": {
+                        "run_id": "run-1",
+                        "index": 1,
+                        "kind": "done",
+                        "timestamp": 1767225601.5,
+                        "result": {
+                            "text": "Hello",
+                            "duration_ms": 1250.0,
+                            "usage": {"input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
+                        },
+                    },
+                },
+            ],
+        },
+        "streamEventsRecord": {
+            "name": "StreamEventsRecord",
+            "title": "Typed stream record",
+            "summary": "A typed event, a run segment's end, or a gap; seq is dense per run.",
+            "contentType": "application/json",
+            "payload": payload("stream-events-record.json"),
+            "bindings": key_binding(_RUN_KEY),
+            "examples": [
+                {
+                    "name": "event",
+                    "payload": {
+                        "run_id": "run-1",
+                        "seq": 0,
+                        "source_index": 0,
+                        "ts": 1767225600.25,
+                        "event": {"type": "text_delta", "text": "Hello"},
+                    },
+                },
+                {
+                    "name": "end",
+                    "payload": {
+                        "run_id": "run-1",
+                        "seq": 3,
+                        "source_index": 1,
+                        "ts": 1767225601.5,
+                        "end": {"status": "completed", "error": None},
+                    },
+                },
+                {
+                    "name": "gap",
+                    "payload": {
+                        "run_id": "run-2",
+                        "seq": 4,
+                        "source_index": None,
+                        "ts": 1767225605.0,
+                        "gap": {"from_index": 5, "to_index": 7},
+                    },
+                },
+            ],
+        },
+        "streamChunksRecord": {
+            "name": "StreamChunksRecord",
+            "title": "Chunk stream record",
+            "summary": "A chunk, a run segment's end, or a gap; seq is dense per run.",
+            "contentType": "application/json",
+            "payload": payload("stream-chunks-record.json"),
+            "bindings": key_binding(_RUN_KEY),
+            "examples": [
+                {
+                    "name": "chunk",
+                    "payload": {
+                        "run_id": "run-1",
+                        "seq": 0,
+                        "source_index": 0,
+                        "ts": 1767225600.25,
+                        "event": {"type": "text", "content": "Hello", "name": None},
+                    },
+                },
+            ],
+        },
+        "ticket": {
+            "name": "Ticket",
+            "title": "Human-review ticket",
+            "summary": "One pause waiting for a human answer; written once per interrupt_id.",
+            "contentType": "application/json",
+            "headers": headers_schema(
+                {
+                    QUEUE_HEADER: {
+                        "type": "string",
+                        "description": "The topic name after `<prefix>.human.`: `<queue>`, "
+                        "`<tenant>.<queue>` or `expired`.",
+                    },
+                    KIND_HEADER: {"type": "string", "enum": ["ask_user", "interrupt"]},
+                }
+            ),
+            "payload": payload("ticket.json"),
+            "bindings": key_binding(_RUN_KEY),
+            "examples": [
+                {
+                    "name": "ask_user",
+                    "headers": {QUEUE_HEADER: "default", KIND_HEADER: "ask_user"},
+                    "payload": _ticket_example(names),
+                }
+            ],
+        },
+        "ticketRegistration": {
+            "name": "TicketRegistration",
+            "title": "Ticket registration",
+            "summary": "Internal: the pause router registers each ticket with the validator.",
+            "description": (
+                "The ticket again, written by the pause router in the same transaction as the "
+                "queue record and keyed by ticket id, so it shares a partition with every "
+                "answer to it and precedes them all. Human-review tools skip records with "
+                "this header: they are not answers."
+            ),
+            "contentType": "application/json",
+            "headers": headers_schema(
+                {RECORD_TYPE_HEADER: {"type": "string", "const": TICKET_MARK}},
+            ),
+            "payload": payload("ticket.json"),
+            "bindings": key_binding(_TICKET_KEY),
+            "tags": [ref("#/components/tags/internal")],
+            "examples": [
+                {
+                    "name": "registration",
+                    "headers": {RECORD_TYPE_HEADER: TICKET_MARK},
+                    "payload": _ticket_example(names),
+                }
+            ],
+        },
+        "resumeRequest": {
+            "name": "ResumeRequest",
+            "title": "Answer to a ticket",
+            "summary": "A human-review tool's answer; the first valid answer wins.",
+            "contentType": "application/json",
+            "payload": payload("resume-request.json"),
+            "bindings": key_binding(_TICKET_KEY),
+            "examples": [
+                {
+                    "name": "answer",
+                    "payload": {
+                        "ticket_id": "int-1",
+                        "token": "tok-9f2c",
+                        "answer": {"approved": True},
+                        "responder": "alice@example.com",
+                    },
+                }
+            ],
+        },
+        "resume": {
+            "name": "Resume",
+            "title": "Accepted answer",
+            "summary": "A validated answer the kernel resumes the run with.",
+            "contentType": "application/json",
+            "headers": headers_schema(
+                {OUTCOME_HEADER: {"type": "string", "const": ACCEPTED_OUTCOME}},
+            ),
+            "payload": payload("resume.json"),
+            "bindings": key_binding(_RUN_KEY),
+            "examples": [
+                {
+                    "name": "resume",
+                    "headers": {OUTCOME_HEADER: ACCEPTED_OUTCOME},
+                    "payload": {
+                        "ticket_id": "int-1",
+                        "run_id": "run-1",
+                        "tool_call_id": "call-1",
+                        "interrupt_id": "int-1",
+                        "answer": {"approved": True},
+                        "responder": "alice@example.com",
+                        "answered_at": 1767225700.0,
+                    },
+                }
+            ],
+        },
+        "resumeRejection": {
+            "name": "ResumeRejection",
+            "title": "Rejected answer",
+            "summary": "An answer the resume validator refused, with the reason.",
+            "contentType": "application/json",
+            "headers": headers_schema(
+                {
+                    OUTCOME_HEADER: {
+                        "type": "string",
+                        "enum": [reason.value for reason in RejectionReason],
+                        "description": "The rejection reason.",
+                    }
+                },
+            ),
+            "payload": payload("resume-rejection.json"),
+            "bindings": key_binding(_TICKET_KEY),
+            "examples": [
+                {
+                    "name": "bad_token",
+                    "headers": {OUTCOME_HEADER: RejectionReason.BAD_TOKEN.value},
+                    "payload": {
+                        "ticket_id": "int-1",
+                        "reason": "bad_token",
+                        "detail": "token does not match the ticket",
+                        "responder": "mallory@example.com",
+                        "rejected_at": 1767225701.0,
+                    },
+                }
+            ],
+        },
+        "deadLetter": {
+            "name": "DeadLetter",
+            "title": "Dead letter",
+            "summary": "A record a consumer could not process, kept whole.",
+            "description": (
+                "The original record's key, value and headers, unchanged (the value is not "
+                "necessarily JSON, or even UTF-8), plus the four `symfonic-dlq-*` headers."
+            ),
+            "contentType": "application/octet-stream",
+            "headers": {
+                "schemaFormat": PAYLOAD_SCHEMA_FORMAT,
+                "schema": ref(f"./{DEAD_LETTER_HEADERS_FILE}"),
+            },
+            "bindings": key_binding("The original record's key, unchanged (may be absent)."),
+            "examples": [
+                {
+                    "name": "invalid_event",
+                    "headers": {
+                        HEADER_REASON: DeadLetterReason.INVALID_EVENT.value,
+                        HEADER_DETAIL: "index: Input should be a valid integer",
+                        HEADER_SOURCE: f"{names.agent_events}/3/1042",
+                        HEADER_CONSUMER: CONSUMERS[0],
+                    },
+                }
+            ],
+        },
+        "stateChange": {
+            "name": "StateChange",
+            "title": "State changelog record",
+            "summary": "Internal: one key of a consumer's state store; null value deletes it.",
+            "description": (
+                "Private to symfonic-stream: the encoding may change between versions and "
+                "is not a contract. Written in the same transaction as the consumer's output "
+                "and input offsets; replayed to restore state after a crash or rebalance."
+            ),
+            "contentType": "application/octet-stream",
+            "bindings": key_binding("The state-store key (for the projectors, the run id)."),
+        },
+    }
