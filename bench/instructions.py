@@ -9,7 +9,7 @@ generation cancel out: (instructions with the loop - without) / events.
 
 * ``baseline``: ``orjson.dumps(orjson.loads(value))`` per record (bench/offline.py's baseline);
 * ``decode``: ``decode_agent_event`` with the key check, as the projectors call it;
-* ``typed`` / ``chunks``: ``ProjectorProcessor.process`` per record and ``checkpoint`` per
+* ``typed`` / ``chunks``: ``ProjectorProcessor.process`` per record and the stores' changes per
   250-record batch (a partition task's share of a 1,000-record fetch over 4 partitions).
 
 valgrind is a system tool (``apt-get install valgrind``), not a Python dependency.
@@ -35,6 +35,7 @@ def _loop(what: str, records_file: str, passes: int) -> None:
     import orjson
 
     from symfonic_stream.engine.records import Collector, InputRecord
+    from symfonic_stream.engine.store import write_changes
     from symfonic_stream.models.decoding import decode_agent_event
     from symfonic_stream.processors.ordering.guard import GuardLimits
     from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
@@ -59,7 +60,7 @@ def _loop(what: str, records_file: str, passes: int) -> None:
                 out = Collector()
                 for record in inputs[first : first + BATCH]:
                     processor.process(record, 1.0, out)
-                processor.checkpoint(out)
+                write_changes(processor.stores, out.state)
 
 
 def _count(valgrind: str, what: str, records_file: str, passes: int) -> int:

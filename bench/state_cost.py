@@ -5,14 +5,14 @@
    it, 3 % paused, 1 % with one event buffered behind a hole (the reordering the synthetic
    stream has). Their changelog records are
    :func:`~symfonic_stream.processors.ordering.run_state.encode_run` values keyed by run
-   id, exactly what :meth:`OrderingGuard.checkpoint` writes.
+   id, exactly what :class:`OrderingGuard`'s store writes.
 2. Memory: the records are restored into a fresh ``ProjectorProcessor`` (the engine's
    restore path, ``processor.restore(key, value)``) under ``tracemalloc``, and separately
    without it, reading the process RSS before and after.
 3. Restore time: the records are written to partition 0 of the typed projector's changelog
-   topic through the engine's own :class:`PartitionProducer` (transactions of 10,000 state
-   records, as checkpoints write them), then
-   :func:`~symfonic_stream.engine.restore.restore_partitions` replays them into a fresh
+   topic through the engine's own :class:`TaskProducer` (transactions of 10,000 state
+   records, as commits write them), then
+   :func:`~symfonic_stream.engine.restore.restore_stores` replays them into a fresh
    processor, timed. Finally ``symfonic-stream run typed`` is started on that prefix and
    timed from spawn to ``/readyz``; its own ``state_restore_duration_seconds`` is scraped.
 """
@@ -39,9 +39,10 @@ from bench.consumers import Consumer
 from bench.kafka_io import create_topics
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.engine.restore import restore_partitions
-from symfonic_stream.engine.transactions import PartitionProducer
+from symfonic_stream.engine.producer import TaskProducer
+from symfonic_stream.engine.records import InputRecord
+from symfonic_stream.engine.restore import restore_stores
+from symfonic_stream.engine.store import restore_record
 from symfonic_stream.models.decoding import decode_agent_event
 from symfonic_stream.processors.ordering.run_state import Pending, RunState, RunStatus, encode_run
 from symfonic_stream.processors.projector import ProjectorProcessor
@@ -81,7 +82,7 @@ def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
             record = InputRecord(topic, 0, n, run_id.encode(), value, (), int(time.time() * 1000))
             state.buffer[raw["index"]] = Pending(decode_agent_event(value), record, time.time())
             buffered += 1
-        records.append((run_id.encode(), encode_run(state)))
+        records.append((b"run/" + run_id.encode(), encode_run(state)))
     return StateRecords(records, buffered, paused)
 
 
@@ -94,7 +95,8 @@ def _fresh_processor(settings: Settings) -> ProjectorProcessor:
 def _restored(settings: Settings, state: StateRecords) -> ProjectorProcessor:
     processor = _fresh_processor(settings)
     for key, value in state.records:
-        processor.restore(key, value)
+        restore_record(processor.stores, key, value)
+    processor.restored()
     if processor.active_runs != len(state.records):
         raise RuntimeError(f"restored {processor.active_runs} runs of {len(state.records)}")
     return processor
@@ -148,28 +150,33 @@ def memory_per_run(settings: Settings, state: StateRecords) -> dict[str, Any]:
 async def write_changelog(settings: Settings, state: StateRecords) -> float:
     """The state records into changelog partition 0, the engine's way; returns seconds."""
     topology = projector_topology("typed", settings)
-    producer = PartitionProducer(settings, topology, 0)
+    assert topology.changelog_topic is not None
+    producer = TaskProducer(settings, topology.transactional_id(0), 0)
     await producer.start()
     started = time.monotonic()
     try:
         for start in range(0, len(state.records), _PER_TRANSACTION):
-            out = Collector()
+            batches = await producer.begin()
             for key, value in state.records[start : start + _PER_TRANSACTION]:
-                out.put_state(key, value)
-            await producer.commit(out, None)
+                await batches.append(topology.changelog_topic, 0, key, value, ())
+            await batches.send_rest()
+            await producer.await_sends(batches.sends)
+            await producer.commit()
     finally:
         await producer.close()
     return time.monotonic() - started
 
 
 async def time_restore(settings: Settings, runs: int) -> float:
-    """``restore_partitions`` of changelog partition 0 into a fresh processor; seconds."""
+    """``restore_stores`` of changelog partition 0 into a fresh processor; seconds."""
     topology = projector_topology("typed", settings)
     assert topology.changelog_topic is not None
     processor = _fresh_processor(settings)
     gc.collect()
     started = time.monotonic()
-    counts = await restore_partitions(settings, topology.changelog_topic, {0: processor})
+    counts = await restore_stores(settings, topology.changelog_topic,
+                                  {0: [(b"", list(processor.stores))]})
+    processor.restored()
     elapsed = time.monotonic() - started
     if counts[0] != runs or processor.active_runs != runs:
         raise RuntimeError(

@@ -8,7 +8,7 @@ AddPartitionsToTxn with CONCURRENT_TRANSACTIONS until the markers are written
 (KAFKA-5477), and the group coordinator answers TxnOffsetCommit with
 COORDINATOR_NOT_AVAILABLE until it has applied the offsets marker. aiokafka retries the
 first after a fixed 20 ms and the second after ``retry_backoff_ms`` (100 ms); the engine
-sets 2 ms and 20 ms (``ADD_PARTITIONS_RETRY_S`` in ``symfonic_stream.engine.transactions``,
+sets 2 ms and 20 ms (``ADD_PARTITIONS_RETRY_S`` in ``symfonic_stream.engine.producer``,
 ``TRANSACTIONAL_RETRY_BACKOFF_MS`` in ``symfonic_stream.kafka.clients``). This runs the
 same transactions (``--records`` records of 343 bytes to one output partition, plus the
 input offset, as the engine commits them) with aiokafka's delays and with the engine's,
@@ -31,15 +31,16 @@ from aiokafka.producer import sender as aiokafka_sender
 from bench.kafka_io import cleanup, create_topics, prefix_settings
 from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.config import Settings, load_settings
-from symfonic_stream.engine import transactions
+from symfonic_stream.engine import producer as producer_module
+from symfonic_stream.engine.commit import transact
+from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import Collector, OutputRecord
-from symfonic_stream.engine.transactions import PartitionProducer
 from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
 
 #: (AddPartitionsToTxn retry delay, other retries' delay) in seconds, per configuration.
 DELAYS = {
     "aiokafka": (0.02, 0.1),
-    "engine": (transactions.ADD_PARTITIONS_RETRY_S, TRANSACTIONAL_RETRY_BACKOFF_MS / 1000),
+    "engine": (producer_module.ADD_PARTITIONS_RETRY_S, TRANSACTIONAL_RETRY_BACKOFF_MS / 1000),
 }
 VALUE = b"x" * 343
 
@@ -69,7 +70,7 @@ async def _run_transactions(
     settings: Settings, delays: tuple[float, float], transactions_n: int, records: int
 ) -> tuple[list[float], int, int]:
     topology = copier_topology(settings)
-    producer = PartitionProducer(settings, topology, 0)  # sets the engine's delays
+    producer = TaskProducer(settings, topology.transactional_id(0), 0)  # the engine's delays
     aiokafka_sender.BACKOFF_OVERRIDE = delays[0]
     producer._producer._sender._retry_backoff = delays[1]  # what retry_backoff_ms sets
     add_partitions = _RefusalCounter("AddPartitionsToTxnHandler")
@@ -84,7 +85,7 @@ async def _run_transactions(
             for _ in range(records):
                 out.emit(OutputRecord(output, b"run-1", VALUE, "copy"))
             started = time.perf_counter()
-            await producer.commit(out, {source: n + 1})
+            await transact(producer, topology, out, {source: n + 1})
             seconds.append(time.perf_counter() - started)
     finally:
         add_partitions.close()
@@ -123,7 +124,7 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
                 print(f"round {round_no + 1}: {name:<15} " + "  ".join(
                     f"{key} {value:.2f}" for key, value in figures.items()), flush=True)
     finally:
-        aiokafka_sender.BACKOFF_OVERRIDE = transactions.ADD_PARTITIONS_RETRY_S
+        aiokafka_sender.BACKOFF_OVERRIDE = producer_module.ADD_PARTITIONS_RETRY_S
         await cleanup(base, prefixes)
     return found
 

@@ -53,6 +53,7 @@ from bench.workload import make_workload
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.decoding import decode_record
@@ -62,7 +63,7 @@ REPLAY = "typed-replay"
 JSON_FLOOR = "typed-json-floor"
 DECODE_FLOOR = "typed-decode-floor"
 FLOORS = (JSON_FLOOR, DECODE_FLOOR)
-#: What a checkpoint writes per touched run: an ``encode_run`` value of typical size.
+#: What the state store writes per touched run at a commit: an ``encode_run`` value of typical size.
 _STATE_VALUE = b"[123,154,0,0.0]"
 
 #: (partition, offset) -> the typed projector's outputs for that input record.
@@ -108,10 +109,18 @@ class ReplayProcessor:
         self._plan = plan
         self._bodies = bodies or {}
         self._floor = floor
-        self._touched: set[bytes] = set()
+        # One state record per run per batch, as the guard writes: a store of fixed values.
+        self.touched: StateStore[bytes] = StateStore("run", Codec(lambda v: v, lambda v: v))
 
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        """Nothing to restore."""
+    @property
+    def stores(self) -> tuple[StateStore[bytes]]:
+        return (self.touched,)
+
+    def restored(self) -> None:
+        """Nothing derived to rebuild."""
+
+    def end_of_input(self, out: Collector) -> None:
+        """Nothing held back."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         where = (record.partition, record.offset)
@@ -125,15 +134,10 @@ class ReplayProcessor:
         for output in self._plan.get(where, ()):
             out.emit(output)
         if record.key is not None:
-            self._touched.add(record.key)
+            self.touched.put(record.key.decode(), _STATE_VALUE)
 
     def punctuate(self, now: float, out: Collector) -> None:
         """No timers."""
-
-    def checkpoint(self, out: Collector) -> None:
-        for key in self._touched:
-            out.put_state(key, _STATE_VALUE)
-        self._touched.clear()
 
     @property
     def buffered_events(self) -> int:

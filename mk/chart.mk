@@ -7,7 +7,7 @@
 #   chart-negative   values that must fail to render (tests/chart/invalid/*.yaml, `# expect:`)
 #   chart-unittest   helm-unittest suites (helm/symfonic-stream/tests/*_test.yaml)
 #   chart-validate   rendered manifests against the Kubernetes schemas, offline (CRDs skipped)
-#   chart-docs       rewrite the values tables (chart README, README) from values.yaml
+#   chart-docs       rewrite the chart README's values table from values.yaml
 #
 # Recipes are plain POSIX sh, so they behave the same under the main Makefile's bash.
 

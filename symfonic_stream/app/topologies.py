@@ -13,13 +13,13 @@ from collections.abc import Callable
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.specs import TopicSpec, topic_spec
-from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.names import ProjectionName, TopicNames
 from symfonic_stream.processors.copier import Copier
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
 from symfonic_stream.processors.pauses.rules import RoutingRules, load_rules
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectionName, ProjectorProcessor
+from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 
 #: The copier (benchmark baseline) consumer's name; its output is created only on request.
 COPIER = "copier"

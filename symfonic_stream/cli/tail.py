@@ -20,10 +20,10 @@ from rich.console import Console
 
 from symfonic_stream.config import ConfigError, Settings, load_settings
 from symfonic_stream.sdk.reader import (
-    OutputRecord,
     ReaderTimeout,
     RunReader,
     RunReadError,
+    RunRecord,
     SequenceError,
     TopicMissingError,
     parse_time,
@@ -144,7 +144,7 @@ def command(
 _ENVELOPE_ORDER = ("run_id", "seq", "source_index", "ts")
 
 
-def envelope_json(record: OutputRecord) -> str:
+def envelope_json(record: RunRecord) -> str:
     """The record as compact JSON with SPEC §5's field order (as the projectors write it)."""
     body = record.model_dump(mode="json")
     ordered = {key: body.pop(key) for key in _ENVELOPE_ORDER}

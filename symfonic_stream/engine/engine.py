@@ -1,53 +1,16 @@
-"""The consume → process → transactional-produce loop every consumer runs.
+"""The consume loop every consumer runs: fetch, hand records to their task, punctuate,
+act on failed transactions, follow the group's rebalances.
 
-Checkpoint sequence
-===================
+A newcomer follows one record in four files: here it is fetched (:meth:`Engine._loop`);
+:mod:`~symfonic_stream.engine.task` processes it into what is pending;
+:mod:`~symfonic_stream.engine.commit` commits it, with the state and the offset, in one
+transaction, through :mod:`~symfonic_stream.engine.producer`. Partitions are set up by
+:mod:`~symfonic_stream.engine.assign` (fence, restore, position). The whole lifecycle,
+with why each step is where it is, is in docs/engine.md.
 
-On assignment of input partition p (the rebalance callback only pauses p and queues it;
-the work below runs in the consume loop, so heartbeats keep flowing during a long restore.
-aio-libs/aiokafka#738: aiokafka lets the fetcher run *before* ``on_partitions_assigned``
-completes, so records of p can come back before p is set up; they are dropped, and the
-seek of step 3 makes the fetcher start over from the committed offset):
-
-1. **Fence.** Create p's producer (``transactional_id = <group>-<source>-<p>``) and start
-   it: InitProducerId bumps the epoch, which fences any zombie still holding p and
-   commits or aborts whatever transaction it left open. From here on nobody else can
-   write p's outputs, dead letters, changelog or offsets.
-2. **Restore.** A group-less read_committed consumer replays changelog partition p from
-   its beginning to its end offset (the LSO) into a fresh processor.
-3. **Seek.** Fetch p's committed offset from the group coordinator (now final, because
-   step 1 resolved any transaction that could still move it) and seek there, or to the
-   beginning of p when the group never committed it.
-4. **Consume.** Resume p.
-
-Records of p: processed as soon as they are fetched, into what is pending for p (no
-transaction open yet). p's committer then runs one transaction at a time through p's
-producer: begin → outputs, dead letters, changelog writes →
-``send_offsets_to_transaction({p: last offset + 1})`` → wait for every send → commit;
-records fetched during a commit are processed meanwhile and go into the next one (see
-:mod:`symfonic_stream.engine.partition`). A punctuation of p (a wall-clock timer, so gap
-timeouts fire on an idle partition) writes into what is pending too; a transaction with
-nothing but timer outputs carries no offsets.
-
-On failure: an aborted transaction runs steps 1-3 again for p — a new producer (whose
-InitProducerId waits for our last commit's markers), p's processor rebuilt from the
-changelog, a seek back to its committed offset (the records are processed again, with a
-back-off when it keeps failing; a record the processor raised on is dead-lettered on the
-retry, see :mod:`symfonic_stream.engine.partition`). A fenced or fatal producer is never used
-again: p is paused, its producer and processor dropped, and the consumer rejoins the group
-so the group decides who owns p now (the new owner starts again at step 1).
-
-On revocation (aiokafka's eager protocol revokes everything at every rebalance): commit
-what the revoked partitions have pending (the engine lock keeps new records out), then stop
-and drop their producers and processors. Nothing else is needed: the next owner's step 1
-fences and cleans up whatever we could not. aio-libs/aiokafka#844 (a rebalance during a
-transaction lets the old owner commit offsets it no longer owns) is closed twice over: the
-revocation waits for the transactions, and a member that lost p without knowing it
-(session timeout) is fenced by the new owner's step 1. A batch fetched across a rebalance
-is discarded (the epoch check), never committed by the old owner.
-
-On SIGTERM/SIGINT: stop fetching, commit what was processed, stop the producers and leave
-the group, all within ``SYMFONIC_SHUTDOWN_TIMEOUT_S``.
+A consumer is a member of its group; aiokafka's eager protocol revokes every partition at
+every rebalance, and a revocation commits what is pending before the partition goes. A
+topology with a ``bounded`` source (a replay) runs on :class:`~.bounded.BoundedEngine`.
 """
 
 from __future__ import annotations
@@ -62,22 +25,23 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.checkpoint import (
+from symfonic_stream.engine.assign import (
     EngineError,
+    Prepared,
     Superseded,
     check_topics,
-    committed_offsets,
-    prepare_partitions,
-    restore_processor,
-    start_producer,
+    prepare_tasks,
+    rebuild_task,
 )
+from symfonic_stream.engine.commit import CommitOutcome
 from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.partition import Outcome, PartitionTask
+from symfonic_stream.engine.readiness import Readiness
+from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.kafka.clients import group_consumer_kwargs
-from symfonic_stream.kafka.retry import Attempt, KafkaUnavailable, error_text, retrying
+from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
+from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
@@ -95,7 +59,7 @@ MAX_BACKOFF_S = 30.0
 
 
 class Engine:
-    """Runs one :class:`Topology` until :meth:`stop` is called."""
+    """Runs one :class:`Topology` as a member of its group until :meth:`stop`."""
 
     def __init__(
         self,
@@ -107,32 +71,28 @@ class Engine:
         self.topology = topology
         self.settings = settings
         self.metrics = metrics
-        self.health = health
+        self.readiness = Readiness(health, metrics)
         self._consumer: AIOKafkaConsumer | None = None
-        self._tasks: dict[TopicPartition, PartitionTask] = {}
+        self.tasks: dict[TopicPartition, StreamTask] = {}
         self._to_set_up: set[TopicPartition] = set()
         # Held while a batch, a punctuation or a revocation touches the tasks.
         self._lock = asyncio.Lock()
         # Bumped by every revocation and assignment: work started under an older epoch
         # (a fetched batch, a set-up) is stale and discarded.
         self._epoch = 0
-        self._assigned = False
-        # A partition was dropped (fenced producer); not ready until the group reassigns it.
-        self._dropped = False
         self._rejoin = False
         self._setup_retry_at = 0.0
         self._stopping = asyncio.Event()
         self._punctuate_every = min(1.0, settings.gap_timeout_s / 4)
+        self._next_punctuation = 0.0
+        #: Whether the processors' timers run (a bounded source's clock never moves).
+        self.punctuates = True
         self._on_demand = (
             OnDemandTopics(settings, topology.on_demand_topic)
-            if topology.on_demand_topic is not None
-            else None
+            if topology.on_demand_topic is not None else None
         )
-        self._next_punctuation = 0.0
-        # Set by a partition's committer when it takes pending records into a transaction.
+        # Set by a task's committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
-        # Why it is not ready, for /readyz (the probe's answer while ``ready`` is False).
-        self._reason = "starting"
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -165,14 +125,13 @@ class Engine:
         # within SYMFONIC_STARTUP_TIMEOUT_S, saying why on /readyz and in one log line per
         # attempt; the topics must then exist (checked once more after a short wait).
         timeout = self.settings.startup_timeout_s
+        wait = self.readiness.waiting_for_kafka
         try:
-            await check_topics(self.settings, self.topology, timeout_s=timeout,
-                               on_wait=self._waiting_for_kafka)
-            consumer = await retrying("starting the group consumer", self._start_consumer,
-                                      timeout_s=timeout, on_wait=self._waiting_for_kafka)
+            await check_topics(self.settings, self.topology, timeout_s=timeout, on_wait=wait)
+            consumer = await retrying("starting the consumer", self._start_consumer,
+                                      timeout_s=timeout, on_wait=wait)
         except KafkaUnavailable as exc:
             raise EngineError(f"{exc} (SYMFONIC_STARTUP_TIMEOUT_S={timeout:g})") from None
-        self._reason = "waiting for the group to assign partitions"
         log.info("consumer started", extra={"group": self.topology.group_id,
                                             "topic": self.topology.source_topic})
         try:
@@ -181,8 +140,13 @@ class Engine:
             await self._shutdown(consumer)
 
     async def _start_consumer(self) -> AIOKafkaConsumer:
-        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, self.topology.group_id))
-        consumer.subscribe([self.topology.source_topic], listener=_Listener(self))
+        topology = self.topology
+        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, topology.group_id))
+        consumer.subscribe([topology.source_topic], listener=_Listener(self))
+        self.readiness.reason = "waiting for the group to assign partitions"
+        return await self._started(consumer)
+
+    async def _started(self, consumer: AIOKafkaConsumer) -> AIOKafkaConsumer:
         try:
             await consumer.start()
         except BaseException:
@@ -191,21 +155,11 @@ class Engine:
         self._consumer = consumer
         return consumer
 
-    def _waiting_for_kafka(self, attempt: Attempt) -> None:
-        self._mark_progress()  # waiting is what it should be doing: alive, not ready
-        self._reason = f"waiting for Kafka: {attempt.describe()}"
-        self._set_ready(False)
-        log.warning("waiting for Kafka", extra={
-            "step": attempt.what, "attempt": attempt.number,
-            "error": error_text(attempt.error),
-            "retry_in_s": round(attempt.retry_in_s, 1), "waited_s": round(attempt.waited_s, 1),
-        })
-
     async def _shutdown(self, consumer: AIOKafkaConsumer) -> None:
-        self._set_ready(False)
+        self.readiness.set(False, "shutting down")
         async with self._lock:
-            tasks = list(self._tasks.values())
-            self._tasks.clear()
+            tasks = list(self.tasks.values())
+            self.tasks.clear()
             self._to_set_up.clear()
             await asyncio.gather(*(task.close() for task in tasks))
             for task in tasks:
@@ -221,20 +175,21 @@ class Engine:
         while not self._stopping.is_set():
             if self._rejoin:
                 self._rejoin = False
-                self._force_rejoin(consumer)
+                log.info("rejoining the group to reassign dropped partitions")
+                request_rejoin(consumer)
             if self._to_set_up and time.monotonic() >= self._setup_retry_at:
                 await self._set_up_assigned(consumer)
             self._resume_due(consumer)
-            # Before fetching, so that a rebuilt partition's seek also discards what was
-            # fetched past its committed offset.
+            # Before fetching, so that a rebuilt task's seek also discards what was fetched
+            # past its committed offset.
             await self._settle_failures(consumer)
-            room = settings.batch_max_records - sum(
-                task.pending_records for task in self._tasks.values()
-            )
+            if self._finished():
+                return
+            room = settings.batch_max_records - sum(t.pending_records for t in self.tasks.values())
             if room <= 0:
-                # Back-pressure: a transaction's worth is waiting; fetch more once a
-                # committer took it (and none lingers for records that cannot come).
-                for task in self._tasks.values():
+                # Back-pressure: a transaction's worth waits; fetch more once a committer
+                # took it (and none lingers for records that cannot come).
+                for task in self.tasks.values():
                     task.hurry()
                 self._taken.clear()
                 with contextlib.suppress(TimeoutError):
@@ -252,79 +207,77 @@ class Engine:
                 log.warning("poll failed", extra={"error": repr(exc)})
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
-            self._mark_progress()
+            self.readiness.progress()
             if batch:
                 fault_point("fetched")
                 async with self._lock:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:
-                        await self._absorb(batch)
+                        await self._absorb(consumer, batch)
                         self._update_gauges(consumer)
+            await self._after_fetch(consumer)
             self._maybe_punctuate(consumer)
-            self._set_ready(self.ready)
+            self.readiness.refresh(setting_up=[tp.partition for tp in self._to_set_up],
+                                   stopping=self._stopping.is_set())
 
-    async def _absorb(self, batch: dict[TopicPartition, list[Any]]) -> None:
+    async def _absorb(self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, Any]) -> None:
         """Process fetched records in slices, yielding between them: the transactions in
-        flight advance one round trip per yield, instead of waiting out the whole batch."""
+        flight advance one round trip per yield instead of waiting out the whole batch."""
         for tp, records in batch.items():
-            task = self._tasks.get(tp)
+            task = self.tasks.get(tp)
             if task is None:
                 continue
+            position = await self._position_after(consumer, tp)
             for start in range(0, len(records), ABSORB_SLICE):
-                task.absorb(records[start:start + ABSORB_SLICE])
+                part = records[start:start + ABSORB_SLICE]
+                last = start + ABSORB_SLICE >= len(records)
+                task.absorb(part, position if last else None)
                 await asyncio.sleep(0)
 
+    async def _position_after(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+        """The consumer's position after a fetch: past the last record when commit markers
+        follow it, and then the committed offset moves past them too."""
+        position: int = await consumer.position(tp)
+        return position
+
+    async def _after_fetch(self, consumer: AIOKafkaConsumer) -> None:
+        """Every loop, after a fetch (a bounded source ends its tasks' input here)."""
+
+    def _finished(self) -> bool:
+        """Whether the loop is done without being stopped (only a bounded source is)."""
+        return False
+
     async def _settle_failures(self, consumer: AIOKafkaConsumer) -> None:
-        """Act on partitions whose transaction or processor failed."""
+        """Act on tasks whose transaction or processor failed (under the lock)."""
         async with self._lock:
             epoch = self._epoch
-            for task in list(self._tasks.values()):
-                outcome = task.finished()
-                if outcome is not None:
-                    await self._settle(consumer, task, outcome, epoch)
+            for task in list(self.tasks.values()):
+                outcome = task.failure()
+                if outcome is None or epoch != self._epoch:
+                    # (a pending revocation drops the task anyway: every one is revoked)
+                    continue
+                if outcome is CommitOutcome.ABORTED:
+                    try:
+                        await self._rebuild(consumer, task)
+                        continue
+                    except Exception:
+                        log.exception("rebuilding the task failed; giving it back to the group",
+                                      extra={"partition": task.partition})
+                await self._drop(consumer, task)
 
     def _maybe_punctuate(self, consumer: AIOKafkaConsumer) -> None:
-        if time.monotonic() < self._next_punctuation:
+        if not self.punctuates or time.monotonic() < self._next_punctuation:
             return
         self._next_punctuation = time.monotonic() + self._punctuate_every
-        now = time.time()
-        for task in self._tasks.values():
+        now = self.topology.clock()
+        for task in self.tasks.values():
             task.punctuate(now)
         self._update_gauges(consumer)
 
-    async def _settle(
-        self, consumer: AIOKafkaConsumer, task: PartitionTask, outcome: Outcome, epoch: int
-    ) -> None:
-        """Act on a partition's failure (the engine lock is held)."""
-        if epoch != self._epoch:
-            # A pending revocation drops the partition anyway (eager protocol: every
-            # partition is revoked), so a failure seen under an older epoch needs nothing.
-            return
-        if outcome is Outcome.ABORTED:
-            try:
-                await self._rebuild(consumer, task)
-                return
-            except Exception:
-                log.exception("rebuilding the partition failed; giving it back to the group",
-                              extra={"partition": task.partition})
-        await self._drop(consumer, task)
-
-    async def _rebuild(self, consumer: AIOKafkaConsumer, task: PartitionTask) -> None:
-        """After a failure: checkpoint steps 1-3 again for the partition.
-
-        A new producer first: its InitProducerId waits until the markers of our last
-        committed transaction are written (the broker answers EndTxn before writing them,
-        KAFKA-5477), so the changelog's stable end and the committed offset read next both
-        include that transaction, or both do not.
-        """
-        await task.producer.close()
-        task.producer = await start_producer(self.settings, self.topology, task.tp)
-        processor = await restore_processor(
-            self.settings, self.topology, task.partition, self._mark_progress
-        )
-        offsets = await committed_offsets(consumer, [task.tp])
-        task.reset(processor, offsets[task.tp])
-        consumer.seek(task.tp, task.next_offset)
+    async def _rebuild(self, consumer: AIOKafkaConsumer, task: StreamTask) -> None:
+        """After a failure: set the task up again, and back off when it keeps failing."""
+        await rebuild_task(self.settings, self.topology, consumer, task, metrics=self.metrics,
+                           on_progress=self.readiness.progress)
         if task.failures > 1:
             # The same batch keeps failing: back off instead of spinning on the broker.
             delay = min(MAX_BACKOFF_S, RETRY_BACKOFF_S * 2 ** (task.failures - 2))
@@ -334,34 +287,19 @@ class Engine:
                         extra={"partition": task.partition, "failures": task.failures,
                                "seconds": delay})
 
-    async def _drop(self, consumer: AIOKafkaConsumer, task: PartitionTask) -> None:
+    async def _drop(self, consumer: AIOKafkaConsumer, task: StreamTask) -> None:
         """Fenced or fatal: stop using the partition and let the group reassign it."""
-        self._tasks.pop(task.tp, None)
+        self.tasks.pop(task.tp, None)
         with contextlib.suppress(Exception):
             consumer.pause(task.tp)
         await task.close()
         self.metrics.forget_partition(task.tp.topic, task.tp.partition)
-        self._dropped = True
-        self._set_ready(False)
+        self.readiness.dropped = True
         self._rejoin = True
-
-    def _force_rejoin(self, consumer: AIOKafkaConsumer) -> None:
-        """Make the group run a rebalance, so the partitions we dropped get an owner.
-
-        aiokafka has no public call for this; ``request_rejoin`` is what it uses itself
-        when metadata changes. A rebalance revokes everything here and the assignment
-        sets every partition up again from step 1, with fresh producers.
-        """
-        coordinator = getattr(consumer, "_coordinator", None)
-        request = getattr(coordinator, "request_rejoin", None)
-        if request is None:
-            raise EngineError("this aiokafka version cannot force a group rejoin")
-        log.info("rejoining the group to reassign dropped partitions")
-        request()
 
     def _resume_due(self, consumer: AIOKafkaConsumer) -> None:
         now = time.monotonic()
-        for task in self._tasks.values():
+        for task in self.tasks.values():
             if task.paused_until and now >= task.paused_until:
                 task.paused_until = 0.0
                 consumer.resume(task.tp)
@@ -369,14 +307,14 @@ class Engine:
     # -- assignment --------------------------------------------------------------------
 
     async def _set_up_assigned(self, consumer: AIOKafkaConsumer) -> None:
-        """Checkpoint steps 1-4 for every newly assigned partition (steps 1-3 unlocked)."""
+        """Set up every newly assigned partition (unlocked), then install its task."""
         epoch = self._epoch
-        tps = sorted(self._to_set_up)
+        tps = sorted(self._to_set_up, key=lambda tp: tp.partition)
         try:
-            prepared = await prepare_partitions(
+            prepared = await prepare_tasks(
                 self.settings, self.topology, consumer, tps, metrics=self.metrics,
                 cancelled=lambda: epoch != self._epoch or self._stopping.is_set(),
-                on_progress=self._mark_progress,
+                on_progress=self.readiness.progress,
             )
         except Superseded:
             return
@@ -391,33 +329,36 @@ class Engine:
                 return
             for tp, ready in prepared.items():
                 consumer.seek(tp, ready.offset)
-                self._tasks[tp] = PartitionTask(
-                    self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
-                    metrics=self.metrics, max_record_bytes=self.settings.max_record_bytes,
-                    max_records=self.settings.batch_max_records,
-                    linger_s=self.settings.batch_max_latency_ms / 1000,
-                    on_taken=self._taken, on_demand=self._on_demand,
-                )
+                self.tasks[tp] = self._task(tp, ready)
                 self._to_set_up.discard(tp)
                 self.metrics.partition_assigned(tp.topic, tp.partition)
-            # Step 4: consume.
             consumer.resume(*tps)
         log.info("partitions ready", extra={"partitions": [tp.partition for tp in tps],
                                             "offsets": [prepared[tp].offset for tp in tps]})
 
+    def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
+        settings = self.settings
+        task = StreamTask(
+            self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
+            metrics=self.metrics, max_record_bytes=settings.max_record_bytes,
+            max_records=settings.batch_max_records, linger_s=settings.batch_max_latency_ms / 1000,
+            on_taken=self._taken, on_demand=self._on_demand, position=ready.position,
+        )
+        return task
+
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         fault_point("revoking")
         self._epoch += 1
-        self._assigned = False
-        self._dropped = False
-        self._reason = "rebalancing: waiting for the group's new assignment"
-        self._set_ready(False)
+        self.readiness.assigned = False
+        self.readiness.dropped = False
+        self.readiness.reason = "rebalancing: waiting for the group's new assignment"
+        self.readiness.set(False, self.readiness.reason)
         self.metrics.rebalance()
-        # The lock keeps new records out; closing commits what is pending (aio-libs/aiokafka#844:
-        # never let a transaction straddle the hand-over).
+        # The lock keeps new records out; closing commits what is pending
+        # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
         async with self._lock:
             self._to_set_up.clear()
-            tasks = [self._tasks.pop(tp) for tp in list(self._tasks) if tp in revoked]
+            tasks = [self.tasks.pop(tp) for tp in list(self.tasks) if tp in revoked]
             await asyncio.gather(*(task.close() for task in tasks))
             for task in tasks:
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
@@ -429,54 +370,20 @@ class Engine:
         self._epoch += 1
         mine = {tp for tp in assigned if tp.topic == self.topology.source_topic}
         if mine and self._consumer is not None:
-            # Nothing is fetched until the partition is set up (steps 1-3).
-            self._consumer.pause(*mine)
+            self._consumer.pause(*mine)  # nothing is fetched until the task is set up
         self._to_set_up = mine
         self._setup_retry_at = 0.0
-        self._assigned = True
+        self.readiness.assigned = True
         log.info("partitions assigned", extra={"partitions": sorted(p.partition for p in mine)})
 
     # -- observability ---------------------------------------------------------------
 
     def _update_gauges(self, consumer: AIOKafkaConsumer) -> None:
-        update_gauges(self.metrics, consumer, self._tasks.values())
-
-    def _mark_progress(self) -> None:
-        if self.health is not None:
-            self.health.mark_progress()
-
-    def _set_ready(self, ready: bool) -> None:
-        if self.health is not None:
-            reason = "" if ready else self._not_ready_reason()
-            if ready != self.health.ready or reason != self.health.reason:
-                self.health.set_ready(ready, reason)
-        else:
-            self.metrics.set_ready(ready)
-
-    def _not_ready_reason(self) -> str:
-        if self._stopping.is_set():
-            return "shutting down"
-        if self._dropped:
-            return "a partition was given back to the group (fenced or broken producer); rejoining"
-        if self._assigned and self._to_set_up:
-            parts = sorted(tp.partition for tp in self._to_set_up)
-            return f"setting up partitions {parts} (fencing, restoring state, seeking)"
-        return self._reason
-
-    @property
-    def ready(self) -> bool:
-        """Assigned, every assigned partition set up and consuming (an instance the group
-        gave no partition is ready too: it is a healthy standby)."""
-        return (
-            self._assigned
-            and not self._to_set_up
-            and not self._dropped
-            and not self._stopping.is_set()
-        )
+        update_gauges(self.metrics, consumer, self.tasks.values())
 
     @property
     def owned_partitions(self) -> list[int]:
-        return sorted(tp.partition for tp in self._tasks)
+        return sorted(tp.partition for tp in self.tasks)
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

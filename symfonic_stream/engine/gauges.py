@@ -8,12 +8,12 @@ from collections.abc import Iterable
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from symfonic_stream.engine.partition import PartitionTask
+from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 
 def update_gauges(
-    metrics: ConsumerMetrics, consumer: AIOKafkaConsumer, tasks: Iterable[PartitionTask]
+    metrics: ConsumerMetrics, consumer: AIOKafkaConsumer, tasks: Iterable[StreamTask]
 ) -> None:
     tasks = list(tasks)
     metrics.set_buffered(sum(t.processor.buffered_events for t in tasks))

@@ -11,9 +11,11 @@ output on the hot path, and a tuple is created several times faster.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from symfonic_stream.engine.store import StateStore
 from symfonic_stream.models.dead_letter import DeadLetterReason
 
 Headers = tuple[tuple[str, bytes], ...]
@@ -78,8 +80,9 @@ class DeadLetter(NamedTuple):
 class Collector:
     """Everything one batch of one input partition produces, in production order.
 
-    ``state`` maps a state-store key to its new serialized value (``None`` = tombstone);
-    the last write of a key within a batch wins, which is what a compacted changelog keeps.
+    ``state`` maps a changelog key to its new serialized value (``None`` = tombstone): the
+    state stores write their changes into it at commit step 2, one value per key, which is
+    what a compacted changelog keeps (:mod:`symfonic_stream.engine.store`).
     ``counts`` carries processor-level counters (``duplicates``, ``gaps``, ``unknown_kind``)
     for the metrics; ``inputs`` the type of each input record as the processor read it (an
     AgentEvent's kind, ``invalid`` for one it dead-letters): the ``type`` of records in.
@@ -97,9 +100,6 @@ class Collector:
     def dead_letter(self, record: InputRecord, reason: DeadLetterReason, detail: str) -> None:
         self.dead_letters.append(DeadLetter(record, reason, detail[:1024]))
 
-    def put_state(self, key: bytes, value: bytes | None) -> None:
-        self.state[key] = value
-
     def count(self, name: str, n: int = 1) -> None:
         self.counts[name] += n
 
@@ -115,33 +115,32 @@ class Collector:
 
 
 class Processor(Protocol):
-    """The pure part of one consumer, owning the state store of one input partition.
+    """The pure part of one consumer: what one input partition's records turn into.
 
-    The engine creates one processor per assigned input partition, replays the
-    partition's changelog into :meth:`restore`, then calls :meth:`process` for every
-    record in offset order and :meth:`punctuate` on the wall clock (gap timeouts, grace
-    expiry), and :meth:`checkpoint` once before each transaction commits. Nothing here
-    does I/O. A processor's memory runs ahead of what has committed: when a transaction
-    aborts, the engine must discard the processor, build a fresh one, restore it from
-    the changelog and re-seek the partition to its committed offset.
+    The engine creates one processor per task (input partition), restores its
+    :attr:`stores` from the task's changelog, calls :meth:`restored`, then :meth:`process`
+    for every record in offset order and :meth:`punctuate` on the clock (gap timeouts,
+    grace expiry); a bounded source (a replay) ends with :meth:`end_of_input`. At each
+    commit the stores write what changed (:mod:`symfonic_stream.engine.store`). Nothing
+    here does I/O. A processor's memory runs ahead of what has committed: when a
+    transaction aborts, the engine discards it, builds a fresh one and restores it.
     """
 
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record (``None`` = tombstone) while restoring."""
+    @property
+    def stores(self) -> Sequence[StateStore[Any]]:
+        """The state stores the engine writes to, and restores from, the changelog."""
+
+    def restored(self) -> None:
+        """The stores hold what the changelog held: rebuild what is derived from them."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
-        """Handle one input record at wall-clock time ``now`` (Unix seconds)."""
+        """Handle one input record at clock time ``now`` (Unix seconds)."""
 
     def punctuate(self, now: float, out: Collector) -> None:
         """Fire whatever is due at ``now`` even when no record arrives."""
 
-    def checkpoint(self, out: Collector) -> None:
-        """Write the state changed since the last checkpoint into ``out.state``.
-
-        The engine calls it once per transaction, after the last :meth:`process` or
-        :meth:`punctuate` of the batch and before committing, so a run touched by many
-        records of one batch is serialized once.
-        """
+    def end_of_input(self, out: Collector) -> None:
+        """A bounded source has nothing more: its end stands in for every timeout."""
 
     @property
     def buffered_events(self) -> int:
@@ -149,4 +148,4 @@ class Processor(Protocol):
 
     @property
     def active_runs(self) -> int:
-        """Runs currently held in the state store (a gauge)."""
+        """Runs (or tickets) currently in the state stores (a gauge)."""

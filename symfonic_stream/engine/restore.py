@@ -1,8 +1,10 @@
-"""Replaying changelog partitions into fresh processors (checkpoint step 2).
+"""Restoring tasks' state stores from their changelog (task set-up, step 2).
 
 A separate, group-less, read_committed consumer is assigned the changelog partitions of
-the input partitions being set up, seeks to their beginning and feeds every record to
-``processor.restore`` until its position reaches the end offset captured first. Under
+the tasks being set up, seeks to their beginning and hands every record to the store whose
+prefix it carries (:func:`~symfonic_stream.engine.store.restore_record`), until its position
+reaches the end offset captured first. Tasks without a group share one changelog
+partition, each under a key prefix of its own. Under
 read_committed aiokafka's ``end_offsets`` is the last stable offset (ListOffsets carries the
 isolation level; aio-libs/aiokafka#1087 was about older versions that returned the high
 watermark), and since the partition's producer has already run InitProducerId, no
@@ -14,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.faults import fault_point
-from symfonic_stream.engine.records import Processor
+from symfonic_stream.engine.store import StateStore, restore_record
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 
 log = logging.getLogger(__name__)
@@ -42,22 +45,34 @@ class RestoreStalled(Exception):
     """A changelog partition stopped advancing before reaching its end offset."""
 
 
-async def restore_partitions(
+#: What to restore: changelog partition → (key prefix, the stores under it) of each task.
+Targets = Mapping[int, Sequence[tuple[bytes, Sequence[StateStore[Any]]]]]
+
+
+def _restore_one(targets: Sequence[tuple[bytes, Sequence[StateStore[Any]]]], key: bytes,
+                 value: bytes | None) -> bool:
+    for prefix, stores in targets:
+        if key.startswith(prefix):
+            return restore_record(stores, key[len(prefix):], value)
+    return False
+
+
+async def restore_stores(
     settings: Settings,
     changelog_topic: str,
-    processors: Mapping[int, Processor],
+    targets: Targets,
     *,
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
 ) -> dict[int, int]:
-    """Restore every processor from its changelog partition; returns records per partition."""
-    counts = dict.fromkeys(processors, 0)
-    if not processors:
+    """Restore every target's stores; returns records restored per changelog partition."""
+    counts = dict.fromkeys(targets, 0)
+    if not targets:
         return counts
     consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
     await consumer.start()
     try:
-        tps = [TopicPartition(changelog_topic, p) for p in processors]
+        tps = [TopicPartition(changelog_topic, p) for p in targets]
         consumer.assign(tps)
         begins = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
@@ -77,12 +92,12 @@ async def restore_partitions(
             # Everything fetched before the poll started has been handed over to us.
             drained = sum(len(records) for records in batch.values()) < _MAX_RECORDS
             for tp, records in batch.items():
-                processor = processors[tp.partition]
+                into = targets[tp.partition]
                 end = ends[tp]
                 for record in records:
                     # Only what was committed when we started; a tombstone restores as None.
-                    if record.offset < end and record.key is not None:
-                        processor.restore(record.key, record.value)
+                    if (record.offset < end and record.key is not None
+                            and _restore_one(into, record.key, record.value)):
                         counts[tp.partition] += 1
                 if records:
                     fault_point("restoring")

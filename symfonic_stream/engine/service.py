@@ -1,8 +1,8 @@
 """Running one topology as a process: metrics and health server, signals, the engine.
 
-``consumers/<name>.py`` build their :class:`~symfonic_stream.engine.topology.Topology` and
-call :func:`serve`; ``symfonic-stream run <name>`` calls those. Logging is configured by
-the command before this runs.
+``symfonic-stream run <name>`` builds the consumer's
+:class:`~symfonic_stream.engine.topology.Topology` (``symfonic_stream.app.topologies``) and
+calls :func:`serve`. Logging is configured by the command before this runs.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """A consumer's topology: where it reads, where it writes, and which processor runs.
 
-The four consumers (typed, chunks, pauses, resumes) and the benchmark's copier are all
-one engine with a different :class:`Topology`.
+The four consumers (typed, chunks, pauses, resumes), the benchmark's copier and a replay
+are all one engine with a different :class:`Topology`. A consumer reads its source as a
+member of its group; a replay has no group and reads given offset ranges
+(:class:`Bounded`), keeping its position in its state store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from symfonic_stream.engine.records import Processor
@@ -17,22 +20,53 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class Bounded:
+    """A source read without a group: per partition, the offsets ``[start, end)``.
+
+    The engine assigns the partitions itself, resumes each from the position its state
+    store holds (or ``start``), tells the processor when ``end`` is reached
+    (``end_of_input``) and stops once every partition is done. Changelog records of
+    partition p go to ``changelog_partition`` under ``key_prefix(p)``, so many bounded
+    tasks can share one compacted topic.
+    """
+
+    ranges: Mapping[int, tuple[int, int]]
+    changelog_partition: int = 0
+    key_prefix: Callable[[int], bytes] = lambda partition: b""
+
+
+@dataclass(frozen=True, slots=True)
 class Topology:
     """Everything the engine needs to know about one consumer.
 
-    ``processor_factory`` builds the processor (and so the state store) of one input
+    ``processor_factory`` builds the processor (and so the state stores) of one input
     partition. ``changelog_topic`` is ``None`` for a stateless consumer; otherwise it is
-    compacted and co-partitioned with ``source_topic``: state for input partition p lives
-    in changelog partition p.
+    compacted and, for a group, co-partitioned with ``source_topic``: the state of input
+    partition p lives in changelog partition p. ``dead_letter_topic`` ``None``: dead
+    letters are counted, not written (a replay without one).
     """
 
     consumer: str
     group_id: str
     source_topic: str
     output_topics: tuple[str, ...]
-    dead_letter_topic: str
+    dead_letter_topic: str | None
     changelog_topic: str | None
     processor_factory: Callable[[int], Processor]
     #: The spec of an output topic the engine creates the first time it is written to
     #: (``None``: the topic must exist already). See :mod:`symfonic_stream.engine.on_demand`.
     on_demand_topic: Callable[[str], TopicSpec | None] | None = None
+    #: Set: read these ranges without a group (a replay); ``group_id`` then only names it.
+    bounded: Bounded | None = None
+    #: The time the processors are given (a replay's clock never moves).
+    clock: Callable[[], float] = field(default=time.time)
+
+    def transactional_id(self, partition: int) -> str:
+        """The id that fences every earlier owner of ``partition``'s producer."""
+        return f"{self.group_id}-{self.source_topic}-{partition}"
+
+    def changelog_place(self, partition: int) -> tuple[int, bytes]:
+        """(changelog partition, key prefix) of input partition ``partition``'s state."""
+        if self.bounded is None:
+            return partition, b""
+        return self.bounded.changelog_partition, self.bounded.key_prefix(partition)

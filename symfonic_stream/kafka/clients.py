@@ -78,6 +78,17 @@ def group_consumer_kwargs(settings: Settings, group_id: str) -> dict[str, Any]:
     }
 
 
+def request_rejoin(consumer: Any) -> None:
+    """Make the consumer's group rebalance (so partitions given back get an owner).
+
+    aiokafka has no public call for it; ``request_rejoin`` is what it uses itself when the
+    metadata changes. Raises RuntimeError on an aiokafka without it (a version check)."""
+    request = getattr(getattr(consumer, "_coordinator", None), "request_rejoin", None)
+    if request is None:
+        raise RuntimeError("this aiokafka version cannot force a group rejoin")
+    request()
+
+
 def restore_consumer_kwargs(settings: Settings, name: str) -> dict[str, Any]:
     """A group-less consumer that replays changelog partitions (read_committed)."""
     return {

@@ -7,8 +7,11 @@ so two deployments with different prefixes share a cluster without touching each
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 CONSUMERS = ("typed", "chunks", "pauses", "resumes")
+#: The two projections of the raw stream (SPEC §3, §4).
+ProjectionName = Literal["typed", "chunks"]
 
 
 @dataclass(frozen=True, slots=True)

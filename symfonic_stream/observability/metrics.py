@@ -23,7 +23,7 @@ from typing import Final
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
 from symfonic_stream import __version__
-from symfonic_stream.engine.records import DeadLetterReason
+from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.observability.histogram import BatchHistogram
 
 PREFIX: Final = "symfonic_stream_"
@@ -203,6 +203,8 @@ class ConsumerMetrics:
         self._restore_duration = f.restore_duration.labels(consumer)
         self._restored = f.restored.labels(consumer)
         self._ready = f.ready.labels(consumer)
+        #: Transactions this ConsumerMetrics saw commit (a replay's "did it write" check).
+        self.transactions_committed = 0
         # Only the resume validator resumes; zero series on other consumers would be noise.
         self._resumes: dict[str, Counter] = {}
         if consumer == RESUMES_CONSUMER:
@@ -299,6 +301,8 @@ class ConsumerMetrics:
         """One transaction finished: its duration and whether it committed or aborted."""
         self._txn_duration.observe(max(0.0, seconds))
         (self._committed if committed else self._aborted).inc()
+        if committed:
+            self.transactions_committed += 1
 
     def producer_fenced(self) -> None:
         """The producer was fenced by a newer instance with the same transactional id."""

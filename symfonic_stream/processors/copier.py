@@ -18,10 +18,13 @@ INPUT_TYPE = "raw"
 class Copier:
     """Copies key, value and headers of each record to ``output_topic``."""
 
+    #: Stateless: no state store.
+    stores: tuple[()] = ()
+
     def __init__(self, output_topic: str) -> None:
         self.output_topic = output_topic
 
-    def restore(self, key: bytes, value: bytes | None) -> None:
+    def restored(self) -> None:
         """Stateless: there is never anything to restore."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
@@ -41,8 +44,8 @@ class Copier:
     def punctuate(self, now: float, out: Collector) -> None:
         """No timers."""
 
-    def checkpoint(self, out: Collector) -> None:
-        """No state."""
+    def end_of_input(self, out: Collector) -> None:
+        """Nothing held back."""
 
     @property
     def buffered_events(self) -> int:

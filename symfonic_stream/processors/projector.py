@@ -6,17 +6,16 @@ The same class runs live (inside the engine, one per input partition) and offlin
 
 from __future__ import annotations
 
-from typing import Literal
-
 from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.store import StateStore
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, kind_label
 from symfonic_stream.models.decoding import DecodeError, decode_record
+from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits, OrderingGuard
+from symfonic_stream.processors.ordering.run_state import RunState
 from symfonic_stream.projections import Projection
 from symfonic_stream.projections.chunks import project_chunks
 from symfonic_stream.projections.typed import project_typed
-
-ProjectionName = Literal["typed", "chunks"]
 
 PROJECTIONS: dict[ProjectionName, Projection] = {
     "typed": project_typed,
@@ -53,14 +52,18 @@ class ProjectorProcessor:
     def punctuate(self, now: float, out: Collector) -> None:
         self.guard.punctuate(now, out)
 
-    def checkpoint(self, out: Collector) -> None:
-        self.guard.checkpoint(out)
+    @property
+    def stores(self) -> tuple[StateStore[RunState]]:
+        return (self.guard.runs,)
 
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        self.guard.restore(key, value)
+    def restored(self) -> None:
+        self.guard.restored()
 
-    def flush(self, out: Collector) -> None:
+    def end_of_input(self, out: Collector) -> None:
+        """Every hole still open becomes a gap; then no run needs remembering (a replay's
+        progress topic keeps only its position)."""
         self.guard.flush(out)
+        self.guard.forget_all()
 
     @property
     def buffered_events(self) -> int:

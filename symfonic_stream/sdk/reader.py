@@ -31,7 +31,7 @@ import math
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -47,21 +47,20 @@ from symfonic_stream.models.envelope import (
     GapRecord,
     TypedEventRecord,
 )
-from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.names import ProjectionName, TopicNames
 
 __all__ = [
-    "OutputRecord",
     "ReaderTimeout",
     "RunReadError",
     "RunReader",
+    "RunRecord",
     "SequenceError",
     "TopicMissingError",
-    "parse_output_record",
+    "parse_run_record",
     "parse_time",
 ]
 
-Projection = Literal["typed", "chunks"]
-OutputRecord = TypedEventRecord | ChunkEventRecord | EndRecord | GapRecord
+RunRecord = TypedEventRecord | ChunkEventRecord | EndRecord | GapRecord
 
 #: How long one fetch waits for new records before checking the idle timeout again.
 _POLL_MS = 500
@@ -120,7 +119,7 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
-def parse_output_record(value: bytes | None, projection: Projection) -> OutputRecord:
+def parse_run_record(value: bytes | None, projection: ProjectionName) -> RunRecord:
     """One output envelope (SPEC §5) as its pydantic model; raises :class:`RunReadError`."""
     if value is None:
         raise RunReadError("output record without a value")
@@ -130,7 +129,7 @@ def parse_output_record(value: bytes | None, projection: Projection) -> OutputRe
         raise RunReadError(f"output record is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise RunReadError("output record is not a JSON object")
-    model: type[OutputRecord]
+    model: type[RunRecord]
     if "event" in data:
         model = TypedEventRecord if projection == "typed" else ChunkEventRecord
     elif "end" in data:
@@ -153,7 +152,7 @@ class RunReader:
         run_id: str,
         settings: Settings | None = None,
         *,
-        projection: Projection = "typed",
+        projection: ProjectionName = "typed",
         topic: str | None = None,
         from_seq: int = 0,
         since: float | None = None,
@@ -163,7 +162,7 @@ class RunReader:
         self.run_id = run_id
         self.settings = settings or Settings()
         names = TopicNames(self.settings.topic_prefix)
-        self.projection: Projection = projection
+        self.projection: ProjectionName = projection
         default_topic = names.stream_events if projection == "typed" else names.stream_chunks
         self.topic = topic or default_topic
         self.from_seq = from_seq
@@ -187,7 +186,7 @@ class RunReader:
     ) -> None:
         await self.close()
 
-    def __aiter__(self) -> AsyncIterator[OutputRecord]:
+    def __aiter__(self) -> AsyncIterator[RunRecord]:
         return self.records()
 
     async def open(self) -> None:
@@ -226,7 +225,7 @@ class RunReader:
         if consumer is not None:
             await consumer.stop()
 
-    async def records(self) -> AsyncIterator[OutputRecord]:
+    async def records(self) -> AsyncIterator[RunRecord]:
         """Yield the run's records until its end record (see the module docstring)."""
         if self._consumer is None:
             await self.open()
@@ -258,7 +257,7 @@ class RunReader:
             last_seen = loop.time()
             for raw in mine:
                 try:
-                    record = parse_output_record(raw.value, self.projection)
+                    record = parse_run_record(raw.value, self.projection)
                 except RunReadError as exc:
                     raise RunReadError(
                         f"run {self.run_id!r}, {self.topic}/{self.partition}/{raw.offset}: {exc}"

@@ -31,7 +31,7 @@ from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class TicketOutcome:
     """The validator's verdict on one answer."""
 
     ticket_id: str
@@ -131,12 +131,12 @@ class Reviewer:
 
     async def answer(
         self, ticket: Ticket, answer: Any, responder: str | None = None, timeout_s: float = 30.0
-    ) -> Outcome:
+    ) -> TicketOutcome:
         """Answer a ticket with its own token and wait for the validator's verdict."""
         await self.submit(ticket.ticket_id, ticket.token, answer, responder)
         return await self.outcome(ticket.ticket_id, timeout_s)
 
-    async def outcome(self, ticket_id: str, timeout_s: float = 30.0) -> Outcome:
+    async def outcome(self, ticket_id: str, timeout_s: float = 30.0) -> TicketOutcome:
         """The next verdict on ``ticket_id`` given since this reviewer started."""
         assert self._verdicts is not None, "use `async with Reviewer(...)`"
         deadline = time.monotonic() + timeout_s
@@ -151,7 +151,7 @@ class Reviewer:
             await asyncio.sleep(0)
         record = self._seen.pop(ticket_id)
         reason = record.get("reason")
-        return Outcome(
+        return TicketOutcome(
             ticket_id=ticket_id,
             accepted=reason is None,
             reason=RejectionReason(reason) if reason is not None else None,

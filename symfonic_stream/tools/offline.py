@@ -15,8 +15,9 @@ from typing import IO
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectionName, ProjectorProcessor
+from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 
 OFFLINE_TOPIC = "offline"
 # A wall clock that never moves: offline, no hole times out before the end of the input.
@@ -49,7 +50,7 @@ def project_lines(
         processor.process(record, _NO_TIME, out)
         yield out
         out.clear()
-    processor.flush(out)
+    processor.end_of_input(out)
     yield out
 
 

@@ -37,7 +37,7 @@ from symfonic_stream.models.stream_event import (
     ToolResultEvent,
     UsageEvent,
 )
-from symfonic_stream.sdk.reader import OutputRecord
+from symfonic_stream.sdk.reader import RunRecord
 
 __all__ = ["RunRenderer", "format_ts", "render_records"]
 
@@ -100,7 +100,7 @@ class RunRenderer:
 
     # -- records -----------------------------------------------------------------------
 
-    def render(self, record: OutputRecord) -> None:
+    def render(self, record: RunRecord) -> None:
         """Render one record (typed or chunk)."""
         if self._show_header and not self._header_done:
             self._header_done = True
@@ -235,7 +235,7 @@ def _question(question: Any) -> str:
     return _compact(question)
 
 
-def render_records(records: list[OutputRecord], console: Console) -> None:
+def render_records(records: list[RunRecord], console: Console) -> None:
     """Render a whole run (already read) at once."""
     renderer = RunRenderer(console)
     for record in records:

@@ -1,13 +1,14 @@
 """The chart's values table, generated from the ``# --`` comments of values.yaml.
 
     python tests/chart/values_doc.py            print the table
-    python tests/chart/values_doc.py --write    rewrite it in the chart README and the README
+    python tests/chart/values_doc.py --write    rewrite it in the chart README
     python tests/chart/values_doc.py --check    exit 1 on an undocumented key or a stale table
 
 A ``# -- text`` comment (continued by following ``#`` lines) documents the key right below
 it. A documented key whose children carry no comments of their own is one row (its default
-shown as JSON). The tables live between ``<!-- values-table:start -->`` and
-``<!-- values-table:end -->`` markers.
+shown as JSON). The table lives in helm/symfonic-stream/README.md only, between
+``<!-- values-table:start -->`` and ``<!-- values-table:end -->`` markers; the project's
+docs (docs/deploy.md) link to it instead of repeating it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "symfonic-stream"
 VALUES = CHART / "values.yaml"
-TARGETS = (CHART / "README.md", ROOT / "README.md")
+TARGETS = (CHART / "README.md",)
+#: Pages that must link to the table rather than hold a copy of it.
+ELSEWHERE = (ROOT / "README.md", ROOT / "docs")
 START, END = "<!-- values-table:start -->", "<!-- values-table:end -->"
 
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(\s|$)")
@@ -125,6 +128,13 @@ def _splice(text: str, new_table: str) -> str:
     return f"{before}{START}\n{new_table}{END}{after}"
 
 
+def _other_pages() -> list[Path]:
+    pages: list[Path] = []
+    for place in ELSEWHERE:
+        pages.extend(sorted(place.glob("*.md")) if place.is_dir() else [place])
+    return [page for page in pages if page.is_file() and page not in TARGETS]
+
+
 def main(argv: list[str]) -> int:
     mode = argv[1] if len(argv) > 1 else ""
     current = table()
@@ -152,6 +162,12 @@ def main(argv: list[str]) -> int:
                 problems.append(
                     f"{target.relative_to(ROOT)}: values table is stale (run `make chart-docs`)"
                 )
+    for page in _other_pages():
+        if START in page.read_text():
+            problems.append(
+                f"{page.relative_to(ROOT)}: holds a copy of the values table; it lives in "
+                f"{TARGETS[0].relative_to(ROOT)} only (link to it)"
+            )
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

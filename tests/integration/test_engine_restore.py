@@ -1,12 +1,13 @@
-"""State restore (checkpoint step 2): replaying a changelog partition written in
-transactions, some aborted, ending on a commit marker, with tombstones."""
+"""State restore (task set-up, step 2): replaying a changelog partition written in
+transactions, some aborted, ending on a commit marker, with tombstones, into state stores;
+and tasks sharing one changelog partition under key prefixes (a replay's)."""
 
 from __future__ import annotations
 
 from aiokafka import AIOKafkaProducer
 
-from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.restore import restore_partitions
+from symfonic_stream.engine.restore import restore_stores
+from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.names import TopicNames
 
 from .harness import (
@@ -16,31 +17,9 @@ from .harness import (
 )
 
 
-class DictProcessor:
-    """Applies changelog records to a dict, as a state store would."""
-
-    def __init__(self) -> None:
-        self.state: dict[bytes, bytes] = {}
-        self.applied = 0
-
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        self.applied += 1
-        if value is None:
-            self.state.pop(key, None)
-        else:
-            self.state[key] = value
-
-    def process(self, record: object, now: float, out: Collector) -> None:
-        raise AssertionError("not used")
-
-    def punctuate(self, now: float, out: Collector) -> None:
-        raise AssertionError("not used")
-
-    def checkpoint(self, out: Collector) -> None:
-        raise AssertionError("not used")
-
-    buffered_events = 0
-    active_runs = 0
+def _store() -> StateStore[bytes]:
+    """A store of raw values (the codec leaves them as they are)."""
+    return StateStore("run", Codec(lambda v: v, lambda v: v))
 
 
 async def _write(changelog: str, partition: int, writes: list[tuple[bytes, bytes | None]], *,
@@ -65,23 +44,41 @@ async def test_restore_replays_committed_state_only(
     settings = await create_topics(prefix, with_copier=False)
     changelog = TopicNames(prefix).changelog("typed")
     txn = f"{prefix}-restore-test"
-    await _write(changelog, 1, [(b"run-a", b"1"), (b"run-b", b"1")], commit=True,
+    await _write(changelog, 1, [(b"run/a", b"1"), (b"run/b", b"1")], commit=True,
                  transactional_id=txn)
-    await _write(changelog, 1, [(b"run-a", b"aborted"), (b"run-c", b"aborted")], commit=False,
+    await _write(changelog, 1, [(b"run/a", b"aborted"), (b"run/c", b"aborted")], commit=False,
                  transactional_id=txn)
-    await _write(changelog, 1, [(b"run-b", None), (b"run-a", b"2")], commit=True,
+    await _write(changelog, 1, [(b"run/b", None), (b"run/a", b"2")], commit=True,
                  transactional_id=txn)
-    await _write(changelog, 2, [(b"run-z", b"9")], commit=True, transactional_id=txn + "-2")
+    await _write(changelog, 2, [(b"run/z", b"9"), (b"other/x", b"not a run")], commit=True,
+                 transactional_id=txn + "-2")
 
-    processors = {p: DictProcessor() for p in (0, 1, 2)}
+    stores = {p: _store() for p in (0, 1, 2)}
     progress: list[int] = []
-    counts = await restore_partitions(
-        settings, changelog, processors, on_progress=lambda: progress.append(1)
+    counts = await restore_stores(
+        settings, changelog, {p: [(b"", [store])] for p, store in stores.items()},
+        on_progress=lambda: progress.append(1),
     )
     # The log ends on a commit marker; the restore still ends, at once.
-    assert processors[1].state == {b"run-a": b"2"}  # aborted writes never seen
-    assert processors[1].applied == 4
-    assert processors[2].state == {b"run-z": b"9"}
-    assert processors[0].state == {}  # an empty partition restores to nothing
+    assert stores[1].items() == [("a", b"2")]  # aborted writes never seen
+    assert stores[2].items() == [("z", b"9")]  # another store's record is not this one's
+    assert stores[0].items() == []  # an empty partition restores to nothing
     assert counts == {0: 0, 1: 4, 2: 1}
     assert progress
+
+
+async def test_tasks_sharing_a_changelog_partition_each_restore_their_prefix(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    settings = await create_topics(prefix, with_copier=False)
+    changelog = TopicNames(prefix).changelog("typed")
+    await _write(changelog, 0, [(b"r1/p/0/run/a", b"0a"), (b"r1/p/1/run/a", b"1a"),
+                                (b"r2/p/0/run/a", b"other replay"), (b"r1/p/0/run/b", b"0b")],
+                 commit=True, transactional_id=f"{prefix}-shared")
+    zero, one = _store(), _store()
+    counts = await restore_stores(
+        settings, changelog, {0: [(b"r1/p/0/", [zero]), (b"r1/p/1/", [one])]}
+    )
+    assert zero.items() == [("a", b"0a"), ("b", b"0b")]
+    assert one.items() == [("a", b"1a")]
+    assert counts == {0: 3}

@@ -26,12 +26,11 @@ from aiokafka.protocol.metadata import MetadataRequest
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.records import Collector, OutputRecord
-from symfonic_stream.engine.restore import restore_partitions
+from symfonic_stream.engine.restore import restore_stores
 from symfonic_stream.kafka.admin import Admin, describe_topics, partition_counts
 from symfonic_stream.kafka.clients import group_consumer_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.specs import topic_spec
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.copier import Copier
 from symfonic_stream.sdk.reader import RunReader, TopicMissingError
 
 from .conftest import list_topic_names
@@ -109,7 +108,7 @@ async def test_lookups_of_missing_topics_create_nothing(
         await consumer.stop()
     with pytest.raises(KafkaError):
         await asyncio.wait_for(
-            restore_partitions(settings, names.changelog("typed"), {0: Copier("x")}), 60
+            restore_stores(settings, names.changelog("typed"), {0: [(b"", [])]}), 60
         )
     # A producer's partition lookup (the engine's ``_partition_for``, the publisher).
     producer = AIOKafkaProducer(**plain_producer_kwargs(settings, "probe"), request_timeout_ms=3000)

@@ -287,7 +287,8 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
         await produce(source, as_records([text(0), text(3), text(4)]))
         # All three consumed and their offsets committed; 3 and 4 wait in the changelog.
         state = await wait_changelog_state(
-            changelog, run.encode(), buffered_behind_the_hole, "3 and 4 buffered behind a hole"
+            changelog, b"run/" + run.encode(), buffered_behind_the_hole,
+            "3 and 4 buffered behind a hole",
         )
         assert [state.buffer[i].event.text for i in (3, 4)] == ["t3", "t4"]
         await wait_caught_up(group, source)
@@ -312,7 +313,8 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
         assert got[1]["ts"] == 1003.0
         # ... and the second instance went on from the restored state in the changelog.
         await wait_changelog_state(
-            changelog, run.encode(), lambda s: (s.next_index, s.next_seq, s.buffer) == (5, 4, {}),
+            changelog, b"run/" + run.encode(),
+            lambda s: (s.next_index, s.next_seq, s.buffer) == (5, 4, {}),
             "continued from the restored state", within=10,
         )
     finally:

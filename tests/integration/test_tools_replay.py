@@ -9,6 +9,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,10 +22,12 @@ from symfonic_stream.config import Settings
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.render import format_ts
-from symfonic_stream.tools.replay.replay import ReplaySummary, progress_topic, replay
+from symfonic_stream.tools.replay.replay import progress_topic, replay
 from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 
 from .conftest import ReadTopic, create_topic
+from .faults import Fault, kill, wait_frozen
+from .harness import ConsumerProcess
 from .test_tools_cli import run_cli
 
 # Record timestamps (ms) of three publishing windows. In the past: brokers refuse records
@@ -153,27 +156,27 @@ async def test_replay_equals_offline_projection_and_reruns_write_nothing(
     assert await _target_by_run(read_topic, target) == expected
 
 
-async def test_replay_resumes_after_a_crash_without_duplicates(
-    bootstrap_servers: str, prefix: str, read_topic: ReadTopic
+async def test_replay_killed_in_a_transaction_resumes_its_plan_without_duplicates(
+    bootstrap_servers: str, prefix: str, read_topic: ReadTopic, tmp_path: Path
 ) -> None:
-    # Small batches, so the replay takes several transactions and can die between them.
+    """A replay process SIGKILLed with a transaction open; the rerun resumes exactly the
+    planned range (not the records published since), writes nothing twice, and what it
+    committed is readable the moment it returns."""
     settings = Settings(bootstrap_servers=bootstrap_servers, topic_prefix=prefix,
                         partitions=PARTITIONS, batch_max_records=7)
     lines = _raw_stream(seed=5)
     await _publish(bootstrap_servers, TopicNames(prefix).agent_events, lines)
     target = f"{prefix}.resumed"
-    batches = 0
-
-    def crash_after_three(summary: ReplaySummary) -> None:
-        nonlocal batches
-        batches += 1
-        if batches > 3:
-            raise RuntimeError("simulated crash")
-
     # No --to: the range ends where the raw topic ends when the replay is first planned.
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        await replay(settings, projection="chunks", from_ts=T0 / 1000, to_ts=None,
-                     to_topic=target, on_progress=crash_after_three)
+    args = ["replay", "--projection", "chunks", "--from", str(T0 / 1000), "--to-topic", target]
+    fault = Fault("in_transaction", 3)
+    first = ConsumerProcess("replay", prefix, tmp_path, args=args, batch_max_records=7,
+                            partitions=PARTITIONS, fault_freeze=fault.setting).start()
+    try:
+        await wait_frozen(first, fault)
+        kill(first)
+    finally:
+        first.stop()
     partial = sum(map(len, (await _target_by_run(read_topic, target)).values()))
     assert partial > 0
 
@@ -183,7 +186,7 @@ async def test_replay_resumes_after_a_crash_without_duplicates(
     await _publish_one(bootstrap_servers, TopicNames(prefix).agent_events, extra)
 
     async with _unreadable(bootstrap_servers) as unreadable:
-        assert await unreadable(target) == {}  # (and fetches the target's metadata first)
+        assert await unreadable(target) != {}, "the kill left its transaction open"
         summary = await replay(settings, projection="chunks", from_ts=T0 / 1000, to_ts=None,
                                to_topic=target)
         # Everything the replay committed is readable the moment it returns, its last
@@ -193,6 +196,9 @@ async def test_replay_resumes_after_a_crash_without_duplicates(
     assert summary.resumed and not summary.already_complete
     assert await _target_by_run(read_topic, target) == _offline_by_run(lines, "chunks")
     assert summary.total("records_in") == len(lines)
+    # The killed process's open transaction was written, then aborted.
+    uncommitted = await read_topic(target, isolation_level="read_uncommitted")
+    assert len(uncommitted) > summary.total("records_out")
 
 
 async def _publish_one(bootstrap: str, topic: str, value: bytes) -> None:
@@ -233,12 +239,12 @@ async def test_replay_cli_refuses_live_topics_and_prints_json(
     assert progress_topic(target).startswith(target)
 
 
-async def test_replay_after_a_crash_inside_a_transaction(
+async def test_a_failed_commit_is_rolled_back_and_retried_in_the_same_replay(
     bootstrap_servers: str, prefix: str, read_topic: ReadTopic, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A process that dies with a transaction open (outputs sent, never committed): that
-    transaction is aborted (at the latest when the rerun fences the transactional id) and
-    nothing it sent is ever visible to read_committed readers."""
+    """A commit that fails (outputs sent, never committed) is aborted; the replay's task is
+    rebuilt from what its progress topic holds, as a live consumer's, and goes on: nothing
+    it sent in the aborted transaction is ever visible to read_committed readers."""
     settings = Settings(bootstrap_servers=bootstrap_servers, topic_prefix=prefix,
                         partitions=PARTITIONS, batch_max_records=9)
     lines = _raw_stream(seed=8)
@@ -247,23 +253,19 @@ async def test_replay_after_a_crash_inside_a_transaction(
     commits = 0
     real_commit = AIOKafkaProducer.commit_transaction
 
-    async def dying_commit(self: AIOKafkaProducer) -> None:
+    async def failing_commit(self: AIOKafkaProducer) -> None:
         nonlocal commits
         commits += 1
-        if commits == 3:  # the plan, one batch, then die before committing the next
-            raise RuntimeError("killed before commit")
+        if commits == 3:  # the plan, one batch, then a commit that fails
+            raise RuntimeError("the broker said no")
         await real_commit(self)
 
-    monkeypatch.setattr(AIOKafkaProducer, "commit_transaction", dying_commit)
-    with pytest.raises(RuntimeError, match="killed before commit"):
-        await replay(settings, projection="typed", from_ts=T0 / 1000, to_ts=None, to_topic=target)
-    monkeypatch.setattr(AIOKafkaProducer, "commit_transaction", real_commit)
-
+    monkeypatch.setattr(AIOKafkaProducer, "commit_transaction", failing_commit)
     summary = await replay(settings, projection="typed", from_ts=T0 / 1000, to_ts=None,
                            to_topic=target)
-    assert summary.resumed
+    assert commits > 3 and not summary.resumed
     assert await _target_by_run(read_topic, target) == _offline_by_run(lines, "typed")
-    # The dead process's outputs were written, then aborted: visible to read_uncommitted only.
+    # The failed transaction's outputs were written, then aborted: read_uncommitted only.
     uncommitted = await read_topic(target, isolation_level="read_uncommitted")
     assert len(uncommitted) > summary.total("records_out")
 

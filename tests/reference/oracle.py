@@ -28,7 +28,7 @@ KNOWN_KINDS = frozenset({"thinking", "text_delta", "tool_call", "tool_result", "
 END_STATUS = {"done": "completed", "error": "error", "cancelled": "cancelled"}
 
 
-# -- compact JSON (README decision 4: orjson's text) ------------------------------------
+# -- compact JSON (docs/contract.md decision 4: orjson's text) ------------------------------------
 
 
 def float_text(value: float) -> str:
@@ -165,7 +165,8 @@ def parse(value: bytes) -> tuple[Any, bool]:
 
 
 def _questions_ok(event: Event) -> bool:
-    """README decision 5: an ask_user's ``payload["questions"]`` is a list, null or absent."""
+    """docs/contract.md decision 5: an ask_user's ``payload["questions"]`` is a list, null or
+    absent."""
     pending = event.get("interrupt")
     if pending is None or event["kind"] != "ask_user":
         return True

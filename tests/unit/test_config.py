@@ -204,20 +204,19 @@ def _aiokafkas_own_backoff_override() -> float:
     )
     assert result.returncode == 0, (
         "aiokafka no longer has a float sender.BACKOFF_OVERRIDE: the engine's shorter "
-        f"AddPartitionsToTxn retry (engine/transactions.py) silently stops working\n{result.stderr}"
+        f"AddPartitionsToTxn retry (engine/producer.py) silently stops working\n{result.stderr}"
     )
     return float(result.stdout)
 
 
-async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry(
+async def test_a_task_producer_shortens_aiokafkas_add_partitions_retry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The engine sets a module constant of aiokafka's sender; an aiokafka release that
     # renames it must fail here, not slow every other transaction down unnoticed.
     from aiokafka.producer import sender
 
-    from symfonic_stream.app.topologies import copier_topology
-    from symfonic_stream.engine.transactions import ADD_PARTITIONS_RETRY_S, PartitionProducer
+    from symfonic_stream.engine.producer import ADD_PARTITIONS_RETRY_S, TaskProducer
 
     aiokafkas = _aiokafkas_own_backoff_override()
     assert aiokafkas != ADD_PARTITIONS_RETRY_S == 0.002
@@ -229,7 +228,7 @@ async def test_a_partition_producer_shortens_aiokafkas_add_partitions_retry(
     # From aiokafka's own value (whatever an earlier test left), restored after the test.
     monkeypatch.setattr(sender, "BACKOFF_OVERRIDE", aiokafkas)
     settings = Settings()
-    producer = PartitionProducer(settings, copier_topology(settings), 0)  # connects on start
+    producer = TaskProducer(settings, "copier-0", 0)  # connects on start
     try:
         assert sender.BACKOFF_OVERRIDE == ADD_PARTITIONS_RETRY_S
     finally:

@@ -15,7 +15,7 @@ from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.ordering.run_state import RunStatus, decode_run, encode_run
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
-from tests.unit.helpers import interrupt, raw
+from tests.unit.helpers import interrupt, raw, restore_from, write_changes
 
 LIMITS = GuardLimits(gap_timeout_s=30.0, run_buffer_max=5, closed_run_grace_s=600.0)
 
@@ -197,13 +197,14 @@ def test_unknown_kind_is_counted_and_advances_the_run() -> None:
 def test_closed_run_is_forgotten_after_grace_with_a_tombstone() -> None:
     h = Harness()
     h.feed(done(0), now=100.0)
-    h.processor.checkpoint(h.out)
-    assert h.out.state[b"run-1"] is not None
+    write_changes(h.processor, h.out)
+    assert h.out.state[b"run/run-1"] is not None
     h.processor.punctuate(699.0, h.out)
     assert h.processor.active_runs == 1
     h.processor.punctuate(700.0, h.out)
     assert h.processor.active_runs == 0
-    assert h.out.state[b"run-1"] is None
+    write_changes(h.processor, h.out)
+    assert h.out.state[b"run/run-1"] is None
 
 
 def test_runs_are_independent() -> None:
@@ -236,9 +237,9 @@ def test_state_of_an_idle_run_is_small_and_round_trips() -> None:
 def test_buffered_events_survive_encoding_with_their_original_record() -> None:
     h = Harness()
     h.feed(text(3))
-    h.processor.checkpoint(h.out)
+    write_changes(h.processor, h.out)
     restored = Harness()
-    restored.processor.restore(b"run-1", h.out.state[b"run-1"])
+    restore_from(restored.processor, {b"run/run-1": h.out.state[b"run/run-1"]})
     assert restored.processor.buffered_events == 1
     restored.feed(done(0))
     [letter] = restored.out.dead_letters
@@ -346,11 +347,10 @@ def test_restoring_state_at_any_point_gives_the_same_output(
     first = Harness(limits)
     for event in delivered[:cut]:
         first.feed(event)
-    first.processor.checkpoint(first.out)
+    write_changes(first.processor, first.out)
     second = Harness(limits)
     second.offset = first.offset
-    for key, value in first.out.state.items():
-        second.processor.restore(key, value)
+    restore_from(second.processor, first.out.state)
     for event in delivered[cut:]:
         second.feed(event)
     assert first.records() + second.records() == straight.records()
@@ -365,7 +365,7 @@ def test_any_arrival_with_losses_still_gives_dense_seq_and_every_index_once(
     h = Harness(GuardLimits(run_buffer_max=4))
     for index in arrivals:
         h.feed(text(index))
-    h.processor.flush(h.out)
+    h.processor.end_of_input(h.out)
     records = h.records()
     assert [r["seq"] for r in records] == list(range(len(records)))
     covered: list[int] = []

@@ -21,7 +21,7 @@ from symfonic_stream.processors.pauses.rules import (
     parse_rules,
 )
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from tests.unit.helpers import interrupt, raw
+from tests.unit.helpers import interrupt, raw, restore_from, write_changes
 
 NAMES = TopicNames("symfonic")
 RULES = parse_rules(
@@ -196,10 +196,9 @@ def test_kernel_resending_a_run_gets_no_second_ticket_even_after_a_restore() -> 
     ]
     for event in run:
         h.feed(event)
-    h.router.checkpoint(h.out)
+    write_changes(h.router, h.out)
     restored = RouterHarness()
-    for key, value in h.out.state.items():
-        restored.router.restore(key, value)
+    restore_from(restored.router, h.out.state)
     for event in run:  # the whole run again
         restored.feed(event)
     assert [t["ticket_id"] for _, t in h.tickets()] == ["intr-1", "intr-2"]
@@ -215,7 +214,8 @@ def test_closed_run_memory_is_tombstoned_after_grace() -> None:
     assert h.router.active_runs == 1
     h.router.punctuate(NOW + 60, h.out)
     assert h.router.active_runs == 0
-    assert h.out.state[b"run-1"] is None
+    write_changes(h.router, h.out)
+    assert h.out.state[b"run/run-1"] is None
 
 
 def test_bad_raw_records_are_dead_lettered() -> None:
@@ -390,10 +390,9 @@ def test_first_answer_wins_across_a_restore() -> None:
     v = ValidatorHarness()
     v.register(routed())
     v.answer("intr-1", "tok-1", "first")
-    v.validator.checkpoint(v.out)
+    write_changes(v.validator, v.out)
     again = ValidatorHarness()
-    for key, value in v.out.state.items():
-        again.validator.restore(key, value)
+    restore_from(again.validator, v.out.state)
     again.answer("intr-1", "tok-1", "second")
     assert again.outcomes() == ["already_answered"]
 
@@ -467,12 +466,13 @@ def test_a_response_schema_that_cannot_be_applied_refuses_the_answer(
 def test_answered_and_expired_tickets_are_forgotten_after_grace() -> None:
     v = ValidatorHarness()
     v.register(routed(expires_at=NOW + 50))
-    v.validator.checkpoint(v.out)
+    write_changes(v.validator, v.out)
     v.validator.punctuate(NOW + 149, v.out)
     assert v.validator.active_runs == 1
     v.validator.punctuate(NOW + 150, v.out)
     assert v.validator.active_runs == 0
-    assert v.out.state[b"intr-1"] is None
+    write_changes(v.validator, v.out)
+    assert v.out.state[b"ticket/intr-1"] is None
 
 
 def test_topics_ensure_creates_every_queue_the_rules_can_reach(tmp_path: Path) -> None:

@@ -111,7 +111,7 @@ _BAD_PATCHES: list[dict[str, Any]] = [
     {"interrupt": {"name": "x", "kind": "ask_user", "token": "t", "interrupt_id": "i",
                    "expires_at": "soon"}},
     {"result": {"usage": {"input_tokens": 1.5}}}, {"error": {"type": "E"}},
-    # README decision 6: what may not be null, and a non-empty interrupt_id.
+    # docs/contract.md decision 6: what may not be null, and a non-empty interrupt_id.
     {"interrupt": interrupt(payload=None)}, {"interrupt": interrupt(resumable=None)},
     {"interrupt": interrupt(interrupt_id="")}, {"result": {"usage": None}},
     {"result": {"usage": {"output_tokens": None}}}, {"scope": {"tenant": 1}},

@@ -22,7 +22,7 @@ import pytest
 from rich.console import Console
 
 from symfonic_stream.models.envelope import EndRecord, GapRecord, RunEnd
-from symfonic_stream.sdk.reader import OutputRecord, parse_output_record
+from symfonic_stream.sdk.reader import RunRecord, parse_run_record
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.render import RunRenderer, format_ts, render_records
 
@@ -30,12 +30,12 @@ GOLDEN = Path(__file__).parent.parent / "golden"
 GOLDEN_RUN = GOLDEN / "golden_run.jsonl"
 
 
-def golden_records(projection: str) -> list[OutputRecord]:
+def golden_records(projection: str) -> list[RunRecord]:
     lines = GOLDEN_RUN.read_bytes().splitlines()
-    records: list[OutputRecord] = []
+    records: list[RunRecord] = []
     for released in project_lines(lines, "typed" if projection == "typed" else "chunks"):
         records.extend(
-            parse_output_record(out.value, "typed" if projection == "typed" else "chunks")
+            parse_run_record(out.value, "typed" if projection == "typed" else "chunks")
             for out in released.outputs
         )
     return records
@@ -59,7 +59,7 @@ def assert_golden(golden: Path, text: str) -> None:
     assert text == golden.read_text()
 
 
-def rendered(records: list[OutputRecord]) -> str:
+def rendered(records: list[RunRecord]) -> str:
     console, buffer = plain_console()
     render_records(records, console)
     return buffer.getvalue()
@@ -98,7 +98,7 @@ def test_colour_styles_thinking_dim() -> None:
 
 
 def test_error_end_and_gap_lines() -> None:
-    records: list[OutputRecord] = [
+    records: list[RunRecord] = [
         GapRecord(run_id="r", seq=0, ts=1.0, gap={"from_index": 0, "to_index": 3}),
         EndRecord(
             run_id="r", seq=1, ts=2.0, source_index=4,
@@ -121,7 +121,7 @@ def test_streaming_matches_whole_rendering() -> None:
 
 
 def test_long_values_are_cut() -> None:
-    record = parse_output_record(
+    record = parse_run_record(
         b'{"run_id":"r","seq":0,"source_index":0,"ts":1.0,"event":{"type":"tool_result",'
         b'"tool_call_id":"c","result":"' + b"x" * 5000 + b'"}}',
         "typed",

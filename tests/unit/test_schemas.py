@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, TypeAdapter, ValidationError
-from symfonic_stream.processors.pauses import router
 
 import symfonic_stream.models
 from symfonic_stream.cli import main
@@ -64,6 +63,7 @@ from symfonic_stream.models.stream_event import (
     ToolResultEvent,
     UsageEvent,
 )
+from symfonic_stream.processors.pauses import router
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.schemas import (
     ASYNCAPI_FILE,

@@ -12,7 +12,7 @@ from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.envelope import EndRecord, GapRecord, TypedEventRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.sdk.publisher import InvalidEventError, encode_event
-from symfonic_stream.sdk.reader import RunReadError, SequenceError, parse_output_record, parse_time
+from symfonic_stream.sdk.reader import RunReadError, SequenceError, parse_run_record, parse_time
 from symfonic_stream.tools.demo.report import metric_total, percentile
 from symfonic_stream.tools.replay.ranges import ReplayRange
 from symfonic_stream.tools.replay.replay import ReplayError, refused_targets, replay_id
@@ -84,17 +84,17 @@ def test_encode_rejects_other_types() -> None:
 
 
 def test_parse_output_records() -> None:
-    typed = parse_output_record(
+    typed = parse_run_record(
         b'{"run_id":"r","seq":0,"source_index":0,"ts":1.0,'
         b'"event":{"type":"text_delta","text":"a"}}',
         "typed",
     )
-    end = parse_output_record(
+    end = parse_run_record(
         b'{"run_id":"r","seq":1,"source_index":0,"ts":1.0,'
         b'"end":{"status":"paused","error":null}}',
         "typed",
     )
-    gap = parse_output_record(
+    gap = parse_run_record(
         b'{"run_id":"r","seq":2,"source_index":null,"ts":1.0,'
         b'"gap":{"from_index":1,"to_index":2}}',
         "chunks",
@@ -110,7 +110,7 @@ def test_parse_output_records() -> None:
 )
 def test_parse_output_record_rejects(value: bytes | None) -> None:
     with pytest.raises(RunReadError):
-        parse_output_record(value, "typed")
+        parse_run_record(value, "typed")
 
 
 def test_sequence_error_messages_name_run_and_seqs() -> None:

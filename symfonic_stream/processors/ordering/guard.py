@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import CLOSING_KINDS, KNOWN_KINDS, AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.processors.ordering.run_state import (
@@ -49,19 +50,23 @@ class GuardLimits:
     closed_run_grace_s: float = 600.0
 
 
+#: How a run's state travels in the changelog (:mod:`.run_state`).
+RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run)
+
+
 class OrderingGuard:
-    """The guard for every run of one input partition (one state store)."""
+    """The guard for every run of one input partition: its runs live in one state store.
+
+    Each run with something due has one deadline in the store: its oldest buffered event's
+    gap timeout while it waits behind a hole, its grace once closed. A punctuation visits
+    only the runs whose deadline passed.
+    """
 
     def __init__(self, projection: Projection, output_topic: str, limits: GuardLimits) -> None:
         self._project = projection
         self._topic = output_topic
         self._limits = limits
-        self._runs: dict[str, RunState] = {}
-        self._dirty: set[str] = set()
-        # Runs with something buffered, and closed runs by close time: punctuation visits
-        # only these, never every run.
-        self._waiting: set[str] = set()
-        self._closed: dict[str, float] = {}
+        self.runs: StateStore[RunState] = StateStore("run", RUN_CODEC)
         self._buffered = 0
 
     # -- the hot path -----------------------------------------------------------------
@@ -69,9 +74,11 @@ class OrderingGuard:
     def accept(self, event: AgentEvent, record: InputRecord, now: float, out: Collector) -> None:
         """Take one decoded event; emit whatever it releases."""
         run_id = event.run_id
-        run = self._runs.get(run_id)
+        runs = self.runs
+        run = runs.get(run_id)
         if run is None:
-            run = self._runs[run_id] = RunState()
+            run = RunState()
+            runs.put(run_id, run)
         index = event.index
         if index < run.next_index or index in run.buffer:
             out.count("duplicates")
@@ -83,67 +90,58 @@ class OrderingGuard:
                 f"run {run_id!r} ended at index {run.next_index - 1}; index {index} came after",
             )
             return
-        self._dirty.add(run_id)
+        runs.touch(run_id)
         if index > run.next_index:
+            if not run.buffer:  # the run starts waiting: its oldest event's gap timeout
+                runs.schedule(run_id, now + self._limits.gap_timeout_s)
             run.buffer[index] = Pending(event, record, now)
             self._buffered += 1
-            self._waiting.add(run_id)
             if len(run.buffer) > self._limits.run_buffer_max:
                 self._fill_first_hole(run_id, run, now, out)
             return
         self._release(run_id, run, event, now, out)
-        # Only a run with something buffered can release more (and only such a run is in
-        # ``_waiting``: the buffer empties and the run leaves it together, see ``_drain``).
+        # Only a run with something buffered can release more.
         if run.buffer:
             self._drain(run_id, run, now, out)
 
     def punctuate(self, now: float, out: Collector) -> None:
         """Fill holes older than the gap timeout; forget closed runs past their grace."""
-        timeout = self._limits.gap_timeout_s
-        for run_id in list(self._waiting):
-            run = self._runs[run_id]
+        runs = self.runs
+        for run_id in list(runs.due(now)):
+            run = runs.get(run_id)
+            if run is None:
+                continue
+            if run.status is RunStatus.CLOSED:
+                runs.delete(run_id)  # its grace is over: a tombstone at the next commit
+                continue
+            timeout = self._limits.gap_timeout_s
             while run.buffer and _oldest_arrival(run) + timeout <= now:
                 self._fill_first_hole(run_id, run, now, out)
-        grace = self._limits.closed_run_grace_s
-        for run_id, closed_at in list(self._closed.items()):
-            if closed_at + grace > now:
-                continue
-            del self._closed[run_id]
-            del self._runs[run_id]
-            self._dirty.discard(run_id)
-            out.put_state(run_id.encode(), None)
+            if run.buffer:  # (a run the gaps closed has none: it was scheduled its grace)
+                runs.schedule(run_id, _oldest_arrival(run) + timeout)
 
     def flush(self, out: Collector) -> None:
-        """End of input (offline): every hole still open becomes a gap."""
-        for run_id in [run_id for run_id in self._runs if run_id in self._waiting]:
-            run = self._runs[run_id]
+        """End of input (offline, a replay's range): every hole still open becomes a gap."""
+        for run_id, run in self.runs.items():
             while run.buffer:
                 self._fill_first_hole(run_id, run, 0.0, out)
 
-    # -- state store ------------------------------------------------------------------
+    def forget_all(self) -> None:
+        """Delete every run (a tombstone each at the next commit): the input is over."""
+        for run_id, _ in self.runs.items():
+            self.runs.delete(run_id)
+        self._buffered = 0
 
-    def checkpoint(self, out: Collector) -> None:
-        """Write every run changed since the last checkpoint."""
-        for run_id in self._dirty:
-            out.put_state(run_id.encode(), encode_run(self._runs[run_id]))
-        self._dirty.clear()
-
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        """Apply one changelog record (restoring never emits anything)."""
-        run_id = key.decode()
-        previous = self._runs.pop(run_id, None)
-        if previous is not None:
-            self._buffered -= len(previous.buffer)
-            self._waiting.discard(run_id)
-            self._closed.pop(run_id, None)
-        if value is None:
-            return
-        run = self._runs[run_id] = decode_run(value)
-        if run.buffer:
+    def restored(self) -> None:
+        """After a restore: count what is buffered and schedule every run's deadline."""
+        runs = self.runs
+        self._buffered = 0
+        for run_id, run in runs.items():
             self._buffered += len(run.buffer)
-            self._waiting.add(run_id)
-        if run.status is RunStatus.CLOSED:
-            self._closed[run_id] = run.closed_at
+            if run.status is RunStatus.CLOSED:
+                runs.schedule(run_id, run.closed_at + self._limits.closed_run_grace_s)
+            elif run.buffer:
+                runs.schedule(run_id, _oldest_arrival(run) + self._limits.gap_timeout_s)
 
     @property
     def buffered_events(self) -> int:
@@ -151,11 +149,11 @@ class OrderingGuard:
 
     @property
     def active_runs(self) -> int:
-        return len(self._runs)
+        return len(self.runs)
 
     def run(self, run_id: str) -> RunState | None:
         """One run's state (for tests and tools)."""
-        return self._runs.get(run_id)
+        return self.runs.get(run_id)
 
     # -- releasing --------------------------------------------------------------------
 
@@ -203,8 +201,8 @@ class OrderingGuard:
             pending = buffer.pop(run.next_index)
             self._buffered -= 1
             self._release(run_id, run, pending.event, now, out)
-        if not buffer:
-            self._waiting.discard(run_id)
+        if not buffer and run.status is not RunStatus.CLOSED:
+            self.runs.unschedule(run_id)  # nothing waits any more
 
     def _fill_first_hole(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
         first = min(run.buffer)
@@ -219,7 +217,7 @@ class OrderingGuard:
         }
         self._emit(run_id.encode(), run, envelope, "gap", ts, out)
         out.count("gaps")
-        self._dirty.add(run_id)
+        self.runs.touch(run_id)
         run.next_index = first
         self._drain(run_id, run, now, out)
 
@@ -244,7 +242,7 @@ class OrderingGuard:
     def _close(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
         run.status = RunStatus.CLOSED
         run.closed_at = now
-        self._closed[run_id] = now
+        self.runs.schedule(run_id, now + self._limits.closed_run_grace_s)
         # Nothing follows a run's closing end record: whatever still waits is late.
         for index in sorted(run.buffer):
             pending = run.buffer[index]
@@ -255,7 +253,6 @@ class OrderingGuard:
             )
         self._buffered -= len(run.buffer)
         run.buffer.clear()
-        self._waiting.discard(run_id)
 
     def _emit(
         self,

@@ -16,11 +16,13 @@ For every raw event carrying an interrupt the router writes, in one transaction:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,
@@ -37,6 +39,7 @@ from symfonic_stream.models.headers import (
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.expiring import ExpiringState
 from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem
 
 
@@ -69,8 +72,28 @@ def build_ticket(
     }
 
 
-class PauseRouter:
-    """The router's processor for one raw-topic partition."""
+@dataclass(slots=True)
+class RoutedRun:
+    """A run that paused: the interrupts already routed, and when it closed (0: open)."""
+
+    interrupt_ids: list[str]
+    closed_at: float = 0.0
+
+
+def _decode_routed(data: bytes) -> RoutedRun:
+    closed_at, routed = orjson.loads(data)
+    return RoutedRun([str(i) for i in routed], float(closed_at))
+
+
+#: The changelog value: ``[closed_at, [interrupt ids]]``.
+ROUTED_CODEC: Codec[RoutedRun] = Codec(
+    lambda run: orjson.dumps([run.closed_at, run.interrupt_ids]), _decode_routed
+)
+
+
+class PauseRouter(ExpiringState[RoutedRun]):
+    """The router's processor for one raw-topic partition; only runs that paused are
+    remembered, until their grace after they closed."""
 
     def __init__(
         self,
@@ -86,10 +109,8 @@ class PauseRouter:
         self._tenant_queues = tenant_queues
         self._grace_s = grace_s
         self._max_bytes = max_record_bytes
-        # run id → interrupt ids already routed; only runs that paused are remembered.
-        self._routed: dict[str, list[str]] = {}
-        self._closed: dict[str, float] = {}
-        self._dirty: set[str] = set()
+        super().__init__(StateStore("run", ROUTED_CODEC))
+        self.runs = self.state
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
@@ -105,9 +126,12 @@ class PauseRouter:
         pending = event.interrupt
         if pending is not None:
             self._route(event, pending, record, now, out)
-        if event.kind in CLOSING_KINDS and run_id in self._routed and run_id not in self._closed:
-            self._closed[run_id] = now
-            self._dirty.add(run_id)
+        if event.kind in CLOSING_KINDS:
+            run = self.runs.get(run_id)
+            if run is not None and not run.closed_at:
+                run.closed_at = now
+                self.runs.touch(run_id)
+                self.runs.schedule(run_id, now + self._grace_s)
 
     def _route(
         self,
@@ -117,8 +141,8 @@ class PauseRouter:
         now: float,
         out: Collector,
     ) -> None:
-        routed = self._routed.setdefault(event.run_id, [])
-        if pending.interrupt_id in routed:
+        run = self.runs.get(event.run_id)
+        if run is not None and pending.interrupt_id in run.interrupt_ids:
             out.count("duplicates")
             return
         kind = "ask_user" if event.kind == "ask_user" else "interrupt"
@@ -128,8 +152,6 @@ class PauseRouter:
         if problem is None and self._tenant_queues:
             problem = tenant_problem(tenant, self._rules)
         if placement.queue is None or problem is not None:
-            if not routed:
-                del self._routed[event.run_id]
             out.dead_letter(record, DeadLetterReason.UNROUTABLE, problem or "no queue")
             return
         queue = placement.queue
@@ -156,41 +178,15 @@ class PauseRouter:
                 ((RECORD_TYPE_HEADER, TICKET_MARK),),
             )
         )
-        routed.append(pending.interrupt_id)
-        self._dirty.add(event.run_id)
+        if run is None:
+            self.runs.put(event.run_id, RoutedRun([pending.interrupt_id]))
+        else:
+            run.interrupt_ids.append(pending.interrupt_id)
+            self.runs.touch(event.run_id)
 
-    def punctuate(self, now: float, out: Collector) -> None:
-        for run_id, closed_at in list(self._closed.items()):
-            if closed_at + self._grace_s <= now:
-                del self._closed[run_id]
-                self._routed.pop(run_id, None)
-                self._dirty.discard(run_id)
-                out.put_state(run_id.encode(), None)
-
-    def checkpoint(self, out: Collector) -> None:
-        for run_id in self._dirty:
-            state = [self._closed.get(run_id, 0.0), self._routed.get(run_id, [])]
-            out.put_state(run_id.encode(), orjson.dumps(state))
-        self._dirty.clear()
-
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        run_id = key.decode()
-        self._routed.pop(run_id, None)
-        self._closed.pop(run_id, None)
-        if value is None:
-            return
-        closed_at, routed = orjson.loads(value)
-        self._routed[run_id] = list(routed)
-        if closed_at:
-            self._closed[run_id] = float(closed_at)
-
-    @property
-    def buffered_events(self) -> int:
-        return 0
-
-    @property
-    def active_runs(self) -> int:
-        return len(self._routed)
+    def deadline_of(self, run: RoutedRun) -> float | None:
+        """A closed run is forgotten after the grace (its re-sends are duplicates until)."""
+        return run.closed_at + self._grace_s if run.closed_at else None
 
 
 def queue_topics(names: TopicNames, rules: RoutingRules, tenant_queues: bool) -> list[str]:

@@ -32,6 +32,7 @@ import orjson
 from pydantic import ValidationError
 
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
@@ -48,6 +49,7 @@ from symfonic_stream.models.headers import (
 )
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
+from symfonic_stream.processors.expiring import ExpiringState
 
 
 @dataclass(slots=True)
@@ -84,6 +86,10 @@ class Registered:
         return max(self.expires_at, self.answered_at, self.routed_at) + grace_s
 
 
+#: How a ticket travels in the changelog.
+TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
+
+
 def answer_problem(answer: Any, schema: dict[str, Any] | None) -> str | None:
     """Why ``answer`` does not fit ``schema`` (None when it fits or there is no schema)."""
     if schema is None:
@@ -111,7 +117,7 @@ REGISTRATION_INPUT = "registration"
 REQUEST_INPUT = "request"
 
 
-class ResumeValidator:
+class ResumeValidator(ExpiringState[Registered]):
     """The validator's processor for one resume-requests partition."""
 
     def __init__(
@@ -120,8 +126,8 @@ class ResumeValidator:
         self._names = names
         self._grace_s = grace_s
         self._max_bytes = max_record_bytes
-        self._tickets: dict[str, Registered] = {}
-        self._dirty: set[str] = set()
+        super().__init__(StateStore("ticket", TICKET_CODEC))
+        self.tickets = self.state
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
@@ -145,11 +151,11 @@ class ResumeValidator:
                 DeadLetterReason.INVALID_EVENT, "ticket: " + describe_validation_error(exc)
             ) from None
         _check_key(record, ticket.ticket_id)
-        if ticket.ticket_id in self._tickets:
+        if ticket.ticket_id in self.tickets:
             out.count("duplicates")
             return
         schema = ticket.payload.get("response_schema")
-        self._tickets[ticket.ticket_id] = Registered(
+        registered = Registered(
             ticket.token,
             ticket.run_id,
             ticket.tool_call_id,
@@ -157,7 +163,8 @@ class ResumeValidator:
             schema if isinstance(schema, dict) else None,
             ticket.routed_at,
         )
-        self._dirty.add(ticket.ticket_id)
+        self.tickets.put(ticket.ticket_id, registered)
+        self.tickets.schedule(ticket.ticket_id, registered.forget_after(self._grace_s))
 
     def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         if not isinstance(parsed, dict):
@@ -184,7 +191,7 @@ class ResumeValidator:
                 out,
             )
             return
-        ticket = self._tickets.get(request.ticket_id)
+        ticket = self.tickets.get(request.ticket_id)
         # The order of SPEC §7: exists, token, not expired, not answered, then the schema.
         if ticket is None:
             self._reject(request, RejectionReason.UNKNOWN_TICKET, "no such ticket", now, out)
@@ -206,7 +213,8 @@ class ResumeValidator:
             self._reject(request, RejectionReason.INVALID_ANSWER, problem, now, out)
         else:
             ticket.answered_at = now
-            self._dirty.add(request.ticket_id)
+            self.tickets.touch(request.ticket_id)
+            self.tickets.schedule(request.ticket_id, ticket.forget_after(self._grace_s))
             resume = {
                 "ticket_id": request.ticket_id,
                 "run_id": ticket.run_id,
@@ -283,33 +291,9 @@ class ResumeValidator:
             )
         )
 
-    def punctuate(self, now: float, out: Collector) -> None:
-        """Forget tickets answered, expired (and routed) longer than the grace period ago."""
-        for ticket_id, ticket in list(self._tickets.items()):
-            if ticket.forget_after(self._grace_s) <= now:
-                del self._tickets[ticket_id]
-                self._dirty.discard(ticket_id)
-                out.put_state(ticket_id.encode(), None)
-
-    def checkpoint(self, out: Collector) -> None:
-        for ticket_id in self._dirty:
-            out.put_state(ticket_id.encode(), self._tickets[ticket_id].encode())
-        self._dirty.clear()
-
-    def restore(self, key: bytes, value: bytes | None) -> None:
-        ticket_id = key.decode()
-        if value is None:
-            self._tickets.pop(ticket_id, None)
-        else:
-            self._tickets[ticket_id] = Registered.decode(value)
-
-    @property
-    def buffered_events(self) -> int:
-        return 0
-
-    @property
-    def active_runs(self) -> int:
-        return len(self._tickets)
+    def deadline_of(self, ticket: Registered) -> float | None:
+        """Answered, expired (and routed) longer than the grace period ago."""
+        return ticket.forget_after(self._grace_s)
 
 
 def _check_key(record: InputRecord, ticket_id: str) -> None:

@@ -15,7 +15,7 @@ from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
 
 if TYPE_CHECKING:
-    from symfonic_stream.tools.demo.run import DemoContext
+    from symfonic_stream.tools.demo.context import DemoContext
 
 QUEUE = "default"
 

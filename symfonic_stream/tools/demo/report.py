@@ -13,7 +13,7 @@ from symfonic_stream.sdk.reader import RunReader
 from symfonic_stream.tools.render import RunRenderer
 
 if TYPE_CHECKING:
-    from symfonic_stream.tools.demo.run import DemoContext
+    from symfonic_stream.tools.demo.context import DemoContext
 
 
 

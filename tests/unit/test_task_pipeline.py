@@ -1,4 +1,4 @@
-"""A partition's pipeline: records are processed as they arrive, while the previous
+"""A stream task's pipeline: records are processed as they arrive, while the previous
 transaction runs; the next transaction begins only after it committed and carries
 everything processed meanwhile; a failed transaction drops what was processed meanwhile.
 
@@ -18,10 +18,11 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine.partition import Outcome, PartitionTask
+from symfonic_stream.engine.commit import CommitOutcome as Outcome
+from symfonic_stream.engine.producer import ProducerUnusable, TransactionAborted
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.engine.transactions import ProducerUnusable, TransactionAborted
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 SOURCE = "agent-events"
@@ -35,7 +36,9 @@ class RecordingProcessor:
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
 
-    def restore(self, key: bytes, value: bytes | None) -> None:
+    stores: tuple[()] = ()
+
+    def restored(self) -> None:
         pass
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
@@ -48,7 +51,7 @@ class RecordingProcessor:
     def punctuate(self, now: float, out: Collector) -> None:
         self.timeline.append("punctuate")
 
-    def checkpoint(self, out: Collector) -> None:
+    def end_of_input(self, out: Collector) -> None:
         pass
 
     @property
@@ -58,6 +61,21 @@ class RecordingProcessor:
     @property
     def active_runs(self) -> int:
         return 0
+
+
+class _Values(list[bytes | None]):
+    """The output values one transaction carries (the Batches stand-in; dead letters and
+    changelog records are not outputs)."""
+
+    sends: list[Any] = []  # noqa: RUF012
+
+    async def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+                     headers: Any) -> None:
+        if topic == "out":
+            super().append(value)
+
+    async def send_rest(self) -> None:
+        pass
 
 
 class GatedProducer:
@@ -73,19 +91,39 @@ class GatedProducer:
         self.closed = False
         self.begun = asyncio.Event()
 
-    async def commit(self, out: Collector, offsets: Mapping[TopicPartition, int] | None) -> None:
-        number = len(self.gates)
-        gate = asyncio.Event()
-        self.gates.append(gate)
-        values = [record.value for record in out.outputs]
-        self.timeline.append(f"begin {number}")
+    # The steps of the commit protocol (symfonic_stream/engine/commit.py), gated.
+
+    async def begin(self) -> _Values:
+        self.timeline.append(f"begin {len(self.gates)}")
+        self.gates.append(asyncio.Event())
         self.begun.set()
-        await gate.wait()
+        self._values = _Values()
+        return self._values
+
+    async def partition_for(self, topic: str, key: bytes | None) -> int:
+        return 0
+
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
+        pass
+
+    async def await_sends(self, sends: list[Any]) -> None:
+        pass
+
+    async def commit(self) -> None:
+        number = len(self.gates) - 1
+        await self.gates[number].wait()
         if number in self.fail:
             self.timeline.append(f"failed {number}")
-            raise self.fail[number]
-        self.committed.append(values)
+            raise RuntimeError("the broker says no")
+        self.committed.append(list(self._values))
         self.timeline.append(f"commit {number}")
+
+    async def abort_after(self, exc: Exception, sends: list[Any]) -> TransactionAborted:
+        failure = self.fail[len(self.gates) - 1]
+        if isinstance(failure, ProducerUnusable):
+            raise failure
+        assert isinstance(failure, TransactionAborted)
+        return failure
 
     async def close(self) -> None:
         self.closed = True
@@ -93,14 +131,14 @@ class GatedProducer:
 
 def _task(
     timeline: Timeline, *, linger_s: float = 0.0, max_records: int = 1000
-) -> tuple[PartitionTask, GatedProducer]:
+) -> tuple[StreamTask, GatedProducer]:
     topology = Topology(
         consumer="copier", group_id="group", source_topic=SOURCE, output_topics=("out",),
         dead_letter_topic="dlq", changelog_topic=None,
         processor_factory=lambda partition: RecordingProcessor(timeline),
     )
     producer = GatedProducer(timeline)
-    task = PartitionTask(
+    task = StreamTask(
         topology, 0, producer, RecordingProcessor(timeline), 0,  # type: ignore[arg-type]
         metrics=ConsumerMetrics("copier", CollectorRegistry()), max_record_bytes=1_000_000,
         max_records=max_records, linger_s=linger_s,
@@ -134,7 +172,7 @@ async def test_records_are_processed_while_the_previous_transaction_runs() -> No
     assert timeline == ["process 0", "process 1", "begin 0",
                         "process 2", "process 3", "process 4"]
     assert task.pending_records == 3
-    assert task.finished() is None  # transaction 0 still running
+    assert task.failure() is None  # transaction 0 still running
 
     producer.gates[0].set()
     await _until_begun(producer, 2)  # the next one begins as soon as 0 committed
@@ -161,7 +199,7 @@ async def test_a_failed_transaction_drops_what_was_processed_meanwhile() -> None
     assert producer.committed == []
     assert task.failures == 1
     assert task.next_offset == 0  # still the committed offset
-    assert task.finished() is None  # reported once
+    assert task.failure() is None  # reported once
 
     # Until the engine has rebuilt it, the partition ignores what it fetched.
     task.absorb(_records(2, [b"c"]))
@@ -187,11 +225,11 @@ async def test_a_failed_transaction_is_reported_once_it_finished(
     producer.fail[0] = error
     task.absorb(_records(0, [b"a"]))
     await _until_begun(producer, 1)
-    assert task.finished() is None
+    assert task.failure() is None
     producer.gates[0].set()
     await asyncio.sleep(0.01)
-    assert task.finished() is outcome
-    assert task.finished() is None
+    assert task.failure() is outcome
+    assert task.failure() is None
 
 
 async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first() -> None:
@@ -201,7 +239,7 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
     await _until_begun(producer, 1)
     task.absorb(_records(1, [b"b", b"boom", b"c"]))
     assert task.pending_records == 0  # dropped: the processor ran ahead
-    assert task.finished() is None  # transaction 0 is still running
+    assert task.failure() is None  # transaction 0 is still running
     producer.gates[0].set()
     assert await task.flush() is Outcome.ABORTED
     assert producer.committed == [[b"a"]]  # transaction 0 landed; rebuilt from there

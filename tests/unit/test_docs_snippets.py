@@ -1,4 +1,9 @@
-"""The README's worked examples are run, not just read."""
+"""The documentation's worked examples are run, not just read.
+
+docs/records.md's offline example (``symfonic-stream project``) is executed: its input files
+are written from the ``cat`` blocks, the command is run, and what it prints and the
+dead-letter file it writes must be exactly what the page shows.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+RECORDS = DOCS / "records.md"
 
 
-def console_blocks() -> list[str]:
-    return re.findall(r"```console\n(.*?)```", README.read_text(), flags=re.S)
+def console_blocks(page: Path) -> list[str]:
+    return re.findall(r"```console\n(.*?)```", page.read_text(), flags=re.S)
 
 
 def split_session(block: str) -> list[tuple[str, list[str]]]:
@@ -27,7 +33,7 @@ def split_session(block: str) -> list[tuple[str, list[str]]]:
 
 
 def test_offline_example_output_is_what_the_command_prints(tmp_path: Path) -> None:
-    [block] = [b for b in console_blocks() if "symfonic-stream project" in b]
+    [block] = [b for b in console_blocks(RECORDS) if "symfonic-stream project" in b]
     steps = split_session(block)
     produced: set[str] = set()
     checked = 0
@@ -53,3 +59,26 @@ def test_offline_example_output_is_what_the_command_prints(tmp_path: Path) -> No
                 produced.add(argv[argv.index("--dead-letters") + 1])
             checked += 1
     assert checked == 2
+
+
+def test_configuration_page_lists_every_setting_once() -> None:
+    """docs/configuration.md's table names every ``Settings`` field, each once, and no other
+    page keeps a second table of them."""
+    from symfonic_stream.config import ENV_PREFIX, Settings
+
+    root = DOCS.parent
+    row = re.compile(r"^\| (`SYMFONIC_[A-Z0-9_]+`(?:, `SYMFONIC_[A-Z0-9_]+`)*) \|", re.M)
+    listed = [
+        name.strip("` ")
+        for cells in row.findall((DOCS / "configuration.md").read_text())
+        for name in cells.split(",")
+    ]
+    expected = sorted(ENV_PREFIX + field.upper() for field in Settings.model_fields)
+    assert sorted(listed) == expected
+    pages = [root / "README.md", root / "helm/symfonic-stream/README.md", *DOCS.glob("*.md")]
+    elsewhere = [
+        str(page.relative_to(root))
+        for page in pages
+        if page.name != "configuration.md" and row.search(page.read_text())
+    ]
+    assert elsewhere == []

@@ -1,0 +1,234 @@
+"""Setting tasks up: when partitions are assigned, and again after a failed transaction.
+
+Before a task consumes its partition, in this order (the engine then seeks and resumes it,
+under its lock):
+
+1. **fence**: start the task's producer: its InitProducerId bumps the epoch of the task's
+   transactional id, fencing any zombie still holding the partition and finishing whatever
+   transaction it left open. From here on nobody else writes the task's outputs,
+   changelog or offsets.
+2. **restore**: a fresh processor's stores are replayed from the changelog
+   (:mod:`symfonic_stream.engine.restore`), then told so (``restored``).
+3. **position**: where to resume: the group's committed offset, final now that step 1
+   resolved every transaction that could still move it (the beginning when never
+   committed); for a task without a group, the position its own store restored (or its
+   range's start).
+
+aio-libs/aiokafka#738: aiokafka lets the fetcher run before ``on_partitions_assigned``
+completes, so records of a partition can arrive before it is set up; the engine drops them
+and the seek after step 3 makes the fetcher start over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.faults import fault_point
+from symfonic_stream.engine.position import KEY as POSITION
+from symfonic_stream.engine.position import Progress, position_store
+from symfonic_stream.engine.producer import TaskProducer
+from symfonic_stream.engine.records import Processor
+from symfonic_stream.engine.restore import restore_stores
+from symfonic_stream.engine.store import StateStore
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.kafka.admin import partition_counts
+from symfonic_stream.kafka.retry import OnWait
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+if TYPE_CHECKING:
+    from symfonic_stream.engine.task import StreamTask
+
+#: How long start-up waits for missing topics to appear before giving up.
+TOPIC_WAIT_S = 10.0
+
+
+class EngineError(Exception):
+    """The consumer cannot start (Kafka unreachable, missing topics, broken co-partitioning)."""
+
+
+class Superseded(Exception):
+    """A rebalance (or stop) happened while setting tasks up; the work is discarded."""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One task after steps 1-3: fenced, restored, and where to resume."""
+
+    producer: TaskProducer
+    processor: Processor
+    position: StateStore[Progress] | None
+    offset: int
+
+
+async def check_topics(
+    settings: Settings,
+    topology: Topology,
+    *,
+    timeout_s: float | None = None,
+    on_wait: OnWait | None = None,
+) -> None:
+    """Every topic the consumer reads or writes must exist; a group's changelog must have as
+    many partitions as its source. (A missing output topic would otherwise fail every
+    transaction, after a metadata timeout each.) An unreachable Kafka is waited for within
+    ``timeout_s`` (:class:`~symfonic_stream.kafka.retry.KafkaUnavailable` after it)."""
+    wanted = [topology.source_topic, *topology.output_topics]
+    wanted += [t for t in (topology.dead_letter_topic, topology.changelog_topic) if t]
+    wanted = list(dict.fromkeys(wanted))
+    deadline = time.monotonic() + TOPIC_WAIT_S
+    while True:
+        counts = await partition_counts(settings, wanted, timeout_s=timeout_s, on_wait=on_wait)
+        missing = [name for name in wanted if name not in counts]
+        # A topic created a moment ago (``topics ensure`` running alongside the first
+        # pods) may not be in every broker's metadata yet: give it a little time.
+        if not missing or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    if missing:
+        raise EngineError(
+            f"topic(s) {', '.join(missing)} do not exist; run `symfonic-stream topics ensure`"
+        )
+    if topology.changelog_topic is not None and topology.bounded is None:
+        source, changelog = counts[topology.source_topic], counts[topology.changelog_topic]
+        if source != changelog:
+            raise EngineError(
+                f"{topology.changelog_topic} has {changelog} partitions but "
+                f"{topology.source_topic} has {source}: a changelog must be co-partitioned "
+                f"with its source topic"
+            )
+
+
+async def prepare_tasks(
+    settings: Settings,
+    topology: Topology,
+    consumer: AIOKafkaConsumer,
+    tps: list[TopicPartition],
+    *,
+    metrics: ConsumerMetrics,
+    cancelled: Callable[[], bool] = lambda: False,
+    on_progress: Callable[[], None] = lambda: None,
+) -> dict[TopicPartition, Prepared]:
+    """Steps 1-3 for ``tps``. On any failure every producer started here is closed."""
+    producers: dict[TopicPartition, TaskProducer] = {}
+    try:
+        # 1. fence: every partition's InitProducerId runs concurrently.
+        started = await asyncio.gather(
+            *(start_producer(settings, topology, tp) for tp in tps), return_exceptions=True
+        )
+        for tp, result in zip(tps, started, strict=True):
+            if isinstance(result, TaskProducer):
+                producers[tp] = result
+        for result in started:
+            if isinstance(result, BaseException):
+                raise result
+        _check(cancelled)
+        # 2. restore
+        processors = {tp: topology.processor_factory(tp.partition) for tp in tps}
+        positions = {tp: position_store() if topology.bounded else None for tp in tps}
+        await _restore(settings, topology, processors, positions, metrics, cancelled, on_progress)
+        _check(cancelled)
+        # 3. position
+        offsets = await _positions(consumer, topology, positions)
+        _check(cancelled)
+    except BaseException:
+        await asyncio.gather(*(producer.close() for producer in producers.values()))
+        raise
+    return {tp: Prepared(producers[tp], processors[tp], positions[tp], offsets[tp]) for tp in tps}
+
+
+async def _restore(
+    settings: Settings,
+    topology: Topology,
+    processors: dict[TopicPartition, Processor],
+    positions: dict[TopicPartition, StateStore[Progress] | None],
+    metrics: ConsumerMetrics,
+    cancelled: Callable[[], bool],
+    on_progress: Callable[[], None],
+) -> None:
+    if topology.changelog_topic is not None:
+        targets: dict[int, list[tuple[bytes, list[StateStore[Any]]]]] = {}
+        for tp, processor in processors.items():
+            partition, prefix = topology.changelog_place(tp.partition)
+            position = positions[tp]
+            stores = [*processor.stores, *([position] if position is not None else [])]
+            targets.setdefault(partition, []).append((prefix, stores))
+        begun = time.monotonic()
+        counts = await restore_stores(settings, topology.changelog_topic, targets,
+                                      cancelled=cancelled, on_progress=on_progress)
+        for records in counts.values():
+            metrics.state_restored(time.monotonic() - begun, records)
+    for processor in processors.values():
+        processor.restored()
+
+
+async def _positions(
+    consumer: AIOKafkaConsumer,
+    topology: Topology,
+    positions: dict[TopicPartition, StateStore[Progress] | None],
+) -> dict[TopicPartition, int]:
+    if topology.bounded is None:
+        return await committed_offsets(consumer, positions)
+    offsets = {}
+    for tp, store in positions.items():
+        saved = store.get(POSITION) if store is not None else None
+        start = topology.bounded.ranges[tp.partition][0]
+        offsets[tp] = start if saved is None else saved.next_offset
+    return offsets
+
+
+async def rebuild_task(
+    settings: Settings,
+    topology: Topology,
+    consumer: AIOKafkaConsumer,
+    task: StreamTask,
+    *,
+    metrics: ConsumerMetrics,
+    on_progress: Callable[[], None],
+) -> None:
+    """After a failed transaction: steps 1-3 again for ``task``, and a seek there.
+
+    A new producer first: its InitProducerId waits until the markers of our last committed
+    transaction are written (the broker answers EndTxn before writing them, KAFKA-5477), so
+    the changelog's stable end and the position both include that transaction, or neither.
+    """
+    await task.producer.close()
+    prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
+                                    on_progress=on_progress))[task.tp]
+    task.producer = prepared.producer
+    task.reset(prepared.processor, prepared.offset, prepared.position)
+    consumer.seek(task.tp, task.next_offset)
+
+
+async def committed_offsets(
+    consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """The group's committed offset of each partition, or its beginning when never committed."""
+    tps = list(tps)
+    committed = await asyncio.gather(*(consumer.committed(tp) for tp in tps))
+    offsets = {tp: off for tp, off in zip(tps, committed, strict=True) if off is not None}
+    fresh = [tp for tp in tps if tp not in offsets]
+    if fresh:
+        # Never committed: start at the beginning (auto_offset_reset=earliest).
+        offsets.update(await consumer.beginning_offsets(fresh))
+    return offsets
+
+
+async def start_producer(
+    settings: Settings, topology: Topology, tp: TopicPartition
+) -> TaskProducer:
+    """Step 1 for ``tp``: a started producer, every earlier transaction of its id finished."""
+    producer = TaskProducer(settings, topology.transactional_id(tp.partition), tp.partition)
+    await producer.start()
+    fault_point("init_producer")
+    return producer
+
+
+def _check(cancelled: Callable[[], bool]) -> None:
+    if cancelled():
+        raise Superseded

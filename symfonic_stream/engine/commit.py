@@ -1,0 +1,212 @@
+"""The commit protocol: how what one task processed becomes one Kafka transaction.
+
+Every transaction of every consumer, and of a replay, is :func:`commit`, in nine steps, each
+named again at its line:
+
+1. **take** what the task processed since its last transaction: outputs, dead letters,
+   counts, and the offset after its last record (none for a punctuation alone);
+2. **write changed state**: each state store of the task writes its dirty keys (for a task
+   without a group, its position too) into the batch;
+3. **begin**, after creating any on-demand output topic the batch is the first to write to;
+4. **produce** every record, in whole batches per output partition: outputs, dead letters,
+   changelog records, each partition's in the order they were written;
+5. **send offsets**: the input offset, committed to the group inside the transaction
+   (TxnOffsetCommit); a task without a group moved its position in step 2;
+6. **await the sends**: every batch acknowledged (aiokafka would commit around a failed one);
+7. **commit**: EndTxn;
+8. **advance**: the task's committed offset moves;
+9. **report** the committed transaction to the metrics, once (an aborted one counts only as
+   an abort, so the counters agree with what read_committed readers see).
+
+Every wait is bounded by the transaction timeout (:mod:`symfonic_stream.engine.producer`).
+A failure in steps 3-7 becomes an outcome in one place, :func:`transact`: a clean abort (or
+nothing sent) is ABORTED, and the engine rebuilds the task (fence, restore, seek); a
+fenced or fatal producer, or a commit whose outcome is unknown, is UNUSABLE, and the
+partition goes back to the group. docs/engine.md tells the whole story.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aiokafka import TopicPartition
+
+from symfonic_stream.engine.commit_metrics import report_commit
+from symfonic_stream.engine.dead_letters import dead_letter_headers
+from symfonic_stream.engine.faults import fault_point
+from symfonic_stream.engine.on_demand import OnDemandTopics
+from symfonic_stream.engine.position import KEY as POSITION
+from symfonic_stream.engine.position import Progress
+from symfonic_stream.engine.producer import (
+    Batches,
+    ProducerUnusable,
+    Sends,
+    TaskProducer,
+    TransactionAborted,
+)
+from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.store import StateStore, write_changes
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+log = logging.getLogger(__name__)
+
+
+class CommitOutcome(enum.Enum):
+    """What became of one transaction."""
+
+    COMMITTED = "committed"
+    #: Rolled back (or never begun); the processor ran ahead and must be rebuilt.
+    ABORTED = "aborted"
+    #: The producer is fenced or fatal; the partition must be given back to the group.
+    UNUSABLE = "unusable"
+
+
+class Committing(Protocol):
+    """What the protocol needs of the task it commits for (a ``StreamTask``)."""
+
+    topology: Topology
+    tp: TopicPartition
+    producer: TaskProducer
+    metrics: ConsumerMetrics
+    on_demand: OnDemandTopics | None
+    position: StateStore[Progress] | None
+
+    @property
+    def stores(self) -> tuple[StateStore[Any], ...]: ...
+
+    def committed(self, next_offset: int) -> None: ...
+
+    def log_context(self) -> dict[str, object]: ...
+
+
+@dataclass(slots=True)
+class Batch:
+    """Step 1's result: what one transaction carries."""
+
+    out: Collector
+    next_offset: int | None
+    consumed: int
+    #: It carries what a bounded task's processor held back to the end of its input.
+    ends_input: bool = False
+
+
+async def commit(task: Committing, batch: Batch) -> CommitOutcome:
+    """Steps 2-9 for ``batch`` (step 1, the take, is the task's ``take``)."""
+    started = time.monotonic()
+    out, next_offset = batch.out, batch.next_offset
+    # 2. write changed state
+    try:
+        _write_changed_state(task, batch)
+    except Exception:
+        log.exception("writing the state changes failed", extra=task.log_context())
+        return _aborted(task, 0.0)
+    if task.on_demand is not None:  # (before 3: topics a transaction cannot create)
+        try:
+            await task.on_demand.ensure(out)
+        except Exception:
+            log.exception("creating an on-demand output topic failed", extra=task.log_context())
+            return _aborted(task, 0.0)
+    offsets = None if next_offset is None else {task.tp: next_offset}
+    try:
+        await transact(task.producer, task.topology, out, offsets)  # steps 3-7
+    except ProducerUnusable as unusable:
+        log.warning("producer unusable; partition given back to the group",
+                    extra={**task.log_context(), "fenced": unusable.fenced, "error": str(unusable)})
+        task.metrics.observe_transaction(time.monotonic() - started, committed=False)
+        if unusable.fenced:
+            task.metrics.producer_fenced()
+        return CommitOutcome.UNUSABLE
+    except TransactionAborted as aborted:
+        log.warning("transaction aborted; partition will be rebuilt",
+                    extra={**task.log_context(), "error": repr(aborted.__cause__)})
+        return _aborted(task, time.monotonic() - started)
+    # 8. advance
+    if next_offset is not None:
+        task.committed(next_offset)
+    # 9. report
+    try:
+        task.metrics.observe_transaction(time.monotonic() - started, committed=True)
+        report_commit(task.metrics, task.tp.topic, out, batch.consumed)
+    except Exception:  # bookkeeping must never turn a commit into a failure
+        log.exception("metrics update failed", extra=task.log_context())
+    return CommitOutcome.COMMITTED
+
+
+def _write_changed_state(task: Committing, batch: Batch) -> None:
+    position = task.position
+    if position is not None and batch.next_offset is not None:
+        progress = position.get(POSITION) or Progress(batch.next_offset)
+        progress.add(batch.out, batch.consumed)
+        progress.next_offset = batch.next_offset
+        progress.ended = progress.ended or batch.ends_input
+        position.put(POSITION, progress)
+    write_changes(task.stores, batch.out.state)
+
+
+async def transact(
+    producer: TaskProducer,
+    topology: Topology,
+    out: Collector,
+    offsets: Mapping[TopicPartition, int] | None,
+) -> None:
+    """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction.
+
+    Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
+    :class:`ProducerUnusable` when the producer must be dropped: the one place a failure
+    becomes an outcome.
+    """
+    sends: Sends = []
+    try:
+        # 3. begin
+        batches = await producer.begin()
+        sends = batches.sends
+        # 4. produce
+        await _produce(topology, producer, batches, out)
+        # 5. send offsets
+        if topology.bounded is None and offsets:
+            await producer.send_offsets(offsets, topology.group_id)
+        # 6. await the sends
+        await producer.await_sends(sends)
+        fault_point("in_transaction")
+        # 7. commit
+        await producer.commit()
+        fault_point("commit_logged")
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise await producer.abort_after(exc, sends) from exc  # or raises ProducerUnusable
+
+
+async def _produce(
+    topology: Topology, producer: TaskProducer, batches: Batches, out: Collector
+) -> None:
+    for record in out.outputs:
+        partition = await producer.partition_for(record.topic, record.key)
+        await batches.append(record.topic, partition, record.key, record.value, record.headers)
+    dead_letter_topic = topology.dead_letter_topic
+    if dead_letter_topic is not None:
+        for letter in out.dead_letters:
+            key = letter.record.key
+            partition = await producer.partition_for(dead_letter_topic, key)
+            headers = dead_letter_headers(letter, topology.consumer)
+            await batches.append(dead_letter_topic, partition, key, letter.record.value, headers)
+    if out.state:
+        if topology.changelog_topic is None:
+            raise RuntimeError(f"{topology.consumer} is stateless but wrote state")
+        partition, prefix = topology.changelog_place(producer.partition)
+        for key, value in out.state.items():
+            await batches.append(topology.changelog_topic, partition, prefix + key, value, ())
+    await batches.send_rest()
+
+
+def _aborted(task: Committing, seconds: float) -> CommitOutcome:
+    if seconds:
+        task.metrics.observe_transaction(seconds, committed=False)
+    return CommitOutcome.ABORTED

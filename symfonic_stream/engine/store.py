@@ -1,0 +1,163 @@
+"""State stores: one task's key → value state, changelogged and restored by the store.
+
+A processor keeps what it must remember (a run's next index, a ticket's token) in one or
+more :class:`StateStore` s, as Kafka Streams' key-value stores with a changelog:
+
+* ``get`` / ``put`` / ``delete`` (and ``touch`` for a value changed in place) mark the key
+  *dirty*; nothing is written yet.
+* At step 2 of every commit (:mod:`symfonic_stream.engine.commit`) the engine asks each
+  store for its changes: the latest value of each dirty key, encoded, or a tombstone.
+  They travel in the same transaction as the outputs and the input offset, so the
+  changelog always matches the committed offset.
+* Before a task consumes, the engine replays the task's changelog partition into its
+  stores (:meth:`StateStore.restore`), each taking the records under its own prefix.
+* ``schedule`` / ``due``: a deadline per key (a gap timeout, a closed run's grace), kept in
+  a heap, so a punctuation costs what is due, never the number of keys.
+
+Several stores of one task share its changelog partition: every key carries its store's
+prefix (``<name>/``), so no store can read another's record, whatever the key holds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+V = TypeVar("V")
+
+#: Changed keys of one commit: changelog key → encoded value (``None``: a tombstone).
+Changes = MutableMapping[bytes, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Codec(Generic[V]):
+    """How a store's values travel in its changelog."""
+
+    encode: Callable[[V], bytes]
+    decode: Callable[[bytes], V]
+
+
+class StateStore(Generic[V]):
+    """An in-memory key → value store written to, and restored from, a changelog."""
+
+    def __init__(self, name: str, codec: Codec[V]) -> None:
+        if not name or "/" in name:
+            raise ValueError(f"a store name is a non-empty word without '/': {name!r}")
+        self.name = name
+        self.prefix = f"{name}/".encode()
+        self._codec = codec
+        self._values: dict[str, V] = {}
+        self._dirty: set[str] = set()
+        # Deadlines: the current one per key, and a heap that may hold stale entries.
+        self._deadline: dict[str, float] = {}
+        self._heap: list[tuple[float, str]] = []
+
+    # -- reading and writing -----------------------------------------------------------
+
+    def get(self, key: str) -> V | None:
+        return self._values.get(key)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def items(self) -> list[tuple[str, V]]:
+        """Every key and value, in the order the keys were first put (a snapshot)."""
+        return list(self._values.items())
+
+    def put(self, key: str, value: V) -> None:
+        self._values[key] = value
+        self._dirty.add(key)
+
+    def touch(self, key: str) -> None:
+        """``key``'s value was changed in place: write it at the next commit."""
+        if key in self._values:
+            self._dirty.add(key)
+
+    def delete(self, key: str) -> None:
+        """Forget ``key`` (a tombstone at the next commit) and its deadline."""
+        if self._values.pop(key, None) is not None or key in self._dirty:
+            self._dirty.add(key)
+        self._deadline.pop(key, None)
+
+    # -- the changelog -----------------------------------------------------------------
+
+    def write_changes(self, changes: Changes) -> None:
+        """Commit step 2: each dirty key's latest value (or a tombstone) into ``changes``."""
+        encode = self._codec.encode
+        prefix = self.prefix
+        for key in self._dirty:
+            value = self._values.get(key)
+            changes[prefix + key.encode()] = None if value is None else encode(value)
+        self._dirty.clear()
+
+    @property
+    def dirty(self) -> int:
+        """Keys changed since the last commit."""
+        return len(self._dirty)
+
+    def owns(self, changelog_key: bytes) -> bool:
+        return changelog_key.startswith(self.prefix)
+
+    def restore(self, changelog_key: bytes, value: bytes | None) -> str:
+        """Apply one changelog record of this store (``None``: a tombstone); its key."""
+        key = changelog_key[len(self.prefix):].decode()
+        if value is None:
+            self._values.pop(key, None)
+        else:
+            self._values[key] = self._codec.decode(value)
+        return key
+
+    # -- deadlines ---------------------------------------------------------------------
+
+    def schedule(self, key: str, at: float) -> None:
+        """``key`` is due at ``at`` (replacing any earlier deadline of it)."""
+        if self._deadline.get(key) == at:
+            return
+        self._deadline[key] = at
+        heapq.heappush(self._heap, (at, key))
+
+    def unschedule(self, key: str) -> None:
+        self._deadline.pop(key, None)
+
+    def deadline(self, key: str) -> float | None:
+        return self._deadline.get(key)
+
+    def due(self, now: float) -> Iterator[str]:
+        """Pop and yield every key whose deadline is at or before ``now``, earliest first.
+
+        A key rescheduled or deleted since its entry was pushed is skipped when that stale
+        entry comes up: the heap never needs searching.
+        """
+        heap, current = self._heap, self._deadline
+        while heap and heap[0][0] <= now:
+            at, key = heapq.heappop(heap)
+            if current.get(key) == at:
+                del current[key]
+                yield key
+
+    def next_due(self) -> float | None:
+        """The earliest deadline still scheduled (stale entries dropped on the way)."""
+        heap, current = self._heap, self._deadline
+        while heap and current.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+
+def write_changes(stores: Iterable[StateStore[Any]], changes: Changes) -> None:
+    """Commit step 2 for every store of a task."""
+    for store in stores:
+        store.write_changes(changes)
+
+
+def restore_record(stores: Iterable[StateStore[Any]], key: bytes, value: bytes | None) -> bool:
+    """Hand one changelog record to the store whose prefix it carries; False if none."""
+    for store in stores:
+        if store.owns(key):
+            store.restore(key, value)
+            return True
+    return False

@@ -1,0 +1,334 @@
+"""One stream task: an input partition the engine owns, its processor, stores and producer.
+
+Records are processed as soon as they are fetched (:meth:`StreamTask.absorb`) into what is
+*pending*; the task's *committer* turns what is pending into one transaction at a time
+(:mod:`symfonic_stream.engine.commit`), and records fetched meanwhile wait for the next. A
+transaction begins once its first pending record has waited ``SYMFONIC_BATCH_MAX_LATENCY_MS``
+for company (a producer's ``linger.ms``), at once when ``SYMFONIC_BATCH_MAX_RECORDS`` are
+pending or the engine stopped fetching for lack of room (:meth:`StreamTask.hurry`). At
+most one transaction per task is in flight, each begun after the previous committed.
+
+A failed transaction drops what was pending (the processor ran ahead on state that was
+rolled back) and ignores what is fetched until the engine rebuilt the task. A processor
+that raises on a record fails the task the same way, and the record's offset is
+remembered: on the retry it is dead-lettered (``invalid_event``) instead of processed, so
+the partition goes on. docs/engine.md has the whole lifecycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from symfonic_stream.engine.commit import Batch, CommitOutcome, commit
+from symfonic_stream.engine.on_demand import OnDemandTopics
+from symfonic_stream.engine.position import Progress
+from symfonic_stream.engine.producer import TaskProducer
+from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, Processor
+from symfonic_stream.engine.store import StateStore
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
+from symfonic_stream.observability.metrics import ConsumerMetrics
+
+log = logging.getLogger(__name__)
+
+# One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
+# keyword ``__new__`` costs more than the tuple), so the field order is checked once.
+_new_input = tuple.__new__
+if InputRecord._fields != (
+    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
+):
+    raise RuntimeError(f"InputRecord changed its fields: update {__file__}")
+
+
+def to_input(record: Any) -> InputRecord:
+    """An aiokafka ConsumerRecord as the processors see it: the one conversion every
+    consumer and a replay share. A header with a null value becomes ``b""``."""
+    headers = record.headers
+    return _new_input(InputRecord, (
+        record.topic,
+        record.partition,
+        record.offset,
+        record.key,
+        record.value,
+        tuple((k, v if v is not None else b"") for k, v in headers) if headers else (),
+        record.timestamp or 0,
+    ))
+
+
+class StreamTask:
+    """The engine's handle on one input partition it owns."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        partition: int,
+        producer: TaskProducer,
+        processor: Processor,
+        next_offset: int,
+        *,
+        metrics: ConsumerMetrics,
+        max_record_bytes: int,
+        max_records: int = 1000,
+        linger_s: float = 0.0,
+        on_taken: asyncio.Event | None = None,
+        on_demand: OnDemandTopics | None = None,
+        position: StateStore[Progress] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.tp = TopicPartition(topology.source_topic, partition)
+        self.producer = producer
+        self.processor = processor
+        #: Where a task without a group keeps its position (:mod:`.position`).
+        self.position = position
+        #: The offset of the next record to process (the committed offset after a commit).
+        self.next_offset = next_offset
+        #: Consecutive failed transactions, for the back-off before retrying.
+        self.failures = 0
+        #: While ``time.monotonic()`` is below this, the partition stays paused.
+        self.paused_until = 0.0
+        self.metrics = metrics
+        self.on_demand = on_demand
+        #: A bounded task whose range is processed: nothing more is absorbed.
+        self.input_done = False
+        self._poison: dict[int, str] = {}  # offsets of records the processor raised on
+        self._max_record_bytes = max_record_bytes
+        self._max_records = max_records
+        self._linger_s = linger_s
+        self._on_taken = on_taken  # set when the committer takes (room to fetch more)
+        self._pending: Collector | None = None
+        self._pending_records = 0
+        self._pending_offset: int | None = None
+        self._pending_ends_input = False
+        self._pending_since = 0.0
+        self._committer: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # cuts a linger short
+        self._failure: CommitOutcome | None = None  # until :meth:`reset`
+        self._failure_reported = False
+
+    @property
+    def partition(self) -> int:
+        partition: int = self.tp.partition
+        return partition
+
+    @property
+    def stores(self) -> tuple[StateStore[Any], ...]:
+        """Every store the commit writes: the processor's, and the position if any."""
+        own = tuple(self.processor.stores)
+        return own if self.position is None else (*own, self.position)
+
+    @property
+    def pending_records(self) -> int:
+        return self._pending_records
+
+    @property
+    def idle(self) -> bool:
+        """Nothing pending and no transaction in flight."""
+        return self._pending is None and (self._committer is None or self._committer.done())
+
+    def absorb(self, records: Sequence[Any], position: int | None = None) -> None:
+        """Process ``records`` (aiokafka ConsumerRecords, in offset order) into what is
+        pending. ``position``, the consumer's position after them, may be past the last
+        record (commit markers): the offset to commit then moves past them too."""
+        if self._failure is not None or self.input_done or not records:
+            return
+        out = self._pending if self._pending is not None else Collector()
+        now = self.topology.clock()
+        record: Any = None
+        try:
+            for record in records:
+                self._process_one(to_input(record), now, out)
+        except Exception as exc:
+            log.exception("processor failed", extra=self.log_context())
+            self._poison[record.offset] = f"{type(exc).__name__}: {exc}"
+            self._fail(CommitOutcome.ABORTED)
+            return
+        after = records[-1].offset + 1
+        self._add_pending(out, len(records), max(after, position or after))
+
+    def end_input(self) -> None:
+        """A bounded task reached the end of its range: the processor's last word, then
+        nothing more."""
+        if self._failure is not None or self.input_done:
+            return
+        self.input_done = True
+        out = self._pending if self._pending is not None else Collector()
+        try:
+            self.processor.end_of_input(out)
+        except Exception:
+            log.exception("processor failed at the end of its input", extra=self.log_context())
+            self._fail(CommitOutcome.ABORTED)
+            return
+        end = self.topology.bounded.ranges[self.partition][1] if self.topology.bounded else None
+        self._pending_ends_input = True
+        self._add_pending(out, 0, end, since=time.monotonic() - self._linger_s)
+
+    def punctuate(self, now: float) -> None:
+        """Fire timers (gap timeouts, grace expiry) into what is pending."""
+        if self._failure is not None:
+            return
+        out = self._pending if self._pending is not None else Collector()
+        try:
+            self.processor.punctuate(now, out)
+        except Exception:
+            log.exception("processor punctuation failed", extra=self.log_context())
+            self._fail(CommitOutcome.ABORTED)
+            return
+        if self._pending is None:
+            if not (out.outputs or out.dead_letters or any(s.dirty for s in self.stores)):
+                if out.counts:
+                    self.metrics.add_counts(out.counts)
+                return
+            # Nothing to wait for: the timers already waited.
+            self._add_pending(out, 0, None, since=time.monotonic() - self._linger_s)
+
+    def hurry(self) -> None:
+        """End a linger now: the engine stopped fetching until something is committed."""
+        self._wake.set()
+
+    def failure(self) -> CommitOutcome | None:
+        """The failure the engine must act on, once the committer stopped; else None."""
+        committer = self._committer
+        if committer is not None:
+            if not committer.done():
+                return None
+            self._committer = None
+            committer.result()  # a bug in the committer surfaces here
+        if self._failure is None or self._failure_reported:
+            return None
+        self._failure_reported = True
+        return self._failure
+
+    async def flush(self) -> CommitOutcome:
+        """Commit everything pending; COMMITTED, or the failure the engine must act on."""
+        committer = self._committer
+        if committer is not None:
+            await committer
+        return self.failure() or CommitOutcome.COMMITTED
+
+    def reset(self, processor: Processor, next_offset: int,
+              position: StateStore[Progress] | None = None) -> None:
+        """After a failure: a processor rebuilt from the changelog, the committed offset."""
+        if self._committer is not None and not self._committer.done():
+            raise RuntimeError("reset while a transaction is in flight")
+        self._committer = None
+        self._drop_pending()
+        self._failure = None
+        self._failure_reported = False
+        self.input_done = False
+        self.processor = processor
+        self.position = position
+        self.next_offset = next_offset
+
+    async def close(self) -> None:
+        """Commit what is pending (the partition is still ours), then stop the producer."""
+        try:
+            await self.flush()
+        except Exception:
+            log.exception("the last transaction failed while closing", extra=self.log_context())
+        await self.producer.close()
+
+    # -- the commit protocol's side of the task ---------------------------------------
+
+    def take(self) -> Batch:
+        """Commit step 1: everything pending, handed over to one transaction."""
+        assert self._pending is not None
+        batch = Batch(self._pending, self._pending_offset, self._pending_records,
+                      self._pending_ends_input)
+        self._drop_pending()
+        if self._on_taken is not None:
+            self._on_taken.set()
+        return batch
+
+    def committed(self, next_offset: int) -> None:
+        """Commit step 8: the transaction carrying ``next_offset`` committed."""
+        if self._failure is None:  # records got past whatever failed before
+            self.failures = 0
+        self.next_offset = next_offset
+        if self._poison:
+            self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
+
+    def log_context(self) -> dict[str, object]:
+        return {"topic": self.tp.topic, "partition": self.tp.partition,
+                "transactional_id": self.producer.transactional_id}
+
+    # -- pending work and the committer -------------------------------------------------
+
+    def _add_pending(
+        self, out: Collector, records: int, next_offset: int | None, *, since: float | None = None
+    ) -> None:
+        if self._pending is None:
+            self._pending = out
+            self._pending_since = time.monotonic() if since is None else since
+        self._pending_records += records
+        if next_offset is not None:
+            self._pending_offset = next_offset
+        if self._pending_records >= self._max_records:
+            self._wake.set()
+        if self._committer is None or self._committer.done():
+            if self._committer is not None:
+                self._committer.result()  # finished cleanly (a failure stops absorb)
+            self._committer = asyncio.create_task(
+                self._commit_pending(), name=f"commit-{self.producer.transactional_id}"
+            )
+
+    def _drop_pending(self) -> None:
+        self._pending = None
+        self._pending_records = 0
+        self._pending_offset = None
+        self._pending_ends_input = False
+
+    def _fail(self, outcome: CommitOutcome) -> None:
+        """Stop: drop what is pending and remember why (a fenced producer outranks). One
+        failure episode counts once towards the back-off, however many parts of it fail."""
+        self._drop_pending()
+        if self._on_taken is not None:
+            self._on_taken.set()  # what was pending is gone: room to fetch again
+        if self._failure is None:
+            self.failures += 1
+        if self._failure is not CommitOutcome.UNUSABLE:
+            self._failure = outcome
+            self._failure_reported = False
+
+    async def _commit_pending(self) -> None:
+        """One transaction after another, until nothing is pending."""
+        while self._pending is not None:
+            wait = self._pending_since + self._linger_s - time.monotonic()
+            if wait > 0 and self._pending_records < self._max_records:
+                self._wake.clear()  # the first pending record waits for company
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+                if self._pending is None:  # dropped by a failure meanwhile
+                    return
+            outcome = await commit(self, self.take())
+            if outcome is not CommitOutcome.COMMITTED:
+                self._fail(outcome)
+                return
+
+    def _process_one(self, item: InputRecord, now: float, out: Collector) -> None:
+        poison = self._poison.get(item.offset) if self._poison else None
+        if poison is not None:
+            out.count_input(INVALID_INPUT_LABEL)
+            out.dead_letter(
+                item,
+                DeadLetterReason.INVALID_EVENT,
+                f"the {self.topology.consumer} processor failed on this record: {poison}",
+            )
+            return
+        value = item.value
+        # SPEC §6 checks too_large first, before any decoding, for every consumer.
+        if value is not None and len(value) > self._max_record_bytes:
+            out.count_input(INVALID_INPUT_LABEL)
+            out.dead_letter(
+                item,
+                DeadLetterReason.TOO_LARGE,
+                f"value is {len(value)} bytes, limit {self._max_record_bytes}",
+            )
+            return
+        self.processor.process(item, now, out)

@@ -1,0 +1,152 @@
+"""Every relative link in the documentation leads somewhere: a file that exists, and, with
+a ``#fragment``, a heading of that file whose GitHub anchor it is.
+
+Checked: README.md, docs/*.md and the chart's README. Links outside the repository (the
+contract, ``../shared/SPEC.md``) pass when the file exists at that path. Web links
+(``https:`` and the like) are not fetched.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted(
+    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "helm/symfonic-stream/README.md"]
+)
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+# [text](target) and ![alt](target), target optionally <...> and followed by a "title".
+_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+_REFERENCE = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _prose_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) outside fenced code blocks."""
+    lines: list[tuple[int, str]] = []
+    fence: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)[0] * 3
+            continue
+        if fence is not None:
+            if line.lstrip().startswith(fence):
+                fence = None
+            continue
+        lines.append((number, line))
+    return lines
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text lowercased, punctuation dropped (but
+    ``-`` and ``_``), each space a ``-``."""
+    text = _INLINE_CODE.sub(lambda m: m.group(2), heading)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: its text
+    text = re.sub(r"<[^>]+>", "", text)  # inline HTML
+    text = text.replace("*", "")
+    text = re.sub(r"[^\w\- ]", "", text.lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading anchor of ``path``; a repeated heading gets ``-1``, ``-2``, ..."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for _, line in _prose_lines(path.read_text()):
+        m = _HEADING.match(line)
+        if m is None:
+            continue
+        base = slug(m.group(2))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        found.add(base if n == 0 else f"{base}-{n}")
+    return found
+
+
+def links(path: Path) -> list[tuple[int, str]]:
+    """(line number, target) of every link in ``path``'s prose (not in code)."""
+    found: list[tuple[int, str]] = []
+    for number, line in _prose_lines(path.read_text()):
+        prose = _INLINE_CODE.sub("", line)
+        found.extend((number, m.group(1)) for m in _LINK.finditer(prose))
+        if (m := _REFERENCE.match(prose)) is not None:
+            found.append((number, m.group(1)))
+    return found
+
+
+def broken_links(path: Path) -> list[str]:
+    problems: list[str] = []
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    for number, target in links(path):
+        if not target or _SCHEME.match(target) or target.startswith("//"):
+            continue
+        file_part, _, fragment = target.partition("#")
+        linked = (path.parent / unquote(file_part)).resolve() if file_part else path
+        if not linked.exists():
+            problems.append(f"{where}:{number}: {target}: no such file {linked}")
+            continue
+        if (
+            fragment
+            and linked.is_file()
+            and linked.suffix == ".md"
+            and unquote(fragment).lower() not in anchors(linked)
+        ):
+            problems.append(f"{where}:{number}: {target}: no heading #{fragment}")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_relative_link_resolves(page: Path) -> None:
+    assert broken_links(page) == []
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    readme = ROOT / "README.md"
+    linked = {
+        (readme.parent / target.partition("#")[0]).resolve()
+        for _, target in links(readme)
+        if not _SCHEME.match(target)
+    }
+    unlinked = [
+        str(page.relative_to(ROOT))
+        for page in sorted((ROOT / "docs").glob("*.md"))
+        if page.resolve() not in linked
+    ]
+    assert unlinked == []
+
+
+@pytest.mark.parametrize(
+    ("heading", "anchor"),
+    [
+        (
+            "Tools: publish, tail, replay, demo — and the publisher and reader SDKs",
+            "tools-publish-tail-replay-demo--and-the-publisher-and-reader-sdks",
+        ),
+        ("`symfonic-stream tail RUN_ID`", "symfonic-stream-tail-run_id"),
+        ("2. The raw topic: `symfonic.agent-events`", "2-the-raw-topic-symfonicagent-events"),
+        ("Opt-in: `SYMFONIC_KAFKA_EXTRA_CONFIG`", "opt-in-symfonic_kafka_extra_config"),
+        ("The [chart](helm/README.md) **values**", "the-chart-values"),
+    ],
+)
+def test_slug_is_githubs(heading: str, anchor: str) -> None:
+    assert slug(heading) == anchor
+
+
+def test_a_broken_link_is_found(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Other page\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Probe\n\n## A heading\n\n[ok](#a-heading) [ok](other.md#other-page)\n"
+        "[missing file](nowhere.md) [missing anchor](other.md#no-such-heading)\n"
+        "```\n[in code](ignored.md)\n```\n`[inline](ignored.md)` [web](https://example.com/x)\n"
+    )
+    problems = broken_links(page)
+    assert [p.split(": ", 2)[1] for p in problems] == ["nowhere.md", "other.md#no-such-heading"]
