@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import click
@@ -26,7 +27,9 @@ from symfonic_stream.cli.tail import (
     quiet_kafka_logs,
     settings_or_exit,
 )
+from symfonic_stream.engine.assign import EngineError
 from symfonic_stream.kafka.admin import TopicError
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.tools.render import format_ts
 from symfonic_stream.tools.replay.ranges import Offsets, RangeError, offsets_json, parse_offsets
 from symfonic_stream.tools.replay.replay import ReplayError, ReplaySummary, replay
@@ -100,11 +103,39 @@ def command(
     """
     settings = settings_or_exit()
     quiet_kafka_logs()
+    progress, show = _progress_bar(disable=as_json)
+    try:
+        with progress:
+            summary = asyncio.run(replay(
+                settings, projection="typed" if projection == "typed" else "chunks",
+                from_ts=from_ts, to_ts=to_ts, from_offsets=from_offsets, to_offsets=to_offsets,
+                to_topic=to_topic, force=force, dead_letter_topic=dead_letter_topic,
+                on_progress=show,
+            ))
+    except (ReplayError, TopicError) as exc:
+        click.echo(f"symfonic-stream: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except KeyboardInterrupt:
+        click.echo("symfonic-stream: interrupted; rerun the same command to resume", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except (KafkaError, KafkaUnavailable, EngineError, OSError) as exc:
+        click.echo(f"symfonic-stream: replay stopped: {exc}; rerun the same command to resume",
+                   err=True)
+        sys.exit(EXIT_INCOMPLETE)
+    bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
+    if as_json:
+        sys.stdout.write(orjson.dumps(_as_json(summary, bounds)).decode() + "\n")
+    else:
+        _print_summary(Console(highlight=False), summary, bounds)
+
+
+def _progress_bar(*, disable: bool) -> tuple[Progress, Callable[[ReplaySummary], None]]:
+    """A progress bar on a terminal's stderr, and the callback that moves it."""
     console = Console(stderr=True, highlight=False)
     progress = Progress(
         TextColumn("replaying"), BarColumn(), TaskProgressColumn(),
         TextColumn("{task.fields[records]} records out"),
-        console=console, disable=as_json or not console.is_terminal,
+        console=console, disable=disable or not console.is_terminal,
     )
     task: TaskID | None = None
 
@@ -112,43 +143,10 @@ def command(
         nonlocal task
         if task is None:
             task = progress.add_task("replay", total=max(summary.offsets_total, 1), records=0)
-        progress.update(
-            task, completed=summary.offsets_done, records=summary.total("records_out")
-        )
+        progress.update(task, completed=summary.offsets_done,
+                        records=summary.total("records_out"))
 
-    try:
-        with progress:
-            summary = asyncio.run(
-                replay(
-                    settings,
-                    projection="typed" if projection == "typed" else "chunks",
-                    from_ts=from_ts,
-                    to_ts=to_ts,
-                    from_offsets=from_offsets,
-                    to_offsets=to_offsets,
-                    to_topic=to_topic,
-                    force=force,
-                    dead_letter_topic=dead_letter_topic,
-                    on_progress=show,
-                )
-            )
-    except (ReplayError, TopicError) as exc:
-        click.echo(f"symfonic-stream: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    except KeyboardInterrupt:
-        click.echo("symfonic-stream: interrupted; rerun the same command to resume", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except (KafkaError, OSError) as exc:
-        click.echo(
-            f"symfonic-stream: replay stopped: {exc!r}; rerun the same command to resume",
-            err=True,
-        )
-        sys.exit(EXIT_INCOMPLETE)
-    bounds = _Bounds(from_ts, from_offsets, to_ts, to_offsets)
-    if as_json:
-        sys.stdout.write(orjson.dumps(_as_json(summary, bounds)).decode() + "\n")
-    else:
-        _print_summary(Console(highlight=False), summary, bounds)
+    return progress, show
 
 
 class _Bounds(NamedTuple):

@@ -66,9 +66,8 @@ async def restore_stores(
     on_progress: Callable[[], None] = lambda: None,
 ) -> dict[int, int]:
     """Restore every target's stores; returns records restored per changelog partition."""
-    counts = dict.fromkeys(targets, 0)
     if not targets:
-        return counts
+        return {}
     consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
     await consumer.start()
     try:
@@ -76,51 +75,70 @@ async def restore_stores(
         consumer.assign(tps)
         begins = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
-        remaining = {tp for tp in tps if ends[tp] > begins[tp]}
-        for tp in remaining:
-            consumer.seek(tp, begins[tp])
-        positions = {tp: begins[tp] for tp in remaining}
-        moved_at = dict.fromkeys(remaining, time.time())
-        last_move = time.monotonic()
-        while remaining:
+        run = _Restore(consumer, targets, begins, ends)
+        while run.remaining:
             if cancelled():
                 raise RestoreCancelled(changelog_topic)
             poll_started = time.time()
             batch = await consumer.getmany(
-                *remaining, timeout_ms=_POLL_MS, max_records=_MAX_RECORDS
+                *run.remaining, timeout_ms=_POLL_MS, max_records=_MAX_RECORDS
             )
             # Everything fetched before the poll started has been handed over to us.
             drained = sum(len(records) for records in batch.values()) < _MAX_RECORDS
-            for tp, records in batch.items():
-                into = targets[tp.partition]
-                end = ends[tp]
-                for record in records:
-                    # Only what was committed when we started; a tombstone restores as None.
-                    if (record.offset < end and record.key is not None
-                            and _restore_one(into, record.key, record.value)):
-                        counts[tp.partition] += 1
-                if records:
-                    fault_point("restoring")
-            for tp in list(remaining):
-                position = await consumer.position(tp)
-                if position != positions[tp]:
-                    positions[tp] = position
-                    moved_at[tp] = time.time()
-                    last_move = time.monotonic()
-                if position >= ends[tp] or (
-                    drained and _nothing_left(consumer, tp, moved_at[tp], poll_started)
-                ):
-                    remaining.discard(tp)
+            run.apply(batch)
+            await run.advance(drained, poll_started)
             on_progress()
-            if remaining and time.monotonic() - last_move > RESTORE_STALL_S:
-                raise RestoreStalled(
-                    f"{changelog_topic}: no progress for {RESTORE_STALL_S:.0f} s at "
-                    + ", ".join(f"{tp.partition}@{positions[tp]}/{ends[tp]}" for tp in remaining)
-                )
+            if run.remaining and time.monotonic() - run.last_move > RESTORE_STALL_S:
+                raise RestoreStalled(f"{changelog_topic}: no progress for "
+                                     f"{RESTORE_STALL_S:.0f} s at {run.where()}")
             await asyncio.sleep(0)
     finally:
         await consumer.stop()
-    return counts
+    return run.counts
+
+
+class _Restore:
+    """Where one restore stands: what is left to read, and what was restored."""
+
+    def __init__(self, consumer: AIOKafkaConsumer, targets: Targets,
+                 begins: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> None:
+        self._consumer = consumer
+        self._targets = targets
+        self._ends = ends
+        self.counts = dict.fromkeys(targets, 0)
+        self.remaining = {tp for tp in ends if ends[tp] > begins[tp]}
+        for tp in self.remaining:
+            consumer.seek(tp, begins[tp])
+        self._positions = {tp: begins[tp] for tp in self.remaining}
+        self._moved_at = dict.fromkeys(self.remaining, time.time())
+        self.last_move = time.monotonic()
+
+    def apply(self, batch: dict[TopicPartition, Any]) -> None:
+        for tp, records in batch.items():
+            into, end = self._targets[tp.partition], self._ends[tp]
+            for record in records:
+                # Only what was committed when we started; a tombstone restores as None.
+                if (record.offset < end and record.key is not None
+                        and _restore_one(into, record.key, record.value)):
+                    self.counts[tp.partition] += 1
+            if records:
+                fault_point("restoring")
+
+    async def advance(self, drained: bool, poll_started: float) -> None:
+        for tp in list(self.remaining):
+            position = await self._consumer.position(tp)
+            if position != self._positions[tp]:
+                self._positions[tp] = position
+                self._moved_at[tp] = time.time()
+                self.last_move = time.monotonic()
+            if position >= self._ends[tp] or (
+                drained and _nothing_left(self._consumer, tp, self._moved_at[tp], poll_started)
+            ):
+                self.remaining.discard(tp)
+
+    def where(self) -> str:
+        return ", ".join(f"{tp.partition}@{self._positions[tp]}/{self._ends[tp]}"
+                         for tp in self.remaining)
 
 
 def _nothing_left(

@@ -65,16 +65,26 @@ class _Families:
     """The metric families of one registry, each labelled by consumer and bounded labels."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        def counter(name: str, doc: str, *labels: str) -> Counter:
-            # prometheus-client appends ``_total`` to a counter's name itself.
-            return Counter(PREFIX + name, doc, ("consumer", *labels), registry=registry)
+        self._registry = registry
+        self._records()
+        self._state()
+        self._engine()
+        self._process()
 
-        def gauge(name: str, doc: str, *labels: str) -> Gauge:
-            return Gauge(PREFIX + name, doc, ("consumer", *labels), registry=registry)
+    def _counter(self, name: str, doc: str, *labels: str) -> Counter:
+        # prometheus-client appends ``_total`` to a counter's name itself.
+        return Counter(PREFIX + name, doc, ("consumer", *labels), registry=self._registry)
 
-        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
-            return Histogram(PREFIX + name, doc, ("consumer",), buckets=buckets, registry=registry)
+    def _gauge(self, name: str, doc: str, *labels: str) -> Gauge:
+        return Gauge(PREFIX + name, doc, ("consumer", *labels), registry=self._registry)
 
+    def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+        return Histogram(PREFIX + name, doc, ("consumer",), buckets=buckets,
+                         registry=self._registry)
+
+    def _records(self) -> None:
+        """Records in and out, dead letters, and the guard's counts."""
+        counter = self._counter
         self.records_in = counter(
             "records_in", "Records consumed, by what the consumer read them as.", "topic", "type"
         )
@@ -91,6 +101,10 @@ class _Families:
         self.unknown_kinds = counter(
             "unknown_kinds", "Input events of an unknown kind (projected to nothing)."
         )
+
+    def _state(self) -> None:
+        """What the stores hold, and where the consumer stands."""
+        gauge = self._gauge
         self.buffered = gauge("buffered_events", "Events held behind holes by the ordering guard.")
         self.active_runs = gauge("active_runs", "Runs held in the state store.")
         self.lag = gauge(
@@ -105,13 +119,17 @@ class _Families:
             "topic",
             "partition",
         )
+
+    def _engine(self) -> None:
+        """Latency, transactions, fencing, rebalances, restores, tickets, resumes."""
+        counter, histogram = self._counter, self._histogram
         # Observed for every output record: a transaction's worth in one call.
         self.end_to_end = BatchHistogram(
             PREFIX + "end_to_end_latency_seconds",
             "Kernel timestamp of the source event to the commit of its output.",
             "consumer",
             LATENCY_BUCKETS,
-            registry,
+            self._registry,
         )
         self.txn_duration = histogram(
             "transaction_duration_seconds",
@@ -131,13 +149,18 @@ class _Families:
             "tickets_routed", "Tickets written to human queues.", "queue", "kind"
         )
         self.resumes = counter("resumes", "Resume requests, by outcome.", "outcome")
-        self.ready = gauge("ready", "1 when partitions are assigned, state restored and consuming.")
+
+    def _process(self) -> None:
+        """The process: ready or not, and what it is."""
+        self.ready = self._gauge(
+            "ready", "1 when partitions are assigned, state restored and consuming."
+        )
         # The one family without a consumer label: it describes the process, not a consumer.
         build_info = Gauge(
             PREFIX + "build_info",
             "Always 1; the labels say what is running.",
             ("version", "python_version", "aiokafka_version"),
-            registry=registry,
+            registry=self._registry,
         )
         build_info.labels(__version__, platform.python_version(), _aiokafka_version()).set(1)
 

@@ -112,37 +112,40 @@ def generate_run(
             event["text"] = _sentence(rng, 20, 120)
             events.append(event)
         elif roll < 0.9 and len(events) < total - 2:
-            call_id = "call-" + "".join(rng.choices(string.ascii_lowercase, k=8))
-            name = rng.choice(["search", "fetch_page", "calculator", "lookup_order"])
-            call = base("tool_call")
-            call["tool_call"] = {
-                "id": call_id,
-                "name": name,
-                "arguments": {"query": _sentence(rng, 5, 40), "limit": rng.randint(1, 20)},
-                "result": None,
-                "error": None,
-                "duration_ms": None,
-            }
-            events.append(call)
-            result = base("tool_result")
-            failed = rng.random() < 0.1
-            result["tool_call"] = {
-                "id": call_id,
-                "name": name,
-                "arguments": None,
-                "result": None
-                if failed
-                else {"hits": rng.randint(0, 9), "top": _sentence(rng, 10, 60)},
-                "error": "upstream timeout" if failed else None,
-                "duration_ms": round(rng.uniform(5, 900), 3),
-            }
-            events.append(result)
+            events.extend(_tool_call_pair(rng, base))
         else:
             event = base("text_delta")
             event["text"] = _sentence(rng, 20, 80)
             events.append(event)
     events.append(_terminal(rng, base, shape))
     return events
+
+
+def _tool_call_pair(rng: random.Random, base: Any) -> list[dict[str, Any]]:
+    """A tool call and its result (one in ten failed), appended one after the other."""
+    call_id = "call-" + "".join(rng.choices(string.ascii_lowercase, k=8))
+    name = rng.choice(["search", "fetch_page", "calculator", "lookup_order"])
+    call = base("tool_call")
+    call["tool_call"] = {
+        "id": call_id,
+        "name": name,
+        "arguments": {"query": _sentence(rng, 5, 40), "limit": rng.randint(1, 20)},
+        "result": None,
+        "error": None,
+        "duration_ms": None,
+    }
+    result = base("tool_result")
+    result["index"] = call["index"] + 1  # (base numbers by what the run holds so far)
+    failed = rng.random() < 0.1
+    result["tool_call"] = {
+        "id": call_id,
+        "name": name,
+        "arguments": None,
+        "result": None if failed else {"hits": rng.randint(0, 9), "top": _sentence(rng, 10, 60)},
+        "error": "upstream timeout" if failed else None,
+        "duration_ms": round(rng.uniform(5, 900), 3),
+    }
+    return [call, result]
 
 
 def _terminal(rng: random.Random, base: Any, shape: RunShape) -> dict[str, Any]:

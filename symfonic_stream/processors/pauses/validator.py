@@ -192,48 +192,30 @@ class ResumeValidator(ExpiringState[Registered]):
             )
             return
         ticket = self.tickets.get(request.ticket_id)
-        # The order of SPEC §7: exists, token, not expired, not answered, then the schema.
-        if ticket is None:
-            self._reject(request, RejectionReason.UNKNOWN_TICKET, "no such ticket", now, out)
-        elif not hmac.compare_digest(request.token.encode(), ticket.token.encode()):
-            self._reject(request, RejectionReason.BAD_TOKEN, "token does not match", now, out)
-        elif ticket.expires_at <= now:
-            self._reject(
-                request, RejectionReason.EXPIRED, f"expired at {ticket.expires_at}", now, out
-            )
-        elif ticket.answered_at:
-            self._reject(
-                request,
-                RejectionReason.ALREADY_ANSWERED,
-                f"answered at {ticket.answered_at}",
-                now,
-                out,
-            )
-        elif (problem := answer_problem(request.answer, ticket.response_schema)) is not None:
-            self._reject(request, RejectionReason.INVALID_ANSWER, problem, now, out)
+        refusal = _refusal(request, ticket, now)
+        if refusal is not None:
+            self._reject(request, *refusal, now, out)
         else:
-            ticket.answered_at = now
-            self.tickets.touch(request.ticket_id)
-            self.tickets.schedule(request.ticket_id, ticket.forget_after(self._grace_s))
-            resume = {
-                "ticket_id": request.ticket_id,
-                "run_id": ticket.run_id,
-                "tool_call_id": ticket.tool_call_id,
-                "interrupt_id": request.ticket_id,
-                "answer": request.answer,
-                "responder": request.responder,
-                "answered_at": now,
-            }
-            out.emit(
-                OutputRecord(
-                    self._names.resumes,
-                    ticket.run_id.encode(),
-                    orjson.dumps(resume),
-                    "resume",
-                    None,
-                    ((OUTCOME_HEADER, b"accepted"),),
-                )
-            )
+            assert ticket is not None
+            self._accept(request, ticket, now, out)
+
+    def _accept(self, request: ResumeRequest, ticket: Registered, now: float,
+                out: Collector) -> None:
+        """The first good answer: remembered as answered, a resume for the kernel."""
+        ticket.answered_at = now
+        self.tickets.touch(request.ticket_id)
+        self.tickets.schedule(request.ticket_id, ticket.forget_after(self._grace_s))
+        resume = {
+            "ticket_id": request.ticket_id,
+            "run_id": ticket.run_id,
+            "tool_call_id": ticket.tool_call_id,
+            "interrupt_id": request.ticket_id,
+            "answer": request.answer,
+            "responder": request.responder,
+            "answered_at": now,
+        }
+        out.emit(OutputRecord(self._names.resumes, ticket.run_id.encode(), orjson.dumps(resume),
+                              "resume", None, ((OUTCOME_HEADER, b"accepted"),)))
 
     def _rekey(self, record: InputRecord, ticket_id: str, out: Collector) -> None:
         """Send an answer keyed otherwise back to resume-requests on its ticket's key.
@@ -294,6 +276,26 @@ class ResumeValidator(ExpiringState[Registered]):
     def deadline_of(self, ticket: Registered) -> float | None:
         """Answered, expired (and routed) longer than the grace period ago."""
         return ticket.forget_after(self._grace_s)
+
+
+def _refusal(
+    request: ResumeRequest, ticket: Registered | None, now: float
+) -> tuple[RejectionReason, str] | None:
+    """Why ``request`` is refused, in SPEC §7's order: the ticket exists, the token matches
+    (in constant time, before anything else about the ticket is revealed), it has not
+    expired, it was not answered, the answer fits its schema. None: accepted."""
+    if ticket is None:
+        return RejectionReason.UNKNOWN_TICKET, "no such ticket"
+    if not hmac.compare_digest(request.token.encode(), ticket.token.encode()):
+        return RejectionReason.BAD_TOKEN, "token does not match"
+    if ticket.expires_at <= now:
+        return RejectionReason.EXPIRED, f"expired at {ticket.expires_at}"
+    if ticket.answered_at:
+        return RejectionReason.ALREADY_ANSWERED, f"answered at {ticket.answered_at}"
+    problem = answer_problem(request.answer, ticket.response_schema)
+    if problem is not None:
+        return RejectionReason.INVALID_ANSWER, problem
+    return None
 
 
 def _check_key(record: InputRecord, ticket_id: str) -> None:

@@ -1,0 +1,50 @@
+"""Modules stay readable in one sitting, functions in one screen (the style the README
+names): no module of the package over 400 lines, no function over 60, except builders of
+data literals (the AsyncAPI document's channels, messages and operations)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+#: Functions that are one data literal (a document built as a dict), by module and name.
+DATA_LITERALS = {
+    ("tools/schemas/asyncapi/messages.py", "build_messages"),
+    ("tools/schemas/asyncapi/operations.py", "build_operations"),
+    ("tools/schemas/asyncapi/channels.py", "build_channels"),
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in _modules()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_no_function_is_over_60_lines() -> None:
+    long = {}
+    for path in _modules():
+        where = str(path.relative_to(PACKAGE))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES and (where, node.name) not in DATA_LITERALS:
+                    long[f"{where}:{node.name}"] = lines
+    assert long == {}
+
+
+def test_the_data_literal_exemptions_are_still_data_literals() -> None:
+    # An exemption must not outlive its reason: each is a function returning one literal.
+    for where, name in DATA_LITERALS:
+        tree = ast.parse((PACKAGE / where).read_text())
+        [function] = [n for n in ast.walk(tree)
+                      if isinstance(n, ast.FunctionDef) and n.name == name]
+        returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+        assert returns and all(isinstance(r.value, ast.Dict | ast.Name) for r in returns), name
