@@ -36,7 +36,7 @@ def _loop(what: str, records_file: str, passes: int) -> None:
 
     from symfonic_stream.engine.records import Collector, InputRecord
     from symfonic_stream.engine.store import write_changes
-    from symfonic_stream.models.decoding import decode_agent_event
+    from symfonic_stream.models.decoding import DecodeLimits, decode_agent_event
     from symfonic_stream.processors.ordering.guard import GuardLimits
     from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 
@@ -50,11 +50,11 @@ def _loop(what: str, records_file: str, passes: int) -> None:
         elif what == "decode":
             for record in inputs:
                 decode_agent_event(record.value, key=record.key, check_key=True,
-                                   max_bytes=1_048_576)
+                                   limits=DecodeLimits(1_048_576))
         else:
             processor = ProjectorProcessor(
                 PROJECTIONS["typed" if what == "typed" else "chunks"], "out", GuardLimits(),
-                max_record_bytes=1_048_576,
+                decode=DecodeLimits(1_048_576),
             )
             for first in range(0, len(inputs), BATCH):
                 out = Collector()

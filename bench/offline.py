@@ -30,6 +30,7 @@ import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.engine.store import write_changes
+from symfonic_stream.models.decoding import DecodeLimits
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
@@ -77,7 +78,7 @@ def time_engine_shape(
     records: list[tuple[bytes, bytes]], projection: ProjectionName
 ) -> tuple[float, int]:
     processor = ProjectorProcessor(
-        PROJECTIONS[projection], "bench.out", GuardLimits(), max_record_bytes=1_048_576
+        PROJECTIONS[projection], "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
     )
     produced = 0
     now = time.time()

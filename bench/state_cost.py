@@ -5,7 +5,8 @@
    it, 3 % paused, 1 % with one event buffered behind a hole (the reordering the synthetic
    stream has). Their changelog records are
    :func:`~symfonic_stream.processors.ordering.run_state.encode_run` values keyed by run
-   id, exactly what :class:`OrderingGuard`'s store writes.
+   id (and each buffered event under its own ``buf/`` key), exactly what
+   :class:`OrderingGuard`'s stores write.
 2. Memory: the records are restored into a fresh ``ProjectorProcessor`` (the engine's
    restore path, ``processor.restore(key, value)``) under ``tracemalloc``, and separately
    without it, reading the process RSS before and after.
@@ -43,8 +44,14 @@ from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import InputRecord
 from symfonic_stream.engine.restore import restore_stores
 from symfonic_stream.engine.store import restore_record
-from symfonic_stream.models.decoding import decode_agent_event
-from symfonic_stream.processors.ordering.run_state import Pending, RunState, RunStatus, encode_run
+from symfonic_stream.processors.ordering.run_state import (
+    Pending,
+    RunState,
+    RunStatus,
+    encode_pending,
+    encode_run,
+    pending_key,
+)
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.tools.synthetic import generate_run
 
@@ -58,6 +65,10 @@ class StateRecords:
     buffered_runs: int
     paused_runs: int
 
+    @property
+    def runs(self) -> int:
+        return sum(1 for key, _ in self.records if key.startswith(b"run/"))
+
 
 def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
     """``runs`` open runs' changelog records (key = run id, value = ``encode_run``)."""
@@ -70,9 +81,12 @@ def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
         run_id = f"run-{seed}-{n:06d}"
         length = rng.randint(20, 400)
         next_index = rng.randint(1, length - 1)
-        state = RunState(next_index=next_index, next_seq=next_index + next_index // 4)
+        now = time.time()
+        state = RunState(next_index=next_index, next_seq=next_index + next_index // 4,
+                         touched_at=now, last_ts=now)
         if rng.random() < 0.03:
             state.status = RunStatus.PAUSED
+            state.pause_expires_at = now + 3600
             paused += 1
         if rng.random() < 0.01:
             raw: dict[str, Any] = dict(rng.choice(pool[1:-1]))
@@ -80,7 +94,9 @@ def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
             raw["index"] = next_index + rng.randint(1, 5)
             value = orjson.dumps(raw)
             record = InputRecord(topic, 0, n, run_id.encode(), value, (), int(time.time() * 1000))
-            state.buffer[raw["index"]] = Pending(decode_agent_event(value), record, time.time())
+            pending = Pending(record, now, float(raw["timestamp"]))
+            records.append((b"buf/" + pending_key(run_id, raw["index"]).encode(),
+                            encode_pending(pending)))
             buffered += 1
         records.append((b"run/" + run_id.encode(), encode_run(state)))
     return StateRecords(records, buffered, paused)
@@ -97,8 +113,8 @@ def _restored(settings: Settings, state: StateRecords) -> ProjectorProcessor:
     for key, value in state.records:
         restore_record(processor.stores, key, value)
     processor.restored()
-    if processor.active_runs != len(state.records):
-        raise RuntimeError(f"restored {processor.active_runs} runs of {len(state.records)}")
+    if processor.active_runs != state.runs:
+        raise RuntimeError(f"restored {processor.active_runs} runs of {state.runs}")
     return processor
 
 
@@ -118,7 +134,7 @@ def rss_probe(runs: int) -> int:
 def memory_per_run(settings: Settings, state: StateRecords) -> dict[str, Any]:
     """In-memory bytes per restored run: tracemalloc here, and the RSS growth measured in
     a fresh interpreter (this process's freed memory would hide part of it)."""
-    runs = len(state.records)
+    runs = state.runs
     probe = subprocess.run(
         [sys.executable, "-m", "bench.state_cost", "--rss-probe", str(runs)],
         capture_output=True, text=True, check=True, timeout=600,
@@ -167,7 +183,7 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
     return time.monotonic() - started
 
 
-async def time_restore(settings: Settings, runs: int) -> float:
+async def time_restore(settings: Settings, runs: int, records: int) -> float:
     """``restore_stores`` of changelog partition 0 into a fresh processor; seconds."""
     topology = projector_topology("typed", settings)
     assert topology.changelog_topic is not None
@@ -178,10 +194,9 @@ async def time_restore(settings: Settings, runs: int) -> float:
                                   {0: [(b"", list(processor.stores))]})
     processor.restored()
     elapsed = time.monotonic() - started
-    if counts[0] != runs or processor.active_runs != runs:
-        raise RuntimeError(
-            f"restored {counts[0]} records / {processor.active_runs} runs, expected {runs}"
-        )
+    if counts[0] != records or processor.active_runs != runs:
+        raise RuntimeError(f"restored {counts[0]} records / {processor.active_runs} runs, "
+                           f"expected {records} / {runs}")
     return elapsed
 
 
@@ -216,7 +231,7 @@ async def measure_state(
     figures = memory_per_run(settings, state)
     await create_topics(settings)
     figures["changelog_write_s"] = await write_changelog(settings, state)
-    restores = [await time_restore(settings, runs) for _ in range(repeat)]
+    restores = [await time_restore(settings, runs, len(state.records)) for _ in range(repeat)]
     figures["restore_s"] = statistics.median(restores)
     figures["restore_s_all"] = restores
     ready, consumer_restore = await start_to_ready(settings, log_dir)

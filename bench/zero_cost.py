@@ -56,7 +56,7 @@ from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.partitioner import partition_for_key
-from symfonic_stream.models.decoding import decode_record
+from symfonic_stream.models.decoding import DecodeLimits, decode_record
 from symfonic_stream.models.names import TopicNames
 
 REPLAY = "typed-replay"
@@ -127,7 +127,7 @@ class ReplayProcessor:
         if self._floor == "json":
             orjson.loads(record.value or b"null")
         elif self._floor == "decode":
-            decode_record(record.value, record.key, True, None)
+            decode_record(record.value, record.key, True, DecodeLimits())
         if self._floor:
             for body in self._bodies.get(where, ()):
                 orjson.dumps(body)

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from symfonic_stream.models.decoding import DecodeLimits
+
 ENV_PREFIX = "SYMFONIC_"
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -49,6 +51,13 @@ class Settings(BaseSettings):
     gap_timeout_s: float = Field(30.0, gt=0)
     run_buffer_max: int = Field(1000, ge=1)
     closed_run_grace_s: float = Field(600.0, ge=0)
+    run_idle_timeout_s: float = Field(3600.0, ge=0)
+
+    # State bounds (docs/engine.md, "Bounds")
+    buffer_max_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+    max_output_bytes: int = Field(1_000_000, ge=1024)
+    max_state_record_bytes: int = Field(2 * 1024 * 1024, ge=1024)
+    punctuate_budget_ms: int = Field(50, ge=1)
 
     # Pauses (SPEC §7)
     routing_rules: Path | None = None
@@ -65,6 +74,9 @@ class Settings(BaseSettings):
 
     # Engine tuning
     max_record_bytes: int = Field(1_048_576, ge=1)
+    # What an accepted record may hold (models/decoding.py): nesting and integer range
+    max_json_depth: int = Field(64, ge=2, le=200)
+    max_integer: int = Field(2**63 - 1, ge=1, le=2**63 - 1)
     batch_max_records: int = Field(1000, ge=1)
     batch_max_bytes: int = Field(4_194_304, ge=1024)
     batch_max_latency_ms: int = Field(20, ge=0)
@@ -74,6 +86,11 @@ class Settings(BaseSettings):
     # Waiting out Kafka (symfonic_stream/kafka/retry.py)
     startup_timeout_s: float = Field(300.0, gt=0)
     admin_timeout_s: float = Field(120.0, gt=0)
+
+    def decode_limits(self) -> DecodeLimits:
+        """What every consumer accepts of a record (SPEC §6's ``too_large`` and
+        ``invalid_event`` bounds)."""
+        return DecodeLimits(self.max_record_bytes, self.max_json_depth, self.max_integer)
 
     def secrets(self) -> tuple[str, ...]:
         """What no log line may show: the SASL password and the TLS key's path."""

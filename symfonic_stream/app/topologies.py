@@ -30,6 +30,11 @@ def guard_limits(settings: Settings) -> GuardLimits:
         gap_timeout_s=settings.gap_timeout_s,
         run_buffer_max=settings.run_buffer_max,
         closed_run_grace_s=settings.closed_run_grace_s,
+        run_idle_timeout_s=settings.run_idle_timeout_s,
+        buffer_max_bytes=settings.buffer_max_bytes,
+        max_output_bytes=settings.max_output_bytes,
+        max_state_bytes=settings.max_state_record_bytes,
+        punctuate_budget_s=settings.punctuate_budget_ms / 1000,
     )
 
 
@@ -41,9 +46,7 @@ def projector_topology(projection: ProjectionName, settings: Settings) -> Topolo
     project = PROJECTIONS[projection]
 
     def make(partition: int) -> ProjectorProcessor:
-        return ProjectorProcessor(
-            project, output, limits, max_record_bytes=settings.max_record_bytes
-        )
+        return ProjectorProcessor(project, output, limits, decode=settings.decode_limits())
 
     return Topology(
         consumer=projection,
@@ -79,7 +82,8 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
             rules,
             tenant_queues=settings.tenant_queues,
             grace_s=settings.closed_run_grace_s,
-            max_record_bytes=settings.max_record_bytes,
+            idle_timeout_s=settings.run_idle_timeout_s,
+            decode=settings.decode_limits(),
         )
 
     return Topology(
@@ -100,7 +104,8 @@ def validator_topology(settings: Settings) -> Topology:
 
     def make(partition: int) -> ResumeValidator:
         return ResumeValidator(
-            names, grace_s=settings.closed_run_grace_s, max_record_bytes=settings.max_record_bytes
+            names, grace_s=settings.closed_run_grace_s, decode=settings.decode_limits(),
+            idle_timeout_s=settings.run_idle_timeout_s,
         )
 
     return Topology(

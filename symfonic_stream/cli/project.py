@@ -34,7 +34,8 @@ def command(projection: str, dead_letters_path: str | None, input_path: str | No
     cannot be opened. The guard's run buffer bound is SYMFONIC_RUN_BUFFER_MAX, as live;
     the end of the input stands in for the gap timeout.
     """
-    limits = guard_limits(settings_or_exit())
+    settings = settings_or_exit()
+    limits = guard_limits(settings)
     if sys.stdout is None:
         raise click.ClickException("cannot write the output: standard output is closed")
     try:
@@ -50,7 +51,8 @@ def command(projection: str, dead_letters_path: str | None, input_path: str | No
             f"cannot open dead-letter file {dead_letters_path}: {exc.strerror}"
         ) from None
     try:
-        run_offline(source, sys.stdout.buffer, projection, letters, limits)  # type: ignore[arg-type]
+        run_offline(source, sys.stdout.buffer, projection, letters, limits,  # type: ignore[arg-type]
+                    settings.decode_limits())
         sys.stdout.buffer.flush()
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, not with a traceback.

@@ -207,6 +207,7 @@ async def _produce(
 
 
 def _aborted(task: Committing, seconds: float) -> CommitOutcome:
+    """(The abort is counted once, by the task, whatever failed: :meth:`StreamTask._fail`.)"""
     if seconds:
-        task.metrics.observe_transaction(seconds, committed=False)
+        task.metrics.observe_transaction_duration(seconds)
     return CommitOutcome.ABORTED

@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from symfonic_stream.engine.records import Collector, Headers
-from symfonic_stream.models.headers import KIND_HEADER, OUTCOME_HEADER, QUEUE_HEADER
+from symfonic_stream.engine.records import Collector
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 #: The ``type`` of records in that the processor did not classify.
@@ -33,8 +32,6 @@ def report_commit(metrics: ConsumerMetrics, topic: str, out: Collector, consumed
         produced[record.topic, record.record_type] += 1
         if record.source_ts is not None:
             latencies.append(now - record.source_ts)
-        if record.headers:
-            _observe_pause_output(metrics, record.headers)
     metrics.observe_end_to_end_many(latencies)
     for (out_topic, record_type), n in produced.items():  # one increment per type
         metrics.record_out(out_topic, record_type, n)
@@ -42,12 +39,7 @@ def report_commit(metrics: ConsumerMetrics, topic: str, out: Collector, consumed
         metrics.dead_letter(str(letter.reason))
     if out.counts:
         metrics.add_counts(out.counts)
-
-
-def _observe_pause_output(metrics: ConsumerMetrics, headers: Headers) -> None:
-    """Tickets by queue and kind, resumes by outcome: read off the records' own headers."""
-    found = {name: value.decode() for name, value in headers}
-    if QUEUE_HEADER in found and KIND_HEADER in found:
-        metrics.ticket_routed(found[QUEUE_HEADER], found[KIND_HEADER])
-    if OUTCOME_HEADER in found:
-        metrics.resume(found[OUTCOME_HEADER])
+    for (queue, kind), n in out.tickets.items():
+        metrics.ticket_routed(queue, kind, n)
+    for outcome, n in out.resumes.items():
+        metrics.resume(outcome, n)

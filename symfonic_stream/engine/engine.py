@@ -218,7 +218,8 @@ class Engine:
             await self._after_fetch(consumer)
             self._maybe_punctuate(consumer)
             self.readiness.refresh(setting_up=[tp.partition for tp in self._to_set_up],
-                                   stopping=self._stopping.is_set())
+                                   failing=[t.partition for t in self.tasks.values()
+                                            if t.failures > 1], stopping=self._stopping.is_set())
 
     async def _absorb(self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, Any]) -> None:
         """Process fetched records in slices, yielding between them: the transactions in

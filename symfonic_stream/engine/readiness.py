@@ -8,6 +8,7 @@ not ready knows what it waits for.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from symfonic_stream.kafka.retry import Attempt, error_text
 from symfonic_stream.observability.health import HealthState
@@ -42,11 +43,17 @@ class Readiness:
         if ready != self._health.ready or reason != self._health.reason:
             self._health.set_ready(ready, reason)
 
-    def refresh(self, *, setting_up: list[int], stopping: bool) -> None:
+    def refresh(
+        self, *, setting_up: Sequence[int], failing: Sequence[int] = (), stopping: bool
+    ) -> None:
         """Ready: assigned, every assigned partition set up and consuming (an instance the
-        group gave no partition is ready too: a healthy standby). Else say why not."""
+        group gave no partition is ready too: a healthy standby), none failing again and
+        again with no record to blame. Else say why not."""
         if stopping:
             self.set(False, "shutting down")
+        elif failing:
+            self.set(False, f"partitions {sorted(failing)} keep failing and are backing off "
+                            "(see the log: transaction aborted / processor failed)")
         elif self.dropped:
             self.set(False, "a partition was given back to the group (fenced or broken "
                             "producer); rejoining")

@@ -93,6 +93,10 @@ class Collector:
     state: dict[bytes, bytes | None] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     inputs: Counter[str] = field(default_factory=Counter)
+    #: Tickets routed by (queue, kind), resumes by outcome: the pause metrics' labels, from
+    #: the processors' own closed sets (never a record's headers, never a tenant).
+    tickets: Counter[tuple[str, str]] = field(default_factory=Counter)
+    resumes: Counter[str] = field(default_factory=Counter)
 
     def emit(self, record: OutputRecord) -> None:
         self.outputs.append(record)
@@ -112,6 +116,8 @@ class Collector:
         self.state.clear()
         self.counts.clear()
         self.inputs.clear()
+        self.tickets.clear()
+        self.resumes.clear()
 
 
 class Processor(Protocol):

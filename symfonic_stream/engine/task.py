@@ -145,7 +145,8 @@ class StreamTask:
             for record in records:
                 self._process_one(to_input(record), now, out)
         except Exception as exc:
-            log.exception("processor failed", extra=self.log_context())
+            log.exception("processor failed; its record is dead-lettered on the retry",
+                          extra={**self.log_context(), "offset": record.offset})
             self._poison[record.offset] = f"{type(exc).__name__}: {exc}"
             self._fail(CommitOutcome.ABORTED)
             return
@@ -286,7 +287,11 @@ class StreamTask:
 
     def _fail(self, outcome: CommitOutcome) -> None:
         """Stop: drop what is pending and remember why (a fenced producer outranks). One
-        failure episode counts once towards the back-off, however many parts of it fail."""
+        failure episode counts once towards the back-off, however many parts of it fail,
+        and once as an abort: what was processed is rolled back, as an aborted
+        transaction's would be."""
+        if outcome is CommitOutcome.ABORTED and self._failure is None:
+            self.metrics.count_abort()
         self._drop_pending()
         if self._on_taken is not None:
             self._on_taken.set()  # what was pending is gone: room to fetch again

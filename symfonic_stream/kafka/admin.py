@@ -109,6 +109,8 @@ class ExistingTopic:
     partitions: int
     replication_factor: int
     cleanup_policy: str
+    #: The topic's ``max.message.bytes`` (None: the broker did not say).
+    max_message_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -148,6 +150,9 @@ async def ensure_topics(
                 continue
             report.existing.append(spec.name)
             report.mismatches.extend(_compare(spec, found))
+            too_small = _size_warning(spec, found)
+            if too_small is not None:
+                report.warnings.append(too_small)
             if found.replication_factor != spec.replication_factor:
                 report.warnings.append(
                     f"topic {spec.name} has replication factor {found.replication_factor}; "
@@ -183,11 +188,18 @@ async def describe_topics(admin: Admin, topics: Iterable[str]) -> dict[str, Exis
     if not found:
         return {}
     names = list(found)
-    policies = await admin.call("describing topic configs", lambda c: _cleanup_policies(c, names))
+    configs = await admin.call("describing topic configs", lambda c: _topic_configs(c, names))
     return {
-        name: ExistingTopic(name, count, replicas, policies.get(name, "delete"))
+        name: ExistingTopic(
+            name, count, replicas, configs.get(name, {}).get("cleanup.policy", "delete"),
+            _int_or_none(configs.get(name, {}).get("max.message.bytes")),
+        )
         for name, (count, replicas) in found.items()
     }
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
 
 
 async def _partitions(client: AIOKafkaAdminClient, wanted: list[str]) -> dict[str, tuple[int, int]]:
@@ -236,6 +248,17 @@ def _compare(spec: TopicSpec, found: ExistingTopic) -> list[str]:
     return problems
 
 
+def _size_warning(spec: TopicSpec, found: ExistingTopic) -> str | None:
+    """An existing topic too small for the largest record the bounds allow: a warning (the
+    records the bounds let through may still all fit; an operator decides)."""
+    wanted = int(spec.configs.get("max.message.bytes", "0"))
+    if found.max_message_bytes is None or found.max_message_bytes >= wanted:
+        return None
+    return (f"topic {spec.name} has max.message.bytes={found.max_message_bytes}; the largest "
+            f"record written to it may take {wanted} (SYMFONIC_MAX_RECORD_BYTES, "
+            "_MAX_OUTPUT_BYTES, _MAX_STATE_RECORD_BYTES): raise it, or lower those")
+
+
 def _create_errors(response: Any) -> list[tuple[str, int, str | None]]:
     """(topic, error code, message) from any CreateTopics response version."""
     result = []
@@ -246,12 +269,19 @@ def _create_errors(response: Any) -> list[tuple[str, int, str | None]]:
     return result
 
 
-async def _cleanup_policies(client: AIOKafkaAdminClient, topics: list[str]) -> dict[str, str]:
+#: The configs of an existing topic that ``topics ensure`` checks.
+_CHECKED_CONFIGS = ("cleanup.policy", "max.message.bytes")
+
+
+async def _topic_configs(
+    client: AIOKafkaAdminClient, topics: list[str]
+) -> dict[str, dict[str, str]]:
     resources = [
-        ConfigResource(ConfigResourceType.TOPIC, name, configs={"cleanup.policy": None})
+        ConfigResource(ConfigResourceType.TOPIC, name,
+                       configs=dict.fromkeys(_CHECKED_CONFIGS))
         for name in topics
     ]
-    policies: dict[str, str] = {}
+    configs: dict[str, dict[str, str]] = {}
     for response in await client.describe_configs(resources):
         for resource in response.to_object()["resources"]:
             _check_code(
@@ -260,9 +290,9 @@ async def _cleanup_policies(client: AIOKafkaAdminClient, topics: list[str]) -> d
             )
             for entry in resource["config_entries"]:
                 key = entry.get("config_names", entry.get("config_name"))
-                if key == "cleanup.policy":
-                    policies[resource["resource_name"]] = entry["config_value"]
-    return policies
+                if key in _CHECKED_CONFIGS and entry["config_value"] is not None:
+                    configs.setdefault(resource["resource_name"], {})[key] = entry["config_value"]
+    return configs
 
 
 async def group_offsets(

@@ -28,8 +28,16 @@ class TopicSpec:
         return self.configs.get("cleanup.policy", "delete")
 
 
+#: A record batch's own bytes (headers, key, framing) beyond the largest value.
+_BATCH_HEADROOM_BYTES = 65_536
+
+
 def topic_spec(settings: Settings, name: str, purpose: str, *, compact: bool = False) -> TopicSpec:
-    """A topic as the project creates it: the configured partitions, replication and ISR."""
+    """A topic as the project creates it: the configured partitions, replication and ISR,
+    and room for the largest record the project may write to it (a compacted changelog's
+    largest state record; elsewhere a dead letter's value and headers, or an output)."""
+    largest = (settings.max_state_record_bytes if compact else
+               max(2 * settings.max_record_bytes, settings.max_output_bytes))
     return TopicSpec(
         name=name,
         partitions=settings.partitions,
@@ -37,6 +45,7 @@ def topic_spec(settings: Settings, name: str, purpose: str, *, compact: bool = F
         configs={
             "min.insync.replicas": str(settings.min_insync_replicas),
             "cleanup.policy": "compact" if compact else "delete",
+            "max.message.bytes": str(largest + _BATCH_HEADROOM_BYTES),
         },
         purpose=purpose,
     )

@@ -64,7 +64,7 @@ class PendingInterrupt(_Strict):
     payload: dict[str, Any] = Field(default_factory=dict)
     token: str
     tool_call_id: str | None = None
-    interrupt_id: str = Field(min_length=1)
+    interrupt_id: str = Field(min_length=1, max_length=256)  # a ticket id: a Kafka key
     run_id: str | None = None
     session_id: str | None = None
     expires_at: float
@@ -100,7 +100,8 @@ class AgentEvent(_Strict):
     """One kernel event. ``index`` is dense per run: 0, 1, 2, …"""
 
     run_id: str = Field(min_length=1, max_length=256)
-    index: int = Field(ge=0)
+    #: Below 2**63: the guard's next index (index + 1) must still fit a 64-bit integer.
+    index: int = Field(ge=0, lt=2**63)
     kind: str
     timestamp: float
     root_run_id: str | None = None

@@ -1,12 +1,15 @@
 """Raw bytes → AgentEvent, once, with the dead-letter reason when it cannot be done.
 
 The checks run in SPEC §6's order: ``too_large``, ``invalid_json``, ``invalid_event``,
-``key_mismatch``. orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8) and pydantic
-validates the parsed object; nothing is parsed twice.
+``key_mismatch``. orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8), the shape
+is checked against what this project can carry (:func:`check_shape`: depth, integers,
+duplicate keys), and pydantic validates the parsed object.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,6 +33,20 @@ _loads = orjson.loads
 _validate = AgentEvent.__pydantic_validator__.validate_python
 
 
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """What an accepted record may be: its size, its nesting, its integers (the settings
+    ``SYMFONIC_MAX_RECORD_BYTES``, ``SYMFONIC_MAX_JSON_DEPTH``, ``SYMFONIC_MAX_INTEGER``)."""
+
+    max_bytes: int | None = None
+    max_depth: int = 64
+    max_integer: int = 2**63 - 1
+
+
+#: No size limit (the engine checks the size first), the default nesting and integers.
+DEFAULT_LIMITS = DecodeLimits()
+
+
 class DecodeError(Exception):
     """A record that is not a usable AgentEvent; ``reason`` is its dead-letter reason."""
 
@@ -48,6 +65,68 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def check_shape(value: bytes, parsed: Any, limits: DecodeLimits) -> None:
+    """Refuse what orjson accepts but the project could not carry, as ``invalid_event``:
+    nesting deeper than ``max_depth`` (orjson writes at most 254 levels), an integer beyond
+    ``±max_integer`` (orjson reads one beyond 64 bits as a float, silently), and an object
+    with a key twice (orjson keeps the last, silently: a second ``run_id`` would win).
+
+    One walk of the parsed tree decides almost every record: the raw text has as many
+    colons as the parsed objects have keys only if no key is there twice (a colon inside a
+    string breaks the tie), and a number beyond the limit, an integer or the float orjson
+    made of one, shows in the walk. Only then is the text parsed again, exactly.
+    """
+    members, suspicious = _walk(parsed, limits)
+    if suspicious or value.count(b":") != members:
+        _reparse(value, limits)
+
+
+def _walk(parsed: Any, limits: DecodeLimits) -> tuple[int, bool]:
+    """(keys of every object in the tree, whether a number may be beyond the limit);
+    raises when the tree nests too deep."""
+    members = 0
+    suspicious = False
+    low, high = -limits.max_integer - 1, limits.max_integer
+    stack: list[tuple[Any, int]] = [(parsed, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limits.max_depth:
+            raise DecodeError(DeadLetterReason.INVALID_EVENT,
+                              f"nested deeper than {limits.max_depth} levels")
+        if type(node) is dict:
+            members += len(node)
+            node = node.values()
+        for item in node:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append((item, depth + 1))
+            elif (kind is int or kind is float) and not low <= item <= high:
+                suspicious = True
+    return members, suspicious
+
+
+def _reparse(value: bytes, limits: DecodeLimits) -> None:
+    """The slow, exact look: every object's keys distinct, every integer within range."""
+    biggest = limits.max_integer
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in items]
+        if len(set(keys)) != len(keys):
+            twice = sorted({key for key in keys if keys.count(key) > 1})
+            raise DecodeError(DeadLetterReason.INVALID_EVENT,
+                              f"an object has the key {twice[0]!r} more than once")
+        return dict(items)
+
+    def integer(text: str) -> int:
+        number = int(text)
+        if not -biggest - 1 <= number <= biggest:
+            raise DecodeError(DeadLetterReason.INVALID_EVENT,
+                              f"integer {text[:30]} is beyond the limit of {biggest}")
+        return number
+
+    json.loads(value, object_pairs_hook=pairs, parse_int=integer)
+
+
 def check_size(value: bytes | None, max_bytes: int | None) -> None:
     """Raise ``DecodeError(too_large)`` for a value over ``max_bytes`` (None: no limit)."""
     if max_bytes is not None and value is not None and len(value) > max_bytes:
@@ -56,14 +135,17 @@ def check_size(value: bytes | None, max_bytes: int | None) -> None:
         )
 
 
-def parse_json(value: bytes | None) -> Any:
-    """Parse strict JSON or raise ``DecodeError(invalid_json)``."""
+def parse_json(value: bytes | None, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
+    """Parse strict JSON of an acceptable shape, or raise ``DecodeError`` (invalid_json,
+    invalid_event)."""
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
     try:
-        return orjson.loads(value)
+        parsed = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         raise DecodeError(DeadLetterReason.INVALID_JSON, str(exc)) from None
+    check_shape(value, parsed, limits)
+    return parsed
 
 
 def decode_agent_event(
@@ -71,18 +153,18 @@ def decode_agent_event(
     *,
     key: bytes | None = None,
     check_key: bool = False,
-    max_bytes: int | None = None,
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> AgentEvent:
     """Decode one raw record value, or raise :class:`DecodeError` with its reason.
 
     ``check_key`` compares the record key (UTF-8) with ``run_id``; the offline command has
     no keys and leaves it off.
     """
-    return decode_record(value, key, check_key, max_bytes)
+    return decode_record(value, key, check_key, limits)
 
 
 def decode_record(
-    value: bytes | None, key: bytes | None, check_key: bool, max_bytes: int | None
+    value: bytes | None, key: bytes | None, check_key: bool, limits: DecodeLimits
 ) -> AgentEvent:
     """:func:`decode_agent_event` with positional arguments, for the projectors' hot path.
 
@@ -92,6 +174,7 @@ def decode_record(
     """
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
+    max_bytes = limits.max_bytes
     if max_bytes is not None and len(value) > max_bytes:
         raise DecodeError(
             DeadLetterReason.TOO_LARGE, f"value is {len(value)} bytes, limit {max_bytes}"
@@ -105,6 +188,7 @@ def decode_record(
             DeadLetterReason.INVALID_EVENT,
             f"value is a JSON {_JSON_TYPE_NAMES.get(type(parsed), 'value')}, not an object",
         )
+    check_shape(value, parsed, limits)
     try:
         event: AgentEvent = _validate(parsed)
     except ValidationError as exc:
@@ -115,4 +199,11 @@ def decode_record(
             DeadLetterReason.KEY_MISMATCH,
             f"record key {shown!r} differs from run_id {event.run_id!r}",
         )
+    return event
+
+
+def decode_accepted(value: bytes) -> AgentEvent:
+    """Decode a value already accepted by :func:`decode_record` (an event the guard held
+    behind a hole): no check again, it passed them when it arrived."""
+    event: AgentEvent = _validate(_loads(value))
     return event

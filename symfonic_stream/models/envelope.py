@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from symfonic_stream.models.stream_event import StreamChunk, StreamEvent
 
-EndStatus = Literal["completed", "error", "cancelled", "paused"]
+EndStatus = Literal["completed", "error", "cancelled", "paused", "abandoned"]
 
 
 class _Envelope(BaseModel):
@@ -50,7 +50,8 @@ class ChunkEventRecord(_Envelope):
 
 
 class EndRecord(_Envelope):
-    source_index: int = Field(ge=0)
+    #: None only for ``abandoned``: no event ended the run, the idle timeout did.
+    source_index: int | None = Field(ge=0)
     end: RunEnd
 
 

@@ -56,7 +56,10 @@ RESUME_OUTCOMES: Final = frozenset(
     {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "invalid_answer"}
 )
 #: The keys of ``Collector.counts`` (engine/records.py) and the counter each one feeds.
-COUNT_KEYS: Final = frozenset({"duplicates", "gaps", "unknown_kind"})
+COUNT_KEYS: Final = frozenset({
+    "duplicates", "gaps", "unknown_kind", "abandoned_runs", "evicted_runs",
+    "punctuations_cut_short",
+})
 #: The consumer whose resume outcomes are pre-initialised (only it ever resumes).
 RESUMES_CONSUMER: Final = "resumes"
 
@@ -100,6 +103,15 @@ class _Families:
         self.gaps = counter("gaps", "Gap records written for holes that never filled.")
         self.unknown_kinds = counter(
             "unknown_kinds", "Input events of an unknown kind (projected to nothing)."
+        )
+        self.abandoned_runs = counter(
+            "abandoned_runs", "Runs ended `abandoned`: no event for the idle timeout."
+        )
+        self.evicted_runs = counter(
+            "evicted_runs", "Runs the guard could not go on with: held events dead-lettered."
+        )
+        self.punctuations_cut_short = counter(
+            "punctuations_cut_short", "Punctuations that stopped at their time budget."
         )
 
     def _state(self) -> None:
@@ -214,6 +226,9 @@ class ConsumerMetrics:
             "duplicates": f.duplicates.labels(consumer),
             "gaps": f.gaps.labels(consumer),
             "unknown_kind": f.unknown_kinds.labels(consumer),
+            "abandoned_runs": f.abandoned_runs.labels(consumer),
+            "evicted_runs": f.evicted_runs.labels(consumer),
+            "punctuations_cut_short": f.punctuations_cut_short.labels(consumer),
         }
         self._buffered = f.buffered.labels(consumer)
         self._active_runs = f.active_runs.labels(consumer)
@@ -327,6 +342,15 @@ class ConsumerMetrics:
         if committed:
             self.transactions_committed += 1
 
+    def observe_transaction_duration(self, seconds: float) -> None:
+        """An aborted transaction's duration (the abort itself: :meth:`count_abort`)."""
+        self._txn_duration.observe(max(0.0, seconds))
+
+    def count_abort(self) -> None:
+        """What a task processed was rolled back: an aborted transaction, or a processor
+        failure that drops what was pending the same way."""
+        self._aborted.inc()
+
     def producer_fenced(self) -> None:
         """The producer was fenced by a newer instance with the same transactional id."""
         self._fenced.inc()
@@ -342,13 +366,14 @@ class ConsumerMetrics:
 
     # -- pauses and resumes ---------------------------------------------------------------
 
-    def ticket_routed(self, queue: str, kind: str) -> None:
-        """One ticket written to human queue ``queue`` (``kind``: ask_user or interrupt)."""
-        self._f.tickets.labels(self.consumer, queue, kind).inc()
+    def ticket_routed(self, queue: str, kind: str, n: int = 1) -> None:
+        """``n`` tickets written to human queue ``queue`` (a queue of the routing rules, or
+        ``expired``; never a tenant) of ``kind`` (ask_user or interrupt)."""
+        self._f.tickets.labels(self.consumer, queue, kind).inc(n)
 
-    def resume(self, outcome: str) -> None:
-        """One resume request handled: ``accepted`` or the rejection reason."""
-        self._resume_child(str(outcome)).inc()
+    def resume(self, outcome: str, n: int = 1) -> None:
+        """``n`` resume requests handled: ``accepted`` or the rejection reason."""
+        self._resume_child(str(outcome)).inc(n)
 
     def _resume_child(self, outcome: str) -> Counter:
         child = self._resumes.get(outcome)

@@ -8,6 +8,7 @@ each key again from its value, and nothing is held back to the end of an input.
 
 from __future__ import annotations
 
+import time
 from typing import Generic, TypeVar
 
 from symfonic_stream.engine.records import Collector
@@ -15,12 +16,28 @@ from symfonic_stream.engine.store import StateStore
 
 V = TypeVar("V")
 
+#: A pause is waited for until its ``expires_at``, but never more than this many idle
+#: timeouts (SYMFONIC_RUN_IDLE_TIMEOUT_S) after it was seen: a kernel's far-future (or
+#: hostile) expiry cannot keep state forever.
+PAUSE_KEPT_IDLE_TIMEOUTS = 24
+
+
+def pause_kept_until(expires_at: float, seen_at: float, idle_timeout_s: float) -> float:
+    """When a pause seen at ``seen_at`` stops being waited for: its expiry, but not before
+    it was seen (a kernel's clock, or a replayed stream, may be behind ours) and not more
+    than the bound after (``idle_timeout_s`` 0: no bound)."""
+    kept = max(expires_at, seen_at)
+    if idle_timeout_s <= 0:
+        return kept
+    return min(kept, seen_at + PAUSE_KEPT_IDLE_TIMEOUTS * idle_timeout_s)
+
 
 class ExpiringState(Generic[V]):
     """The state side of a processor with one store of keys that expire."""
 
-    def __init__(self, store: StateStore[V]) -> None:
+    def __init__(self, store: StateStore[V], budget_s: float = 0.05) -> None:
         self.state = store
+        self._budget_s = budget_s
 
     def deadline_of(self, value: V) -> float | None:
         """When ``value``'s key may be forgotten (None: not yet known)."""
@@ -31,9 +48,14 @@ class ExpiringState(Generic[V]):
         return (self.state,)
 
     def punctuate(self, now: float, out: Collector) -> None:
-        """Forget every key whose deadline passed."""
-        for key in list(self.state.due(now)):
+        """Forget every key whose deadline passed, for at most the time budget (what is
+        left stays due: the next punctuation goes on)."""
+        stop_at = time.monotonic() + self._budget_s
+        for key in self.state.due(now):
             self.state.delete(key)
+            if time.monotonic() >= stop_at:
+                out.count("punctuations_cut_short")
+                return
 
     def restored(self) -> None:
         for key, value in self.state.items():

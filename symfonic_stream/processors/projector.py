@@ -6,13 +6,15 @@ The same class runs live (inside the engine, one per input partition) and offlin
 
 from __future__ import annotations
 
+from typing import Any
+
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.engine.store import StateStore
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, kind_label
-from symfonic_stream.models.decoding import DecodeError, decode_record
+from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeError, DecodeLimits, decode_record
 from symfonic_stream.models.names import ProjectionName
+from symfonic_stream.processors.ordering import expiry
 from symfonic_stream.processors.ordering.guard import GuardLimits, OrderingGuard
-from symfonic_stream.processors.ordering.run_state import RunState
 from symfonic_stream.projections import Projection
 from symfonic_stream.projections.chunks import project_chunks
 from symfonic_stream.projections.typed import project_typed
@@ -33,15 +35,15 @@ class ProjectorProcessor:
         limits: GuardLimits,
         *,
         check_keys: bool = True,
-        max_record_bytes: int | None = None,
+        decode: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
         self.guard = OrderingGuard(projection, output_topic, limits)
         self._check_keys = check_keys
-        self._max_bytes = max_record_bytes
+        self._decode = decode
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
-            event = decode_record(record.value, record.key, self._check_keys, self._max_bytes)
+            event = decode_record(record.value, record.key, self._check_keys, self._decode)
         except DecodeError as rejected:
             out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
@@ -50,14 +52,14 @@ class ProjectorProcessor:
         self.guard.accept(event, record, now, out)
 
     def punctuate(self, now: float, out: Collector) -> None:
-        self.guard.punctuate(now, out)
+        expiry.punctuate(self.guard, now, out)
 
     @property
-    def stores(self) -> tuple[StateStore[RunState]]:
-        return (self.guard.runs,)
+    def stores(self) -> tuple[StateStore[Any], ...]:
+        return (self.guard.runs, self.guard.waiting)
 
     def restored(self) -> None:
-        self.guard.restored()
+        expiry.restored(self.guard)
 
     def end_of_input(self, out: Collector) -> None:
         """Every hole still open becomes a gap; then no run needs remembering (a replay's
@@ -67,8 +69,8 @@ class ProjectorProcessor:
 
     @property
     def buffered_events(self) -> int:
-        return self.guard.buffered_events
+        return self.guard.buffered
 
     @property
     def active_runs(self) -> int:
-        return self.guard.active_runs
+        return len(self.guard.runs)

@@ -36,7 +36,7 @@ from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import plain_producer_kwargs
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
-from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from symfonic_stream.models.names import TopicNames
 
 __all__ = ["EventPublisher", "InvalidEventError", "PublishError", "encode_event"]
@@ -81,7 +81,7 @@ def encode_event(event: EventLike, *, max_bytes: int | None = None) -> tuple[Age
             f"an event is an AgentEvent, a mapping or bytes, not {type(event).__name__}"
         )
     try:
-        parsed = decode_agent_event(value, max_bytes=max_bytes)
+        parsed = decode_agent_event(value, limits=DecodeLimits(max_bytes=max_bytes))
     except DecodeError as exc:
         raise InvalidEventError(exc.reason, exc.detail) from None
     return parsed, value

@@ -15,6 +15,7 @@ from typing import IO
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
@@ -36,10 +37,12 @@ def project_lines(
     lines: Iterable[bytes],
     projection: ProjectionName,
     limits: GuardLimits | None = None,
+    decode: DecodeLimits = DEFAULT_LIMITS,
 ) -> Iterator[Collector]:
     """Yield, per input line (and once at the end), what the guard released."""
     processor = ProjectorProcessor(
-        PROJECTIONS[projection], OFFLINE_TOPIC, limits or GuardLimits(), check_keys=False
+        PROJECTIONS[projection], OFFLINE_TOPIC, limits or GuardLimits(), check_keys=False,
+        decode=decode,
     )
     out = Collector()
     for number, line in enumerate(lines, start=1):
@@ -60,10 +63,12 @@ def run_offline(
     projection: ProjectionName,
     dead_letters: IO[bytes] | None = None,
     limits: GuardLimits | None = None,
+    decode: DecodeLimits = DEFAULT_LIMITS,
 ) -> OfflineSummary:
-    """Project ``source`` into ``sink``; bad lines go to ``dead_letters`` as JSONL."""
+    """Project ``source`` into ``sink``; bad lines go to ``dead_letters`` as JSONL.
+    ``decode`` is what the live consumers accept (size, nesting, integers)."""
     summary = OfflineSummary()
-    for released in project_lines(source, projection, limits):
+    for released in project_lines(source, projection, limits, decode):
         for output in released.outputs:
             sink.write((output.value or b"") + b"\n")
         summary.records_out += len(released.outputs)

@@ -35,7 +35,12 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from prometheus_client.parser import text_string_to_metric_families
 
-from symfonic_stream.processors.ordering.run_state import RunState, decode_run
+from symfonic_stream.processors.ordering.run_state import (
+    Pending,
+    RunState,
+    decode_pending,
+    decode_run,
+)
 
 from .conftest import partitions_of, read_to_end
 from .harness import (
@@ -368,11 +373,21 @@ async def delete_all_records(topic: str) -> None:
 
 async def changelog_state(topic: str, key: bytes) -> RunState | None:
     """The latest committed state of one run in a guard's changelog (None: no record, or a
-    tombstone)."""
+    tombstone), its buffer rebuilt from its events' own ``buf/<run_id>/<index>`` keys."""
     latest: RunState | None = None
+    waiting: dict[int, Pending] = {}
+    buffered = b"buf/" + key.removeprefix(b"run/") + b"/"
     for record in await read_to_end(BOOTSTRAP, topic, isolation_level="read_committed"):
         if record.key == key:
             latest = None if record.value is None else decode_run(record.value)
+        elif record.key is not None and record.key.startswith(buffered):
+            index = int(record.key[len(buffered):])
+            if record.value is None:
+                waiting.pop(index, None)
+            else:
+                waiting[index] = decode_pending(record.value)
+    if latest is not None:
+        latest.buffer = waiting
     return latest
 
 

@@ -46,6 +46,10 @@ async def test_topics_ensure_creates_everything_once_then_is_idempotent(
         assert found[spec.name].partitions == PARTITIONS
         compacted = spec.name.endswith("-state-changelog")
         assert found[spec.name].cleanup_policy == ("compact" if compacted else "delete")
+        # Room for the largest record the bounds allow (the broker's default is ~1 MB).
+        assert found[spec.name].max_message_bytes == (
+            2 * 1024 * 1024 + 65_536 if compacted else 2 * 1_048_576 + 65_536
+        ), spec.name
 
     second = run_cli(["topics", "ensure", "--with-copier"], env)
     assert second.returncode == 0, second.stderr
@@ -80,6 +84,18 @@ async def test_topics_ensure_reports_mismatched_existing_topics(
         found = await describe_topics(admin, [names.agent_events, names.changelog("typed")])
     assert found[names.agent_events].partitions == PARTITIONS
     assert found[names.changelog("typed")].partitions == PARTITIONS + 1
+
+
+async def test_topics_ensure_warns_of_an_existing_topic_too_small_for_the_bounds(
+    bootstrap_servers: str, prefix: str, admin_client: AIOKafkaAdminClient
+) -> None:
+    names = TopicNames(prefix)
+    await create_topic(admin_client, names.changelog("typed"), PARTITIONS,
+                       config={"cleanup.policy": "compact", "max.message.bytes": "1048588"})
+    result = run_cli(["topics", "ensure"], consumer_env(prefix))
+    assert result.returncode == 0, result.stderr  # a warning: the operator decides
+    assert (f"topic {names.changelog('typed')} has max.message.bytes=1048588; the largest "
+            f"record written to it may take {2 * 1024 * 1024 + 65_536}") in result.stderr
 
 
 def test_topics_ensure_with_a_bad_setting_exits_2_naming_it(bootstrap_servers: str) -> None:

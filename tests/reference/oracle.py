@@ -118,7 +118,7 @@ _INTERRUPT: Shape = {
     "kind": (lambda value: _is_str(value) and value in ("ask_user", "interrupt"), True),
     "payload": (_is_object, False), "token": (_is_str, True),
     "tool_call_id": (_NULLABLE_STR, False),
-    "interrupt_id": (lambda value: _is_str(value) and value != "", True),
+    "interrupt_id": (lambda value: _is_str(value) and 1 <= len(value) <= 256, True),
     "run_id": (_NULLABLE_STR, False), "session_id": (_NULLABLE_STR, False),
     "expires_at": (_is_number, True), "resumable": (_is_bool, False),
 }
@@ -129,7 +129,7 @@ _RESULT: Shape = {"text": (_NULLABLE_STR, False), "duration_ms": (_NULLABLE_NUMB
 _ERROR: Shape = {"type": (_is_str, True), "message": (_is_str, True)}
 _AGENT_EVENT: Shape = {
     "run_id": (lambda value: _is_str(value) and 1 <= len(value) <= 256, True),
-    "index": (lambda value: _is_int(value) and value >= 0, True),
+    "index": (lambda value: _is_int(value) and 0 <= value < 2**63, True),
     "kind": (_is_str, True), "timestamp": (_is_number, True),
     "root_run_id": (_NULLABLE_STR, False), "session_id": (_NULLABLE_STR, False),
     "thread_id": (_NULLABLE_STR, False), "text": (_NULLABLE_STR, False),
@@ -174,11 +174,46 @@ def _questions_ok(event: Event) -> bool:
     return questions is None or type(questions) is list
 
 
+#: docs/configuration.md: SYMFONIC_MAX_JSON_DEPTH and SYMFONIC_MAX_INTEGER's defaults.
+MAX_DEPTH, MAX_INTEGER = 64, 2**63 - 1
+
+
+def _depth(value: Any) -> int:
+    """Containers nested in ``value``, itself included (a scalar is 0)."""
+    if isinstance(value, dict):
+        return 1 + max((_depth(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(item) for item in value), default=0)
+    return 0
+
+
+def _carriable(value: bytes) -> bool:
+    """Every object's keys distinct, every integer literal within ±MAX_INTEGER."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({key for key, _ in items}) != len(items):
+            raise KeyError("a key twice")
+        return dict(items)
+
+    def integer(text: str) -> int:
+        if abs(int(text)) > MAX_INTEGER + (text.startswith("-")):
+            raise KeyError("integer out of range")
+        return int(text)
+
+    try:
+        json.loads(value, object_pairs_hook=pairs, parse_int=integer,
+                   parse_float=_finite_float, parse_constant=_reject_constant)
+    except KeyError:
+        return False
+    return True
+
+
 def validate(value: bytes) -> tuple[Event | None, str | None]:
     """One raw value: ``(event, None)``, or ``(None, "invalid_json"|"invalid_event")``."""
     parsed, ok = parse(value)
     if not ok:
         return None, INVALID_JSON
+    if _depth(parsed) > MAX_DEPTH or not _carriable(value):
+        return None, INVALID_EVENT
     if not _matches(parsed, _AGENT_EVENT) or not _questions_ok(parsed):
         return None, INVALID_EVENT
     event: Event = parsed

@@ -252,3 +252,19 @@ def test_run_with_a_bad_setting_exits_2_naming_the_variable(variable: str, value
     assert result.returncode == 2, result.stderr
     assert variable in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_every_topic_has_room_for_the_largest_record_written_to_it() -> None:
+    """Issue 16: nothing kept a changelog record under the broker's max.message.bytes
+    (default 1 MB): `topics ensure` now sets it on every topic from the bounds."""
+    from symfonic_stream.app.topics import required_topics
+
+    settings = Settings(max_record_bytes=1_000_000, max_output_bytes=3_000_000,
+                        max_state_record_bytes=5_000_000)
+    limits = {spec.name: int(spec.configs["max.message.bytes"])
+              for spec in required_topics(settings)}
+    changelogs = {name for name in limits if ".changelog." in name or name.endswith("-changelog")}
+    assert changelogs, sorted(limits)
+    for name, limit in limits.items():
+        largest = 5_000_000 if name in changelogs else 3_000_000
+        assert limit == largest + 65_536, name

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symfonic_stream.models.dead_letter import DeadLetterReason
-from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from tests.unit.helpers import raw
 
 
@@ -124,7 +124,7 @@ def test_key_mismatch_only_when_asked() -> None:
 
 def test_checks_run_in_the_contract_order() -> None:
     big_bad_json = b"{" + b"x" * 100
-    assert reason_of(big_bad_json, max_bytes=50) is DeadLetterReason.TOO_LARGE
+    assert reason_of(big_bad_json, limits=DecodeLimits(max_bytes=50)) is DeadLetterReason.TOO_LARGE
     assert reason_of(b"[1]", key=b"other", check_key=True) is DeadLetterReason.INVALID_EVENT
     assert reason_of(b"nope", key=b"other", check_key=True) is DeadLetterReason.INVALID_JSON
 
@@ -133,7 +133,7 @@ def test_checks_run_in_the_contract_order() -> None:
 @given(st.binary(max_size=300))
 def test_random_bytes_never_raise_anything_but_decode_error(value: bytes) -> None:
     with contextlib.suppress(DecodeError):
-        decode_agent_event(value, key=b"k", check_key=True, max_bytes=200)
+        decode_agent_event(value, key=b"k", check_key=True, limits=DecodeLimits(max_bytes=200))
 
 
 _json = st.recursive(

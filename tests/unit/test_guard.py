@@ -239,7 +239,9 @@ def test_buffered_events_survive_encoding_with_their_original_record() -> None:
     h.feed(text(3))
     write_changes(h.processor, h.out)
     restored = Harness()
-    restore_from(restored.processor, {b"run/run-1": h.out.state[b"run/run-1"]})
+    assert sorted(h.out.state) == [b"buf/run-1/3", b"run/run-1"]  # the event has its own key
+    assert h.out.state[b"buf/run-1/3"].endswith(b"\n" + orjson.dumps(text(3)))  # unescaped
+    restore_from(restored.processor, dict(h.out.state))
     assert restored.processor.buffered_events == 1
     restored.feed(done(0))
     [letter] = restored.out.dead_letters

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
 from symfonic_stream import __version__
+from symfonic_stream.engine.readiness import Readiness
 from symfonic_stream.engine.records import DeadLetterReason
 from symfonic_stream.observability import (
     COUNT_KEYS,
@@ -136,13 +137,18 @@ def test_dead_letter(registry: CollectorRegistry, metrics: ConsumerMetrics) -> N
 
 
 def test_add_counts(registry: CollectorRegistry, metrics: ConsumerMetrics) -> None:
-    assert {"duplicates", "gaps", "unknown_kind"} == COUNT_KEYS
+    assert {"duplicates", "gaps", "unknown_kind", "abandoned_runs", "evicted_runs",
+            "punctuations_cut_short"} == COUNT_KEYS
     before = snapshot(registry)
-    metrics.add_counts({"duplicates": 2, "gaps": 1, "unknown_kind": 3})
+    metrics.add_counts({"duplicates": 2, "gaps": 1, "unknown_kind": 3, "abandoned_runs": 1,
+                        "evicted_runs": 1, "punctuations_cut_short": 1})
     assert changed(before, snapshot(registry)) == {
         P + "duplicates_total",
         P + "gaps_total",
         P + "unknown_kinds_total",
+        P + "abandoned_runs_total",
+        P + "evicted_runs_total",
+        P + "punctuations_cut_short_total",
     }
     assert value(registry, "duplicates_total", consumer="typed") == 2
     assert value(registry, "gaps_total", consumer="typed") == 1
@@ -565,3 +571,15 @@ def test_the_batch_histogram_is_exported_exactly_like_a_prometheus_client_histog
         BatchHistogram("x_latency_seconds", "Doc.", "consumer", LATENCY_BUCKETS, ours)
     with pytest.raises(ValueError, match="increasing"):
         BatchHistogram("y_seconds", "Doc.", "consumer", (1.0, 0.5), CollectorRegistry())
+
+
+def test_readiness_says_which_partitions_keep_failing(metrics: ConsumerMetrics) -> None:
+    health = HealthState()
+    readiness = Readiness(health, metrics)
+    readiness.assigned = True
+    readiness.refresh(setting_up=[], failing=[], stopping=False)
+    assert health.ready
+    readiness.refresh(setting_up=[], failing=[3, 1], stopping=False)
+    assert not health.ready and "partitions [1, 3] keep failing" in health.reason
+    readiness.refresh(setting_up=[], failing=[], stopping=False)  # one committed again
+    assert health.ready

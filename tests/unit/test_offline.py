@@ -182,3 +182,29 @@ def test_a_bad_setting_is_refused_naming_it() -> None:
     done = run_cli("--projection", "typed", stdin=b"", env={"SYMFONIC_RUN_BUFFER_MAX": "zero"})
     assert done.returncode == 2
     assert b"SYMFONIC_RUN_BUFFER_MAX" in done.stderr
+
+
+def test_hostile_lines_are_dead_lettered_as_live_and_never_crash_the_command(
+    tmp_path: Path,
+) -> None:
+    """Issue 16: a value nested 600 deep crashed `project` (orjson writes at most 254
+    levels); the offline path never applied `too_large`. Now both are dead letters, with
+    the live settings, and the runs around them are projected."""
+    deep = b"[" * 600 + b"]" * 600
+    stdin = b"\n".join([
+        b'{"run_id":"a","index":0,"kind":"text_delta","timestamp":1,"text":"before"}',
+        b'{"run_id":"x","index":0,"kind":"tool_result","timestamp":1,'
+        b'"tool_call":{"id":"c","name":"n","result":' + deep + b"}}",
+        b'{"run_id":"y","index":0,"kind":"text_delta","timestamp":1,"text":"' + b"z" * 5000 + b'"}',
+        b'{"run_id":"z","index":0,"kind":"done","timestamp":1,"run_id":"a"}',
+        b'{"run_id":"a","index":1,"kind":"done","timestamp":2}',
+    ]) + b"\n"
+    letters = tmp_path / "dead.jsonl"
+    done = run_cli("--projection", "typed", "--dead-letters", str(letters), stdin=stdin,
+                   env={"SYMFONIC_MAX_RECORD_BYTES": "4096"})
+    assert done.returncode == 0, done.stderr
+    assert {r["run_id"] for r in lines(done.stdout)} == {"a"}
+    assert [r["source_index"] for r in lines(done.stdout)] == [0, 1, 1]  # text, done, end
+    assert [(r["reason"], r["line"]) for r in lines(letters.read_bytes())] == [
+        ("invalid_event", 2), ("too_large", 3), ("invalid_event", 4),
+    ]

@@ -771,14 +771,10 @@ def test_golden_run_matches_the_cli_byte_for_byte(projection: oracle.ProjectionN
 
 # -- (c) differential: the oracle against symfonic_stream.tools.offline.project_lines -----------
 #
-# Integers are drawn from [-2**63, 2**64 - 1] only. EXCLUDED INPUT SHAPE ("big integers"):
-# orjson parses a JSON integer outside that range as a float, so the implementation dead-
-# letters such an `index` or token count as invalid_event (SPEC §2 says "int >= 0": the
-# oracle accepts it) and re-encodes such an integer inside arguments, payloads or results
-# as a float (`12345678901234567890123` -> `1.2345678901234568e+22`). See
-# test_big_integers_are_where_oracle_and_implementation_part below.
+# Integers are drawn a little past the 64-bit range: beyond ±(2**63 - 1) both dead-letter
+# the event invalid_event (SYMFONIC_MAX_INTEGER), see test_big_integers_are_invalid_in_both.
 
-_INTS = st.integers(-(2**63), 2**64 - 1)
+_INTS = st.integers(-(2**63), 2**64 - 1)  # (orjson writes no integer past 2**64 - 1)
 _FLOATS = st.floats(allow_nan=False, allow_infinity=False)
 _TEXT = st.text(max_size=8) | st.sampled_from(["", "é", "日本語", "😀", 'a"b\\c\n\t\x00\x7f\u2028'])
 _JSON = st.recursive(
@@ -787,7 +783,7 @@ _JSON = st.recursive(
     max_leaves=8,
 )
 _EDGE_NUMBERS = st.sampled_from(
-    [0, 0.0, -0.0, 3, 2.25, 99.96, 1e-05, 1.5e-07, 1e16, 1e15, 5e-324, 2**53 + 1, 2**64 - 1]
+    [0, 0.0, -0.0, 3, 2.25, 99.96, 1e-05, 1.5e-07, 1e16, 1e15, 5e-324, 2**53 + 1, 2**63 - 1]
 )
 _NUMBER = _EDGE_NUMBERS | _FLOATS | st.integers(0, 2**53)
 # EXCLUDED INPUT SHAPE ("negative-zero duration"): `result.duration_ms` of -0.0. SPEC §3
@@ -956,7 +952,8 @@ def test_oracle_and_implementation_agree_on_any_single_event(event: dict[str, An
         envelopes, dead = project(lines, projection)
         assert [orjson.loads(value) for value in values] == envelopes
         assert values == [encode(envelope) for envelope in envelopes]
-        assert letters == dead == []
+        # (an integer past 64 bits in a field makes it invalid_event, in both)
+        assert letters == dead and dead in ([], [("invalid_event", 1)])
 
 
 def rng_free_encoding(event: dict[str, Any]) -> bytes:
@@ -966,7 +963,7 @@ def rng_free_encoding(event: dict[str, Any]) -> bytes:
 
 _EDGE_VALUES: list[Any] = [
     None, True, False, 0, -0.0, 0.0, 1, -1, 3.0, 2.25, 99.96, 1e-05, 1e-07, 1e16, 5e-324,
-    2**63, 2**64 - 1, -(2**63), "", "x", "ask_user", 'é😀\n\x00"', [], [1, "a"], {},
+    2**63 - 1, -(2**63), 2**53 + 1, "", "x", "ask_user", 'é😀\n\x00"', [], [1, "a"], {},
     {"k": [None, 1.5]}, {"questions": [{"q": 1}]},
 ]
 
@@ -1083,16 +1080,18 @@ def test_oracle_and_implementation_agree_on_what_is_a_valid_event(value: bytes) 
     assert reason(value) == implementation_reason(value)
 
 
-def test_big_integers_are_where_oracle_and_implementation_part() -> None:
-    """The excluded shape, pinned: the oracle follows SPEC §2, the implementation orjson."""
+def test_big_integers_are_invalid_in_both() -> None:
+    """Integers beyond 64 bits (docs/configuration.md, SYMFONIC_MAX_INTEGER) are dead-
+    lettered invalid_event by both, wherever they are: orjson would read them as floats."""
     big_index = b'{"run_id":"r","index":18446744073709551616,"kind":"x","timestamp":1}'
-    assert (reason(big_index), implementation_reason(big_index)) == (None, "invalid_event")
+    assert (reason(big_index), implementation_reason(big_index)) == ("invalid_event",) * 2
     line = (b'{"run_id":"r","index":0,"kind":"tool_call","timestamp":1,'
             b'"tool_call":{"id":"c","name":"n","arguments":{"n":12345678901234567890123}}}')
-    values, _, _ = implementation([line], "chunks", 1000)
-    envelopes, _ = project([line], "chunks")
-    assert orjson.loads(values[0])["event"]["content"] == '{"n":1.2345678901234568e+22}'
-    assert envelopes[0]["event"]["content"] == '{"n":12345678901234567890123}'
+    for projection in ("typed", "chunks"):
+        values, letters, _ = implementation([line], projection, 1000)
+        envelopes, dead = project([line], projection)
+        assert values == [] and envelopes == []
+        assert letters == dead == [("invalid_event", 1)]
 
 
 def test_negative_zero_duration_is_where_oracle_and_implementation_part() -> None:
@@ -1105,20 +1104,29 @@ def test_negative_zero_duration_is_where_oracle_and_implementation_part() -> Non
     assert orjson.loads(values[0]) == envelopes[0]  # equal as JSON numbers
 
 
-def test_values_nested_past_orjsons_dump_limit_crash_the_implementation() -> None:
-    """Not in the differential (its values nest a few levels only), pinned here: orjson
-    parses up to 1024 levels but dumps at most 254, so a valid event whose tool result
-    nests 300 deep raises TypeError in the implementation's guard (SPEC §6: a record
-    that cannot be projected never stops the consumer). The oracle projects it."""
-    deep = b"[" * 300 + b"]" * 300
-    lines = [b'{"run_id":"r","index":0,"kind":"tool_result","timestamp":1,'
-             b'"tool_call":{"id":"a","name":"b","result":' + deep + b"}}"]
-    with pytest.raises(TypeError, match="Recursion limit"):
-        implementation(lines, "typed", 1000)
-    envelopes, letters = project(lines, "typed")
-    assert letters == [] and [e["event"]["type"] for e in envelopes] == [
-        "tool_result", "extension",
-    ]
+def test_values_nested_past_the_depth_limit_are_invalid_in_both() -> None:
+    """orjson parses up to 1024 levels but writes at most 254: an event nested deeper than
+    SYMFONIC_MAX_JSON_DEPTH (64) is dead-lettered when it arrives, by both, and the run's
+    next event is still projected (SPEC §6: a record never stops the consumer)."""
+    for levels, accepted in ((62, True), (63, False), (300, False)):  # + event, tool_call
+        deep = b"[" * levels + b"]" * levels
+        lines = [b'{"run_id":"r","index":0,"kind":"tool_result","timestamp":1,'
+                 b'"tool_call":{"id":"a","name":"b","result":' + deep + b"}}",
+                 b'{"run_id":"r","index":1,"kind":"done","timestamp":2}']
+        values, letters, _ = implementation(lines, "typed", 1000)
+        envelopes, dead = project(lines, "typed")
+        assert [orjson.loads(value) for value in values] == envelopes
+        assert letters == dead == ([] if accepted else [("invalid_event", 1)])
+
+
+def test_duplicate_keys_are_invalid_in_both() -> None:
+    """A second ``run_id`` would silently win in orjson: a key twice is invalid_event."""
+    twice = b'{"run_id":"r1","index":0,"kind":"done","timestamp":1,"run_id":"r2"}'
+    assert (reason(twice), implementation_reason(twice)) == ("invalid_event",) * 2
+    nested = b'{"run_id":"r","index":0,"kind":"x","timestamp":1,"metadata":{"a":1,"a":2}}'
+    assert (reason(nested), implementation_reason(nested)) == ("invalid_event",) * 2
+    colon_in_a_string = b'{"run_id":"r:1","index":0,"kind":"x","timestamp":1}'
+    assert (reason(colon_in_a_string), implementation_reason(colon_in_a_string)) == (None,) * 2
 
 
 def test_the_differential_strategy_reaches_every_output_shape() -> None:

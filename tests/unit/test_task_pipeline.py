@@ -369,3 +369,27 @@ async def test_timers_write_into_what_is_pending_and_close_commits_it() -> None:
     assert producer.closed
     assert producer.committed == [[b"a"], [b"b"]]
     assert task.next_offset == 2
+
+
+def _aborts(task: StreamTask) -> float:
+    registry = task.metrics._f._registry  # type: ignore[attr-defined]
+    value = registry.get_sample_value("symfonic_stream_transactions_total",
+                                      {"consumer": "copier", "outcome": "aborted"})
+    return value or 0.0
+
+
+async def test_a_processor_failure_counts_as_one_abort_and_an_aborted_commit_once() -> None:
+    """Issue 16: failures outside a transaction were never counted, so
+    ``transactions_total{outcome="aborted"}`` stayed 0 while a partition kept failing."""
+    timeline = Timeline()
+    task, producer = _task(timeline)
+    task.absorb(_records(0, [b"boom"]))
+    assert await task.flush() is Outcome.ABORTED
+    assert _aborts(task) == 1
+    task.reset(RecordingProcessor(timeline), 0)
+    task.absorb(_records(0, [b"boom", b"x"]))  # dead-lettered now; the commit fails
+    await _until_begun(producer, 1)
+    producer.fail[0] = TransactionAborted("no")
+    producer.gates[0].set()
+    assert await task.flush() is Outcome.ABORTED
+    assert _aborts(task) == 2

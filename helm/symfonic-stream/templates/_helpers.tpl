@@ -171,6 +171,11 @@ SYMFONIC_SSL_KEYFILE: {{ printf "%s/%s" $v.kafka.tls.mountPath . | quote }}
 SYMFONIC_GAP_TIMEOUT_S: {{ $v.guard.gapTimeoutSeconds | toString | quote }}
 SYMFONIC_RUN_BUFFER_MAX: {{ $v.guard.runBufferMax | int64 | toString | quote }}
 SYMFONIC_CLOSED_RUN_GRACE_S: {{ $v.guard.closedRunGraceSeconds | toString | quote }}
+SYMFONIC_RUN_IDLE_TIMEOUT_S: {{ $v.guard.runIdleTimeoutSeconds | toString | quote }}
+SYMFONIC_BUFFER_MAX_BYTES: {{ $v.guard.bufferMaxBytes | int64 | toString | quote }}
+SYMFONIC_MAX_OUTPUT_BYTES: {{ $v.guard.maxOutputBytes | int64 | toString | quote }}
+SYMFONIC_MAX_STATE_RECORD_BYTES: {{ $v.guard.maxStateRecordBytes | int64 | toString | quote }}
+SYMFONIC_PUNCTUATE_BUDGET_MS: {{ $v.guard.punctuateBudgetMs | int64 | toString | quote }}
 SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
@@ -178,6 +183,8 @@ SYMFONIC_PARTITIONS: {{ $v.topics.partitions | int64 | toString | quote }}
 SYMFONIC_REPLICATION_FACTOR: {{ $v.topics.replicationFactor | int64 | toString | quote }}
 SYMFONIC_MIN_INSYNC_REPLICAS: {{ $v.topics.minInsyncReplicas | int64 | toString | quote }}
 SYMFONIC_MAX_RECORD_BYTES: {{ $v.engine.maxRecordBytes | int64 | toString | quote }}
+SYMFONIC_MAX_JSON_DEPTH: {{ $v.engine.maxJsonDepth | int64 | toString | quote }}
+SYMFONIC_MAX_INTEGER: {{ $v.engine.maxInteger | toString | quote }}
 SYMFONIC_BATCH_MAX_RECORDS: {{ $v.engine.batchMaxRecords | int64 | toString | quote }}
 SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote }}
 SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}

@@ -6,13 +6,19 @@ buffered right behind it; an earlier or already-buffered index is a duplicate; a
 waits. A hole that stays open past the gap timeout, or a buffer past its bound, becomes a
 ``gap`` record: lost data is reported, never invented, never waited for forever.
 
+Everything the guard will have to write for an event is checked when the event arrives
+(its outputs' sizes, its state record's size): what cannot be carried is dead-lettered
+then, never later, when it would fail a punctuation or a commit (docs/engine.md, "Bounds").
+
 Time is always passed in (``now``), never read, so the same input and clock give the same
 output: the live engine passes the wall clock, the offline command passes nothing and
-calls :meth:`OrderingGuard.flush` at the end of its input instead.
+calls :meth:`OrderingGuard.flush` at the end of its input instead. (The one clock read,
+:mod:`.expiry`'s time budget, decides only how much of what is due one punctuation does.)
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +28,18 @@ from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import CLOSING_KINDS, KNOWN_KINDS, AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.decoding import decode_accepted
+from symfonic_stream.processors.expiring import pause_kept_until
 from symfonic_stream.processors.ordering.run_state import (
+    EMPTY_BUFFER,
     Pending,
     RunState,
     RunStatus,
+    decode_pending,
     decode_run,
+    encode_pending,
     encode_run,
+    pending_key,
 )
 from symfonic_stream.projections import Projection
 
@@ -40,34 +52,57 @@ _new_record = tuple.__new__
 if OutputRecord._fields != ("topic", "key", "value", "record_type", "source_ts", "headers"):
     raise RuntimeError(f"OutputRecord changed its fields: update {__file__}")
 
+#: One release's records: (value, record_type) each, in order.
+Released = list[tuple[bytes, str]]
+
 
 @dataclass(frozen=True, slots=True)
 class GuardLimits:
-    """SPEC §5's bounds (SYMFONIC_GAP_TIMEOUT_S, _RUN_BUFFER_MAX, _CLOSED_RUN_GRACE_S)."""
+    """SPEC §5's bounds and the guard's share of the state bounds (docs/configuration.md:
+    SYMFONIC_GAP_TIMEOUT_S, _RUN_BUFFER_MAX, _CLOSED_RUN_GRACE_S, _RUN_IDLE_TIMEOUT_S,
+    _BUFFER_MAX_BYTES, _MAX_OUTPUT_BYTES, _MAX_STATE_RECORD_BYTES, _PUNCTUATE_BUDGET_MS)."""
 
     gap_timeout_s: float = 30.0
     run_buffer_max: int = 1000
     closed_run_grace_s: float = 600.0
+    #: An open run with no event for this long ends ``abandoned`` (0: never).
+    run_idle_timeout_s: float = 3600.0
+    #: Most bytes one partition's runs may hold behind holes, in all.
+    buffer_max_bytes: int = 64 * 1024 * 1024
+    #: Largest output record value (an envelope).
+    max_output_bytes: int = 1_000_000
+    #: Largest state record (a buffered event's changelog value).
+    max_state_bytes: int = 2 * 1024 * 1024
+    #: Longest one punctuation may run (a fraction of the session timeout).
+    punctuate_budget_s: float = 0.05
 
 
-#: How a run's state travels in the changelog (:mod:`.run_state`).
+#: How a run's state, and a buffered event, travel in the changelog (:mod:`.run_state`).
 RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run)
+PENDING_CODEC: Codec[Pending] = Codec(encode_pending, decode_pending)
 
 
 class OrderingGuard:
-    """The guard for every run of one input partition: its runs live in one state store.
+    """The guard for every run of one input partition: runs in the ``run`` store, events
+    waiting behind holes in the ``buf`` store.
 
-    Each run with something due has one deadline in the store: its oldest buffered event's
-    gap timeout while it waits behind a hole, its grace once closed. A punctuation visits
-    only the runs whose deadline passed.
+    Each run has one deadline in the run store, never later than when something is due
+    for it (its oldest buffered event's gap timeout, its idle timeout, its pause's expiry,
+    its grace once closed): a punctuation (:mod:`.expiry`) visits only runs whose deadline
+    passed, and works out there what is really due.
     """
 
     def __init__(self, projection: Projection, output_topic: str, limits: GuardLimits) -> None:
         self._project = projection
         self._topic = output_topic
-        self._limits = limits
+        self.limits = limits
         self.runs: StateStore[RunState] = StateStore("run", RUN_CODEC)
-        self._buffered = 0
+        self.waiting: StateStore[Pending] = StateStore("buf", PENDING_CODEC)
+        self.buffered = 0
+        self.buffered_bytes = 0
+        #: Runs with something buffered, the longest waiting first (the bytes bound's order).
+        #: An OrderedDict: a dict's first key is found past every key deleted before it.
+        self.waiting_runs: OrderedDict[str, None] = OrderedDict()
 
     # -- the hot path -----------------------------------------------------------------
 
@@ -76,9 +111,9 @@ class OrderingGuard:
         run_id = event.run_id
         runs = self.runs
         run = runs.get(run_id)
+        new = run is None
         if run is None:
-            run = RunState()
-            runs.put(run_id, run)
+            run = RunState(touched_at=now)
         index = event.index
         if index < run.next_index or index in run.buffer:
             out.count("duplicates")
@@ -90,182 +125,235 @@ class OrderingGuard:
                 f"run {run_id!r} ended at index {run.next_index - 1}; index {index} came after",
             )
             return
-        runs.touch(run_id)
         if index > run.next_index:
-            if not run.buffer:  # the run starts waiting: its oldest event's gap timeout
-                runs.schedule(run_id, now + self._limits.gap_timeout_s)
-            run.buffer[index] = Pending(event, record, now)
-            self._buffered += 1
-            if len(run.buffer) > self._limits.run_buffer_max:
-                self._fill_first_hole(run_id, run, now, out)
+            if self._hold(run_id, run, event, record, now, out):
+                if new:
+                    runs.put(run_id, run)
+                self._limit_buffers(run_id, run, now, out)
             return
-        self._release(run_id, run, event, now, out)
+        released = self.prepare(run_id, run, event, record, out)
+        if released is None:
+            return
+        if new:
+            runs.put(run_id, run)
+        else:
+            runs.touch(run_id)
+        run.touched_at = now
+        self._release(run_id, run, event, released, now, out)
+        if new:
+            self.reschedule(run_id, run)
         # Only a run with something buffered can release more.
         if run.buffer:
-            self._drain(run_id, run, now, out)
-
-    def punctuate(self, now: float, out: Collector) -> None:
-        """Fill holes older than the gap timeout; forget closed runs past their grace."""
-        runs = self.runs
-        for run_id in list(runs.due(now)):
-            run = runs.get(run_id)
-            if run is None:
-                continue
-            if run.status is RunStatus.CLOSED:
-                runs.delete(run_id)  # its grace is over: a tombstone at the next commit
-                continue
-            timeout = self._limits.gap_timeout_s
-            while run.buffer and _oldest_arrival(run) + timeout <= now:
-                self._fill_first_hole(run_id, run, now, out)
-            if run.buffer:  # (a run the gaps closed has none: it was scheduled its grace)
-                runs.schedule(run_id, _oldest_arrival(run) + timeout)
+            self.drain(run_id, run, now, out)
 
     def flush(self, out: Collector) -> None:
         """End of input (offline, a replay's range): every hole still open becomes a gap."""
-        for run_id, run in self.runs.items():
+        for run_id, run in self.runs.items():  # in the order runs were first seen
             while run.buffer:
-                self._fill_first_hole(run_id, run, 0.0, out)
+                self.fill_first_hole(run_id, run, 0.0, out)
 
     def forget_all(self) -> None:
-        """Delete every run (a tombstone each at the next commit): the input is over."""
+        """Delete every run and buffered event (a tombstone each at the next commit)."""
         for run_id, _ in self.runs.items():
             self.runs.delete(run_id)
-        self._buffered = 0
-
-    def restored(self) -> None:
-        """After a restore: count what is buffered and schedule every run's deadline."""
-        runs = self.runs
-        self._buffered = 0
-        for run_id, run in runs.items():
-            self._buffered += len(run.buffer)
-            if run.status is RunStatus.CLOSED:
-                runs.schedule(run_id, run.closed_at + self._limits.closed_run_grace_s)
-            elif run.buffer:
-                runs.schedule(run_id, _oldest_arrival(run) + self._limits.gap_timeout_s)
-
-    @property
-    def buffered_events(self) -> int:
-        return self._buffered
-
-    @property
-    def active_runs(self) -> int:
-        return len(self.runs)
+        for key, _ in self.waiting.items():
+            self.waiting.delete(key)
+        self.buffered = self.buffered_bytes = 0
+        self.waiting_runs.clear()
 
     def run(self, run_id: str) -> RunState | None:
         """One run's state (for tests and tools)."""
         return self.runs.get(run_id)
 
+    # -- checking what an event will need, when it arrives -------------------------------
+
+    def prepare(
+        self, run_id: str, run: RunState, event: AgentEvent, record: InputRecord,
+        out: Collector,
+    ) -> Released | None:
+        """Everything releasing ``event`` now would write, or None: it was dead-lettered
+        (a projection that raises, an output over the size bound). Nothing has changed."""
+        try:
+            released = self._records_of(run_id, run, event)
+        except Exception as exc:  # a projection bug must cost this record, not the partition
+            out.dead_letter(record, DeadLetterReason.INVALID_EVENT,
+                            f"cannot be projected: {type(exc).__name__}: {exc}")
+            return None
+        largest = max((len(value) for value, _ in released), default=0)
+        if largest > self.limits.max_output_bytes:
+            out.dead_letter(record, DeadLetterReason.TOO_LARGE,
+                            f"its output would be {largest} bytes, "
+                            f"limit {self.limits.max_output_bytes}")
+            return None
+        return released
+
+    def _hold(self, run_id: str, run: RunState, event: AgentEvent, record: InputRecord,
+              now: float, out: Collector) -> bool:
+        """Buffer ``event`` behind its hole, if what it will need fits (else dead-letter)."""
+        if self.prepare(run_id, run, event, record, out) is None:
+            return False
+        pending = Pending(record, now, event.timestamp)
+        key = pending_key(run_id, event.index)
+        pending.size = len(encode_pending(pending))
+        state_record = pending.size + len(key) + 4  # (the key carries its store's prefix)
+        if state_record > self.limits.max_state_bytes:
+            out.dead_letter(record, DeadLetterReason.TOO_LARGE,
+                            f"waiting behind a hole it would take a {state_record}-byte state "
+                            f"record, limit {self.limits.max_state_bytes}")
+            return False
+        if not run.buffer:
+            self.waiting_runs[run_id] = None
+            run.buffer = {}  # its own, in place of the shared EMPTY_BUFFER
+        run.buffer[event.index] = pending
+        self.waiting.put(key, pending)
+        self.buffered += 1
+        self.buffered_bytes += pending.size
+        run.touched_at = now
+        self.runs.touch(run_id)
+        self.reschedule(run_id, run)
+        return True
+
+    def _limit_buffers(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+        """A run's buffer past its bound, or the partition's buffered bytes past theirs:
+        the first hole (of this run, of the longest waiting run) becomes a gap."""
+        if len(run.buffer) > self.limits.run_buffer_max:
+            self.fill_first_hole(run_id, run, now, out)
+        while self.buffered_bytes > self.limits.buffer_max_bytes and self.waiting_runs:
+            oldest = next(iter(self.waiting_runs))
+            waiting = self.runs.get(oldest)
+            if waiting is None or not waiting.buffer:  # (paranoid: the index is derived)
+                del self.waiting_runs[oldest]
+                continue
+            self.fill_first_hole(oldest, waiting, now, out)
+            if waiting.buffer:  # its next hole waits its turn behind the others
+                self.waiting_runs.move_to_end(oldest)
+
     # -- releasing --------------------------------------------------------------------
 
-    def _release(
-        self, run_id: str, run: RunState, event: AgentEvent, now: float, out: Collector
-    ) -> None:
-        key = run_id.encode()
+    def _records_of(self, run_id: str, run: RunState, event: AgentEvent) -> Released:
+        """The records releasing ``event`` writes: its projection, then its end if any."""
         index = event.index
         ts = event.timestamp
-        bodies = self._project(event)
-        if bodies:
-            # _emit inlined: the loop runs once or twice for nearly every input event.
-            topic = self._topic
-            emit = out.emit
-            seq = run.next_seq
-            for body in bodies:
-                envelope = {
-                    "run_id": run_id,
-                    "seq": seq,
-                    "source_index": index,
-                    "ts": ts,
-                    "event": body,
-                }
-                value = _dumps(envelope)
-                emit(_new_record(OutputRecord, (topic, key, value, body["type"], ts, ())))
-                seq += 1
-            run.next_seq = seq
-        run.next_index = index + 1
+        seq = run.next_seq
+        released: Released = []
+        for body in self._project(event):
+            envelope = {"run_id": run_id, "seq": seq, "source_index": index, "ts": ts,
+                        "event": body}
+            released.append((_dumps(envelope), body["type"]))
+            seq += 1
+        kind = event.kind
+        status = _END_STATUS.get(kind) if kind in CLOSING_KINDS else None
+        if status is None and event.interrupt is not None:
+            status = "paused"
+        if status is not None:
+            error = event.error.model_dump() if kind == "error" and event.error else None
+            envelope = {"run_id": run_id, "seq": seq, "source_index": index, "ts": ts,
+                        "end": {"status": status, "error": error}}
+            released.append((_dumps(envelope), f"end_{status}"))
+        return released
+
+    def _release(self, run_id: str, run: RunState, event: AgentEvent, released: Released,
+                 now: float, out: Collector) -> None:
+        key = run_id.encode()
+        topic = self._topic
+        ts = event.timestamp
+        emit = out.emit
+        for value, record_type in released:
+            emit(_new_record(OutputRecord, (topic, key, value, record_type, ts, ())))
+        run.next_seq += len(released)
+        run.next_index = event.index + 1
+        run.last_ts = ts
         kind = event.kind
         if kind not in KNOWN_KINDS:
             out.count("unknown_kind")
         if kind in CLOSING_KINDS:
-            error = event.error.model_dump() if kind == "error" and event.error else None
-            self._end(key, run, event, _END_STATUS[kind], error, out)
-            self._close(run_id, run, now, out)
+            self.close(run_id, run, now, out)
         elif event.interrupt is not None:
-            self._end(key, run, event, "paused", None, out)
             run.status = RunStatus.PAUSED
+            run.pause_expires_at = event.interrupt.expires_at
+            self.reschedule(run_id, run)
         elif run.status is RunStatus.PAUSED:
             run.status = RunStatus.OPEN  # the run resumed after its pause
+            run.pause_expires_at = 0.0
 
-    def _drain(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+    def drain(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+        """Release whatever waits right behind the run's next index."""
         buffer = run.buffer
         while run.next_index in buffer:
-            pending = buffer.pop(run.next_index)
-            self._buffered -= 1
-            self._release(run_id, run, pending.event, now, out)
-        if not buffer and run.status is not RunStatus.CLOSED:
-            self.runs.unschedule(run_id)  # nothing waits any more
+            pending = self.unbuffer(run_id, run, run.next_index)
+            event = decode_accepted(pending.record.value or b"")
+            released = self.prepare(run_id, run, event, pending.record, out)
+            if released is None:  # (paranoid: it was checked when it arrived)
+                return
+            self._release(run_id, run, event, released, now, out)
 
-    def _fill_first_hole(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+    def unbuffer(self, run_id: str, run: RunState, index: int) -> Pending:
+        """Take one event out of the run's buffer (a tombstone for it at the next commit)."""
+        pending = run.buffer.pop(index)
+        self.waiting.delete(pending_key(run_id, index))
+        self.buffered -= 1
+        self.buffered_bytes -= pending.size
+        if not run.buffer:
+            self.waiting_runs.pop(run_id, None)
+            run.buffer = EMPTY_BUFFER
+        return pending
+
+    def fill_first_hole(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+        """The run's first hole becomes a gap; what waited behind it is released."""
         first = min(run.buffer)
-        ts = run.buffer[first].event.timestamp
-        gap = {"from_index": run.next_index, "to_index": first - 1}
-        envelope = {
-            "run_id": run_id,
-            "seq": run.next_seq,
-            "source_index": None,
-            "ts": ts,
-            "gap": gap,
-        }
-        self._emit(run_id.encode(), run, envelope, "gap", ts, out)
+        ts = run.buffer[first].ts
+        envelope = {"run_id": run_id, "seq": run.next_seq, "source_index": None, "ts": ts,
+                    "gap": {"from_index": run.next_index, "to_index": first - 1}}
+        self.emit(run_id, run, envelope, "gap", ts, out)
         out.count("gaps")
         self.runs.touch(run_id)
         run.next_index = first
-        self._drain(run_id, run, now, out)
+        self.drain(run_id, run, now, out)
 
-    def _end(
-        self,
-        key: bytes,
-        run: RunState,
-        event: AgentEvent,
-        status: str,
-        error: dict[str, Any] | None,
-        out: Collector,
-    ) -> None:
-        envelope = {
-            "run_id": event.run_id,
-            "seq": run.next_seq,
-            "source_index": event.index,
-            "ts": event.timestamp,
-            "end": {"status": status, "error": error},
-        }
-        self._emit(key, run, envelope, f"end_{status}", event.timestamp, out)
-
-    def _close(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+    def close(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
+        """The run ended: whatever still waits is late (nothing follows an end record)."""
         run.status = RunStatus.CLOSED
         run.closed_at = now
-        self.runs.schedule(run_id, now + self._limits.closed_run_grace_s)
-        # Nothing follows a run's closing end record: whatever still waits is late.
         for index in sorted(run.buffer):
-            pending = run.buffer[index]
+            pending = self.unbuffer(run_id, run, index)
             out.dead_letter(
                 pending.record,
                 DeadLetterReason.RUN_CLOSED,
                 f"run {run_id!r} ended at index {run.next_index - 1} while index {index} waited",
             )
-        self._buffered -= len(run.buffer)
-        run.buffer.clear()
+        self.runs.touch(run_id)
+        self.reschedule(run_id, run)
 
-    def _emit(
-        self,
-        key: bytes,
-        run: RunState,
-        envelope: dict[str, Any],
-        record_type: str,
-        ts: float,
-        out: Collector,
-    ) -> None:
+    def emit(self, run_id: str, run: RunState, envelope: dict[str, Any], record_type: str,
+             ts: float, out: Collector) -> None:
         run.next_seq += 1
-        out.emit(OutputRecord(self._topic, key, _dumps(envelope), record_type, ts))
+        out.emit(OutputRecord(self._topic, run_id.encode(), _dumps(envelope), record_type, ts))
 
+    # -- deadlines ----------------------------------------------------------------------
 
-def _oldest_arrival(run: RunState) -> float:
-    return min(pending.arrived_at for pending in run.buffer.values())
+    def deadline(self, run: RunState) -> float | None:
+        """When something is next due for ``run`` (None: nothing ever, without an event)."""
+        limits = self.limits
+        if run.status is RunStatus.CLOSED:
+            return run.closed_at + limits.closed_run_grace_s
+        due: float | None = None
+        if run.buffer:
+            due = next(iter(run.buffer.values())).arrived_at + limits.gap_timeout_s
+        idle = limits.run_idle_timeout_s
+        if idle > 0:
+            ends = run.touched_at + idle
+            if run.status is RunStatus.PAUSED:  # until its pause expires, plus the grace
+                ends = pause_kept_until(run.pause_expires_at, run.touched_at, idle)
+                ends += limits.closed_run_grace_s
+            due = ends if due is None else min(due, ends)
+        return due
+
+    def reschedule(self, run_id: str, run: RunState) -> None:
+        """Keep the run's deadline no later than its next due time (a later one is found
+        when the earlier comes up: the hot path never pushes onto the heap)."""
+        due = self.deadline(run)
+        if due is None:
+            return
+        current = self.runs.deadline(run_id)
+        if current is None or due < current:
+            self.runs.schedule(run_id, due)

@@ -1,9 +1,15 @@
-"""One run's guard state, and its compact changelog encoding.
+"""One run's guard state and one buffered event, and how each travels in the changelog.
 
-A run with nothing buffered encodes as a 4-element JSON array (``[next_index, next_seq,
-status, closed_at]``, typically 15 to 30 bytes), so 100,000 open runs cost a few MB in the
-changelog. Buffered events keep their original record (key, value, headers, source) so a
-run that closes while they wait can still dead-letter them whole after a restore.
+The guard keeps two stores (docs/engine.md, "State stores"):
+
+* ``run/<run_id>``: a :class:`RunState`, a 7-element JSON array (``[next_index, next_seq,
+  status, closed_at, touched_at, last_ts, pause_expires_at]``, typically 40 to 60 bytes);
+* ``buf/<run_id>/<index>``: one event waiting behind a hole, as its original record (so a
+  run that closes while it waits can still dead-letter it whole after a restore): a JSON
+  header line, then the raw value as it arrived, unescaped.
+
+So a change writes what changed: a run's counters, or one buffered event, never a run's
+whole buffer again.
 """
 
 from __future__ import annotations
@@ -15,8 +21,6 @@ from dataclasses import dataclass, field
 import orjson
 
 from symfonic_stream.engine.records import InputRecord
-from symfonic_stream.models.agent_event import AgentEvent
-from symfonic_stream.models.decoding import decode_agent_event
 
 
 class RunStatus(enum.IntEnum):
@@ -25,13 +29,26 @@ class RunStatus(enum.IntEnum):
     CLOSED = 2
 
 
+#: The ``touched_at`` of a run read from 0.x state, which had none.
+NOT_TOUCHED = -1.0
+
+
+#: The buffer of every run with nothing buffered; the guard gives a run its own dict
+#: before buffering anything (and this one back when the run's buffer empties).
+EMPTY_BUFFER: dict[int, Pending] = {}
+
+
 @dataclass(slots=True)
 class Pending:
-    """An event that arrived before its turn, waiting behind a hole."""
+    """An event that arrived before its turn, waiting behind a hole: only its record (the
+    event is decoded again when it is released, which is rarer than holding it)."""
 
-    event: AgentEvent
     record: InputRecord
     arrived_at: float
+    #: The event's timestamp: a gap before it carries it as its ``ts``.
+    ts: float
+    #: Its changelog value's length: what the partition's buffered-bytes bound counts.
+    size: int = 0
 
 
 @dataclass(slots=True)
@@ -39,60 +56,96 @@ class RunState:
     next_index: int = 0
     next_seq: int = 0
     status: RunStatus = RunStatus.OPEN
+    #: When the run closed (clock time), for its grace.
     closed_at: float = 0.0
-    buffer: dict[int, Pending] = field(default_factory=dict)
+    #: When its last event arrived (clock time), for the idle timeout.
+    touched_at: float = 0.0
+    #: Its last released event's timestamp: an ``abandoned`` end's ``ts``.
+    last_ts: float = 0.0
+    #: A paused run's pause ``expires_at`` (0: not paused).
+    pause_expires_at: float = 0.0
+    #: In memory only: every buffered event is in the ``buf`` store under its own key.
+    #: :data:`EMPTY_BUFFER` (shared, never written) while nothing waits: a million open
+    #: runs are then a million objects for the garbage collector to walk, not two million.
+    buffer: dict[int, Pending] = field(default_factory=lambda: EMPTY_BUFFER)
 
 
 def encode_run(state: RunState) -> bytes:
     """Serialize for the changelog (compact JSON array)."""
-    head: list[object] = [state.next_index, state.next_seq, int(state.status), state.closed_at]
-    if state.buffer:
-        head.append([_encode_pending(state.buffer[index]) for index in sorted(state.buffer)])
-    return orjson.dumps(head)
+    return orjson.dumps([
+        state.next_index, state.next_seq, int(state.status), state.closed_at,
+        state.touched_at, state.last_ts, state.pause_expires_at,
+    ])
 
 
 def decode_run(data: bytes) -> RunState:
-    """Inverse of :func:`encode_run`."""
+    """Inverse of :func:`encode_run`. A 4- or 5-element array is the format of 0.x, before
+    buffered events had their own keys: its buffer is read into :attr:`RunState.buffer`
+    and the guard writes it under ``buf/`` keys once restored."""
     parts = orjson.loads(data)
     state = RunState(
         next_index=parts[0], next_seq=parts[1], status=RunStatus(parts[2]), closed_at=parts[3]
     )
-    if len(parts) > 4:
+    if len(parts) == 7:
+        state.touched_at, state.last_ts, state.pause_expires_at = parts[4], parts[5], parts[6]
+        return state
+    state.touched_at = NOT_TOUCHED
+    if len(parts) == 5 and parts[4]:
+        state.buffer = {}
         for item in parts[4]:
-            pending = _decode_pending(item)
-            state.buffer[pending.event.index] = pending
+            pending = _legacy_pending(item)
+            state.buffer[orjson.loads(item[6])["index"]] = pending
     return state
 
 
-def _encode_pending(pending: Pending) -> list[object]:
-    record = pending.record
-    value = record.value or b""
-    return [
-        pending.arrived_at,
-        record.topic,
-        record.partition,
-        record.offset,
-        record.timestamp_ms,
-        _b64(record.key),
-        # The value parsed as JSON, so it is valid UTF-8 and can travel as a string.
-        value.decode(),
-        [[name, _b64(data)] for name, data in record.headers],
-    ]
-
-
-def _decode_pending(item: list[object]) -> Pending:
+def _legacy_pending(item: list[object]) -> Pending:
     arrived_at, topic, partition, offset, timestamp_ms, key, value, headers = item
     assert isinstance(value, str) and isinstance(headers, list)
+    record = InputRecord(str(topic), int(partition), int(offset), _unb64(key),  # type: ignore[call-overload]
+                         value.encode(), tuple((str(n), _unb64(d) or b"") for n, d in headers),
+                         int(timestamp_ms))  # type: ignore[call-overload]
+    event = orjson.loads(value)
+    pending = Pending(record, float(arrived_at), float(event["timestamp"]))  # type: ignore[arg-type]
+    pending.size = len(encode_pending(pending))
+    return pending
+
+
+def pending_key(run_id: str, index: int) -> str:
+    """The ``buf`` store's key of one buffered event."""
+    return f"{run_id}/{index}"
+
+
+def split_pending_key(key: str) -> tuple[str, int]:
+    """Inverse of :func:`pending_key` (a run id may hold ``/``; an index never does)."""
+    run_id, _, index = key.rpartition("/")
+    return run_id, int(index)
+
+
+def encode_pending(pending: Pending) -> bytes:
+    """One JSON header line (arrival, source, key, headers), then the value, unescaped."""
+    record = pending.record
+    head = orjson.dumps([
+        pending.arrived_at, pending.ts, record.topic, record.partition, record.offset,
+        record.timestamp_ms, _b64(record.key),
+        [[name, _b64(data)] for name, data in record.headers],
+    ])
+    return head + b"\n" + (record.value or b"")
+
+
+def decode_pending(data: bytes) -> Pending:
+    """Inverse of :func:`encode_pending` (orjson never writes a raw newline)."""
+    head, _, value = data.partition(b"\n")
+    arrived_at, ts, topic, partition, offset, timestamp_ms, key, headers = orjson.loads(head)
     record = InputRecord(
         topic=str(topic),
-        partition=int(partition),  # type: ignore[call-overload]
-        offset=int(offset),  # type: ignore[call-overload]
+        partition=int(partition),
+        offset=int(offset),
         key=_unb64(key),
-        value=value.encode(),
+        value=value,
         headers=tuple((str(name), _unb64(data) or b"") for name, data in headers),
-        timestamp_ms=int(timestamp_ms),  # type: ignore[call-overload]
+        timestamp_ms=int(timestamp_ms),
     )
-    return Pending(decode_agent_event(record.value), record, float(arrived_at))  # type: ignore[arg-type]
+    return Pending(record, float(arrived_at), float(ts), len(data))
 
 
 def _b64(data: bytes | None) -> str | None:

@@ -31,7 +31,12 @@ from symfonic_stream.models.agent_event import (
     kind_label,
 )
 from symfonic_stream.models.dead_letter import DeadLetterReason
-from symfonic_stream.models.decoding import DecodeError, decode_agent_event
+from symfonic_stream.models.decoding import (
+    DEFAULT_LIMITS,
+    DecodeError,
+    DecodeLimits,
+    decode_agent_event,
+)
 from symfonic_stream.models.headers import (
     KIND_HEADER,
     QUEUE_HEADER,
@@ -39,7 +44,7 @@ from symfonic_stream.models.headers import (
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.expiring import ExpiringState
+from symfonic_stream.processors.expiring import ExpiringState, pause_kept_until
 from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem
 
 
@@ -72,22 +77,29 @@ def build_ticket(
     }
 
 
+#: How many of a run's routed interrupt ids are remembered (its re-sends are duplicates):
+#: the latest, so a run that pauses without end cannot grow its state record without end.
+REMEMBERED_INTERRUPTS = 1000
+
+
 @dataclass(slots=True)
 class RoutedRun:
-    """A run that paused: the interrupts already routed, and when it closed (0: open)."""
+    """A run that paused: the interrupts already routed (the latest), when it closed (0:
+    open), and when an open one is forgotten anyway (its last pause long past, 0: never)."""
 
     interrupt_ids: list[str]
     closed_at: float = 0.0
+    forget_at: float = 0.0
 
 
 def _decode_routed(data: bytes) -> RoutedRun:
-    closed_at, routed = orjson.loads(data)
-    return RoutedRun([str(i) for i in routed], float(closed_at))
+    closed_at, routed, *rest = orjson.loads(data)  # (0.x wrote no forget_at)
+    return RoutedRun([str(i) for i in routed], float(closed_at), float(rest[0]) if rest else 0.0)
 
 
-#: The changelog value: ``[closed_at, [interrupt ids]]``.
+#: The changelog value: ``[closed_at, [interrupt ids], forget_at]``.
 ROUTED_CODEC: Codec[RoutedRun] = Codec(
-    lambda run: orjson.dumps([run.closed_at, run.interrupt_ids]), _decode_routed
+    lambda run: orjson.dumps([run.closed_at, run.interrupt_ids, run.forget_at]), _decode_routed
 )
 
 
@@ -102,20 +114,22 @@ class PauseRouter(ExpiringState[RoutedRun]):
         *,
         tenant_queues: bool,
         grace_s: float,
-        max_record_bytes: int | None = None,
+        idle_timeout_s: float = 3600.0,
+        decode: DecodeLimits = DEFAULT_LIMITS,
     ) -> None:
         self._names = names
         self._rules = rules
         self._tenant_queues = tenant_queues
         self._grace_s = grace_s
-        self._max_bytes = max_record_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._decode = decode
         super().__init__(StateStore("run", ROUTED_CODEC))
         self.runs = self.state
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
             event = decode_agent_event(
-                record.value, key=record.key, check_key=True, max_bytes=self._max_bytes
+                record.value, key=record.key, check_key=True, limits=self._decode
             )
         except DecodeError as rejected:
             out.count_input(INVALID_INPUT_LABEL)
@@ -168,6 +182,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         out.emit(
             OutputRecord(topic, event.run_id.encode(), value, "ticket", event.timestamp, headers)
         )
+        out.tickets["expired" if topic == self._names.expired_queue else queue, kind] += 1
         out.emit(
             OutputRecord(
                 self._names.resume_requests,
@@ -179,14 +194,22 @@ class PauseRouter(ExpiringState[RoutedRun]):
             )
         )
         if run is None:
-            self.runs.put(event.run_id, RoutedRun([pending.interrupt_id]))
+            run = RoutedRun([pending.interrupt_id])
+            self.runs.put(event.run_id, run)
         else:
             run.interrupt_ids.append(pending.interrupt_id)
+            del run.interrupt_ids[:-REMEMBERED_INTERRUPTS]
             self.runs.touch(event.run_id)
+        if not run.closed_at:  # the guard abandons such a run at the same time (SPEC §5)
+            kept = pause_kept_until(pending.expires_at, now, self._idle_timeout_s)
+            run.forget_at = kept + self._grace_s
+            self.runs.schedule(event.run_id, run.forget_at)
 
     def deadline_of(self, run: RoutedRun) -> float | None:
         """A closed run is forgotten after the grace (its re-sends are duplicates until)."""
-        return run.closed_at + self._grace_s if run.closed_at else None
+        if run.closed_at:
+            return run.closed_at + self._grace_s
+        return run.forget_at or None
 
 
 def queue_topics(names: TopicNames, rules: RoutingRules, tenant_queues: bool) -> list[str]:

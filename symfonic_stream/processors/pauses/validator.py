@@ -36,7 +36,9 @@ from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
+    DEFAULT_LIMITS,
     DecodeError,
+    DecodeLimits,
     check_size,
     describe_validation_error,
     parse_json,
@@ -49,7 +51,7 @@ from symfonic_stream.models.headers import (
 )
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
-from symfonic_stream.processors.expiring import ExpiringState
+from symfonic_stream.processors.expiring import ExpiringState, pause_kept_until
 
 
 @dataclass(slots=True)
@@ -61,7 +63,8 @@ class Registered:
     tool_call_id: str | None
     expires_at: float
     response_schema: dict[str, Any] | None
-    routed_at: float
+    #: When this registry got it (its own clock: a ticket's ``routed_at`` is the router's).
+    registered_at: float
     answered_at: float = 0.0
 
     def encode(self) -> bytes:
@@ -72,7 +75,7 @@ class Registered:
                 self.tool_call_id,
                 self.expires_at,
                 self.response_schema,
-                self.routed_at,
+                self.registered_at,
                 self.answered_at,
             ]
         )
@@ -81,9 +84,12 @@ class Registered:
     def decode(cls, data: bytes) -> Registered:
         return cls(*orjson.loads(data))
 
-    def forget_after(self, grace_s: float) -> float:
-        """When the registry may drop it: answered, expired or routed, plus the grace."""
-        return max(self.expires_at, self.answered_at, self.routed_at) + grace_s
+    def forget_after(self, grace_s: float, idle_timeout_s: float = 0.0) -> float:
+        """When the registry may drop it: answered, expired (at most
+        ``PAUSE_KEPT_IDLE_TIMEOUTS`` idle timeouts after it was registered) or registered,
+        plus the grace."""
+        expires = pause_kept_until(self.expires_at, self.registered_at, idle_timeout_s)
+        return max(expires, self.answered_at, self.registered_at) + grace_s
 
 
 #: How a ticket travels in the changelog.
@@ -121,20 +127,22 @@ class ResumeValidator(ExpiringState[Registered]):
     """The validator's processor for one resume-requests partition."""
 
     def __init__(
-        self, names: TopicNames, *, grace_s: float, max_record_bytes: int | None = None
+        self, names: TopicNames, *, grace_s: float, decode: DecodeLimits = DEFAULT_LIMITS,
+        idle_timeout_s: float = 3600.0,
     ) -> None:
         self._names = names
         self._grace_s = grace_s
-        self._max_bytes = max_record_bytes
+        self._idle_timeout_s = idle_timeout_s
+        self._decode = decode
         super().__init__(StateStore("ticket", TICKET_CODEC))
         self.tickets = self.state
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
-            check_size(record.value, self._max_bytes)
-            parsed = parse_json(record.value)
+            check_size(record.value, self._decode.max_bytes)
+            parsed = parse_json(record.value, self._decode)
             if (RECORD_TYPE_HEADER, TICKET_MARK) in record.headers:
-                self._register(parsed, record, out)
+                self._register(parsed, record, now, out)
                 out.count_input(REGISTRATION_INPUT)
             else:
                 self._answer(parsed, record, now, out)
@@ -143,7 +151,7 @@ class ResumeValidator(ExpiringState[Registered]):
             out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
 
-    def _register(self, parsed: Any, record: InputRecord, out: Collector) -> None:
+    def _register(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         try:
             ticket = Ticket.model_validate(parsed)
         except ValidationError as exc:
@@ -161,10 +169,10 @@ class ResumeValidator(ExpiringState[Registered]):
             ticket.tool_call_id,
             ticket.expires_at,
             schema if isinstance(schema, dict) else None,
-            ticket.routed_at,
+            now,
         )
         self.tickets.put(ticket.ticket_id, registered)
-        self.tickets.schedule(ticket.ticket_id, registered.forget_after(self._grace_s))
+        self.tickets.schedule(ticket.ticket_id, self.deadline_of(registered))
 
     def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         if not isinstance(parsed, dict):
@@ -204,7 +212,7 @@ class ResumeValidator(ExpiringState[Registered]):
         """The first good answer: remembered as answered, a resume for the kernel."""
         ticket.answered_at = now
         self.tickets.touch(request.ticket_id)
-        self.tickets.schedule(request.ticket_id, ticket.forget_after(self._grace_s))
+        self.tickets.schedule(request.ticket_id, self.deadline_of(ticket))
         resume = {
             "ticket_id": request.ticket_id,
             "run_id": ticket.run_id,
@@ -216,6 +224,7 @@ class ResumeValidator(ExpiringState[Registered]):
         }
         out.emit(OutputRecord(self._names.resumes, ticket.run_id.encode(), orjson.dumps(resume),
                               "resume", None, ((OUTCOME_HEADER, b"accepted"),)))
+        out.resumes["accepted"] += 1
 
     def _rekey(self, record: InputRecord, ticket_id: str, out: Collector) -> None:
         """Send an answer keyed otherwise back to resume-requests on its ticket's key.
@@ -272,10 +281,11 @@ class ResumeValidator(ExpiringState[Registered]):
                 ((OUTCOME_HEADER, reason.value.encode()),),
             )
         )
+        out.resumes[reason.value] += 1
 
-    def deadline_of(self, ticket: Registered) -> float | None:
+    def deadline_of(self, ticket: Registered) -> float:
         """Answered, expired (and routed) longer than the grace period ago."""
-        return ticket.forget_after(self._grace_s)
+        return ticket.forget_after(self._grace_s, self._idle_timeout_s)
 
 
 def _refusal(

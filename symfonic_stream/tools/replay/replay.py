@@ -154,8 +154,7 @@ def replay_topology(
     project = PROJECTIONS[projection]
 
     def make(partition: int) -> ProjectorProcessor:
-        return ProjectorProcessor(project, to_topic, limits,
-                                  max_record_bytes=settings.max_record_bytes)
+        return ProjectorProcessor(project, to_topic, limits, decode=settings.decode_limits())
 
     return Topology(
         consumer=f"replay-{projection}",

@@ -1,0 +1,145 @@
+"""What the clock does to the guard's runs: gap timeouts, idle runs abandoned, closed runs
+forgotten, and a run whose expiry fails evicted instead of stopping the partition.
+
+A punctuation visits only the runs whose deadline passed (the run store's heap), and at
+most for ``punctuate_budget_s``: what is left stays due and the next punctuation goes on,
+so the event loop (and with it the consumer's heartbeat) is never held for long, however
+many runs come due at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+
+from symfonic_stream.engine.records import Collector
+from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.processors.ordering.guard import OrderingGuard
+from symfonic_stream.processors.ordering.run_state import (
+    NOT_TOUCHED,
+    RunState,
+    RunStatus,
+    pending_key,
+    split_pending_key,
+)
+
+log = logging.getLogger(__name__)
+
+
+def punctuate(guard: OrderingGuard, now: float, out: Collector) -> None:
+    """Fire what is due at ``now``, for at most the guard's time budget."""
+    stop_at = time.monotonic() + guard.limits.punctuate_budget_s
+    runs = guard.runs
+    for run_id in runs.due(now):
+        run = runs.get(run_id)
+        if run is not None:
+            _expire_isolated(guard, run_id, run, now, out)
+        if time.monotonic() >= stop_at:
+            out.count("punctuations_cut_short")
+            return
+
+
+def _expire_isolated(
+    guard: OrderingGuard, run_id: str, run: RunState, now: float, out: Collector
+) -> None:
+    """:func:`_expire`, and if it raises: nothing it emitted is kept, the run is evicted."""
+    outputs, letters = len(out.outputs), len(out.dead_letters)
+    counters = run.next_index, run.next_seq
+    try:
+        _expire(guard, run_id, run, now, out)
+    except Exception as exc:
+        del out.outputs[outputs:]
+        del out.dead_letters[letters:]
+        run.next_index, run.next_seq = counters
+        log.exception("expiring a run failed; the run is evicted", extra={"run_id": run_id})
+        evict(guard, run_id, run, now, out, f"{type(exc).__name__}: {exc}")
+
+
+def _expire(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: Collector) -> None:
+    limits = guard.limits
+    if run.status is RunStatus.CLOSED:
+        if run.closed_at + limits.closed_run_grace_s <= now:
+            guard.runs.delete(run_id)  # its grace is over: a tombstone at the next commit
+            return
+    else:
+        if run.touched_at == NOT_TOUCHED:  # from 0.x state: its idle clock starts now
+            run.touched_at = now
+            if run.status is RunStatus.PAUSED and not run.pause_expires_at:
+                run.pause_expires_at = now + limits.run_idle_timeout_s
+            guard.runs.touch(run_id)
+        while run.buffer and _oldest_arrival(run) + limits.gap_timeout_s <= now:
+            guard.fill_first_hole(run_id, run, now, out)
+        due = guard.deadline(run)
+        if _still_open(run) and due is not None and due <= now:
+            abandon(guard, run_id, run, now, out)
+    due = guard.deadline(run)
+    if due is not None:
+        guard.runs.schedule(run_id, due)  # (its entry was taken off the heap)
+
+
+def abandon(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: Collector) -> None:
+    """No event for the idle timeout (or a pause long expired): every hole becomes a gap,
+    then ``end: abandoned`` (``source_index`` null, ``ts`` the last event's), and the run
+    closes like any other (SPEC §5)."""
+    while run.buffer and run.status is not RunStatus.CLOSED:
+        guard.fill_first_hole(run_id, run, now, out)
+    if run.status is RunStatus.CLOSED:  # a filled hole released its closing event
+        return
+    envelope = {"run_id": run_id, "seq": run.next_seq, "source_index": None,
+                "ts": run.last_ts, "end": {"status": "abandoned", "error": None}}
+    guard.emit(run_id, run, envelope, "end_abandoned", run.last_ts, out)
+    out.count("abandoned_runs")
+    guard.close(run_id, run, now, out)
+
+
+def evict(
+    guard: OrderingGuard, run_id: str, run: RunState, now: float, out: Collector, why: str
+) -> None:
+    """A run the guard cannot go on with: what it holds is dead-lettered with ``why``, and
+    it is closed (so what comes later for it is ``run_closed``, and its grace forgets it)."""
+    for index in sorted(run.buffer):
+        pending = guard.unbuffer(run_id, run, index)
+        out.dead_letter(pending.record, DeadLetterReason.INVALID_EVENT,
+                        f"run {run_id!r} was evicted: {why}")
+    out.count("evicted_runs")
+    guard.close(run_id, run, now, out)
+
+
+def restored(guard: OrderingGuard) -> None:
+    """After a restore: buffered events back in their runs' buffers (oldest first), the
+    counts, and every run's deadline."""
+    runs, waiting = guard.runs, guard.waiting
+    for key, pending in sorted(waiting.items(), key=lambda item: item[1].arrived_at):
+        run_id, index = split_pending_key(key)
+        run = runs.get(run_id)
+        if run is None or run.status is RunStatus.CLOSED or index < run.next_index:
+            waiting.delete(key)  # (paranoid: its run moved on in the same transaction)
+            continue
+        if not run.buffer:
+            run.buffer = {}  # its own, in place of the shared EMPTY_BUFFER
+        run.buffer[index] = pending
+    guard.buffered = guard.buffered_bytes = 0
+    oldest: list[tuple[float, str]] = []
+    for run_id, run in runs.items():
+        if run.buffer:
+            for index, pending in run.buffer.items():
+                key = pending_key(run_id, index)
+                if key not in waiting:  # 0.x state: its buffer was in the run's record
+                    waiting.put(key, pending)
+            guard.buffered += len(run.buffer)
+            guard.buffered_bytes += sum(pending.size for pending in run.buffer.values())
+            oldest.append((_oldest_arrival(run), run_id))
+        due = guard.deadline(run)
+        if due is not None:
+            runs.schedule(run_id, due)
+    guard.waiting_runs = OrderedDict.fromkeys(run_id for _, run_id in sorted(oldest))
+
+
+def _still_open(run: RunState) -> bool:
+    """(A function, not an expression: a filled hole may have closed the run.)"""
+    return run.status is not RunStatus.CLOSED
+
+
+def _oldest_arrival(run: RunState) -> float:
+    return next(iter(run.buffer.values())).arrived_at

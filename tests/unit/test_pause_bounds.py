@@ -1,0 +1,105 @@
+"""The pause consumers' bounds (issue 16): state that ends even when runs never do, and
+metric labels only from the project's own closed sets."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from symfonic_stream.engine.commit_metrics import report_commit
+from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.processors.expiring import PAUSE_KEPT_IDLE_TIMEOUTS
+from symfonic_stream.processors.pauses.router import REMEMBERED_INTERRUPTS, ROUTED_CODEC
+from tests.unit.helpers import restore_from, write_changes
+from tests.unit.test_pauses import (
+    NAMES,
+    NOW,
+    RouterHarness,
+    ValidatorHarness,
+    pause_event,
+    routed,
+)
+
+
+def test_a_paused_run_that_never_closes_is_forgotten_after_its_pause() -> None:
+    h = RouterHarness()
+    h.feed(pause_event(expires_at=NOW + 500))
+    assert h.router.active_runs == 1
+    h.router.punctuate(NOW + 500 + 59, h.out)  # the grace is 60 s
+    assert h.router.active_runs == 1
+    h.router.punctuate(NOW + 500 + 60, h.out)
+    assert h.router.active_runs == 0
+
+
+def test_a_far_future_expiry_keeps_a_run_at_most_24_idle_timeouts() -> None:
+    h = RouterHarness()
+    h.feed(pause_event(expires_at=1e300))
+    kept = NOW + PAUSE_KEPT_IDLE_TIMEOUTS * 3600 + 60
+    h.router.punctuate(kept - 1, h.out)
+    assert h.router.active_runs == 1
+    h.router.punctuate(kept, h.out)
+    assert h.router.active_runs == 0
+
+
+def test_a_run_remembers_only_its_latest_interrupts() -> None:
+    h = RouterHarness()
+    for n in range(REMEMBERED_INTERRUPTS + 50):
+        h.feed(pause_event(n, interrupt_id=f"i-{n}"))
+    write_changes(h.router, h.out)
+    run = ROUTED_CODEC.decode(h.out.state[b"run/run-1"] or b"")
+    assert len(run.interrupt_ids) == REMEMBERED_INTERRUPTS
+    assert run.interrupt_ids[-1] == f"i-{REMEMBERED_INTERRUPTS + 49}"
+    again = RouterHarness()
+    restore_from(again.router, dict(h.out.state))
+    again.feed(pause_event(interrupt_id=f"i-{REMEMBERED_INTERRUPTS + 49}"))
+    assert again.tickets() == []  # a re-send of a remembered one is still a duplicate
+
+
+def test_the_previous_router_state_format_is_read() -> None:
+    run = ROUTED_CODEC.decode(b'[0.0,["a","b"]]')
+    assert (run.interrupt_ids, run.closed_at, run.forget_at) == (["a", "b"], 0.0, 0.0)
+
+
+def test_a_ticket_with_a_far_future_expiry_is_forgotten_in_time() -> None:
+    v = ValidatorHarness()
+    v.register(routed(expires_at=1e300))
+    kept = NOW + PAUSE_KEPT_IDLE_TIMEOUTS * 3600 + 100  # the validator's grace is 100 s
+    v.validator.punctuate(kept - 1, v.out)
+    assert v.validator.active_runs == 1
+    v.validator.punctuate(kept, v.out)
+    assert v.validator.active_runs == 0
+
+
+def _metrics() -> tuple[CollectorRegistry, ConsumerMetrics]:
+    registry = CollectorRegistry()
+    return registry, ConsumerMetrics("pauses", registry=registry)
+
+
+def _series(registry: CollectorRegistry, name: str) -> list[dict[str, str]]:
+    return [dict(sample.labels) for family in registry.collect() for sample in family.samples
+            if sample.name == name]
+
+
+def test_ticket_metrics_name_the_rules_queue_never_the_tenant_or_a_header() -> None:
+    h = RouterHarness(tenant_queues=True)
+    h.feed(pause_event(tenant="acme", name="approve_payment"))
+    [(topic, _)] = h.tickets()
+    assert topic == NAMES.human_queue("payments", "acme")  # the tenant is in the topic ...
+    registry, metrics = _metrics()
+    report_commit(metrics, NAMES.agent_events, h.out, 1)
+    series = _series(registry, "symfonic_stream_tickets_routed_total")
+    assert series == [{"consumer": "pauses", "queue": "payments", "kind": "interrupt"}]
+
+
+def test_headers_of_client_records_never_become_labels() -> None:
+    out = Collector()
+    odd = (("symfonic-queue", b"made-up-1"), ("symfonic-kind", b"\xff\xfe"),
+           ("symfonic-outcome", b"\xff"))
+    for n in range(100):
+        out.emit(OutputRecord(NAMES.resume_requests, b"k", b"{}", "rekeyed_request", None,
+                              (*odd, ("symfonic-queue", f"q{n}".encode()))))
+    registry, metrics = _metrics()
+    report_commit(metrics, NAMES.resume_requests, out, 100)  # no raise on non-UTF-8 either
+    assert _series(registry, "symfonic_stream_tickets_routed_total") == []
+    outcomes = {labels["outcome"] for labels in _series(registry, "symfonic_stream_resumes_total")}
+    assert "\ufffd" not in "".join(outcomes) and len(outcomes) <= 7
