@@ -1136,7 +1136,8 @@ def test_the_differential_strategy_reaches_every_output_shape() -> None:
     letters of every offline reason, and events of many types (else (c) proves little)."""
     seen: set[str] = set()
 
-    @settings(max_examples=300, deadline=None, database=None, derandomize=True)
+    # 1,000 examples: at 300 a usage event came up twice, too close to none to be a guard.
+    @settings(max_examples=1000, deadline=None, database=None, derandomize=True)
     @given(raw_stream(), st.sampled_from([1, 3]))
     def collect(lines: list[bytes], buffer_max: int) -> None:
         for projection in ("typed", "chunks"):
