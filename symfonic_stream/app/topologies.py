@@ -83,6 +83,7 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
             tenant_queues=settings.tenant_queues,
             grace_s=settings.closed_run_grace_s,
             idle_timeout_s=settings.run_idle_timeout_s,
+            punctuate_budget_s=settings.punctuate_budget_ms / 1000,
             decode=settings.decode_limits(),
         )
 
@@ -106,6 +107,7 @@ def validator_topology(settings: Settings) -> Topology:
         return ResumeValidator(
             names, grace_s=settings.closed_run_grace_s, decode=settings.decode_limits(),
             idle_timeout_s=settings.run_idle_timeout_s,
+            punctuate_budget_s=settings.punctuate_budget_ms / 1000,
         )
 
     return Topology(

@@ -103,3 +103,19 @@ def test_headers_of_client_records_never_become_labels() -> None:
     assert _series(registry, "symfonic_stream_tickets_routed_total") == []
     outcomes = {labels["outcome"] for labels in _series(registry, "symfonic_stream_resumes_total")}
     assert "\ufffd" not in "".join(outcomes) and len(outcomes) <= 7
+
+
+def test_the_router_forgets_within_its_punctuation_budget() -> None:
+    from symfonic_stream.processors.pauses.router import PauseRouter
+    from tests.unit.test_pauses import RULES
+
+    h = RouterHarness()
+    h.router = PauseRouter(NAMES, RULES, tenant_queues=False, grace_s=60.0,
+                           punctuate_budget_s=0.0)
+    for n in range(5):
+        h.feed(pause_event(run_id=f"run-{n}", interrupt_id=f"i-{n}", expires_at=NOW + 10))
+    h.router.punctuate(NOW + 100, h.out)
+    assert h.router.active_runs == 4 and h.out.counts["punctuations_cut_short"] == 1
+    for _ in range(4):
+        h.router.punctuate(NOW + 100, h.out)
+    assert h.router.active_runs == 0

@@ -10,11 +10,11 @@ many runs come due at once.
 from __future__ import annotations
 
 import logging
-import time
 from collections import OrderedDict
 
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.processors.expiring import within_budget
 from symfonic_stream.processors.ordering.guard import OrderingGuard
 from symfonic_stream.processors.ordering.run_state import (
     NOT_TOUCHED,
@@ -29,15 +29,11 @@ log = logging.getLogger(__name__)
 
 def punctuate(guard: OrderingGuard, now: float, out: Collector) -> None:
     """Fire what is due at ``now``, for at most the guard's time budget."""
-    stop_at = time.monotonic() + guard.limits.punctuate_budget_s
     runs = guard.runs
-    for run_id in runs.due(now):
+    for run_id in within_budget(runs.due(now), guard.limits.punctuate_budget_s, out):
         run = runs.get(run_id)
         if run is not None:
             _expire_isolated(guard, run_id, run, now, out)
-        if time.monotonic() >= stop_at:
-            out.count("punctuations_cut_short")
-            return
 
 
 def _expire_isolated(

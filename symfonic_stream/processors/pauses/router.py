@@ -116,6 +116,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         grace_s: float,
         idle_timeout_s: float = 3600.0,
         decode: DecodeLimits = DEFAULT_LIMITS,
+        punctuate_budget_s: float = 0.05,
     ) -> None:
         self._names = names
         self._rules = rules
@@ -123,7 +124,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         self._grace_s = grace_s
         self._idle_timeout_s = idle_timeout_s
         self._decode = decode
-        super().__init__(StateStore("run", ROUTED_CODEC))
+        super().__init__(StateStore("run", ROUTED_CODEC), punctuate_budget_s)
         self.runs = self.state
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:

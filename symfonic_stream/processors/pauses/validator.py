@@ -128,13 +128,13 @@ class ResumeValidator(ExpiringState[Registered]):
 
     def __init__(
         self, names: TopicNames, *, grace_s: float, decode: DecodeLimits = DEFAULT_LIMITS,
-        idle_timeout_s: float = 3600.0,
+        idle_timeout_s: float = 3600.0, punctuate_budget_s: float = 0.05,
     ) -> None:
         self._names = names
         self._grace_s = grace_s
         self._idle_timeout_s = idle_timeout_s
         self._decode = decode
-        super().__init__(StateStore("ticket", TICKET_CODEC))
+        super().__init__(StateStore("ticket", TICKET_CODEC), punctuate_budget_s)
         self.tickets = self.state
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
