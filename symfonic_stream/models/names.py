@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 CONSUMERS = ("typed", "chunks", "pauses", "resumes")
+#: The resume validator's first stage (in the ``resumes`` process): it appends each answer
+#: on resume-requests to the registrations topic, keyed by its ticket id (SPEC §7).
+INTAKE = "resume-intake"
 #: The two projections of the raw stream (SPEC §3, §4).
 ProjectionName = Literal["typed", "chunks"]
 
@@ -41,6 +44,12 @@ class TopicNames:
         return f"{self.prefix}.resume-requests"
 
     @property
+    def pause_registrations(self) -> str:
+        """Where the router registers each ticket and the validator's intake appends each
+        answer after it; only those two may write it (SPEC §7)."""
+        return f"{self.prefix}.pause-registrations"
+
+    @property
     def resumes(self) -> str:
         return f"{self.prefix}.resumes"
 
@@ -50,13 +59,27 @@ class TopicNames:
 
     @property
     def expired_queue(self) -> str:
-        return f"{self.prefix}.human.expired"
+        return self.expired_queue_of(None)
+
+    def expired_queue_of(self, tenant: str | None) -> str:
+        """Tickets already expired when routed: ``<prefix>.human.expired``, per tenant
+        ``<prefix>.human.<tenant>.expired``."""
+        return self.human_queue("expired", tenant)
 
     def human_queue(self, queue: str, tenant: str | None = None) -> str:
-        """``<prefix>.human.<queue>``, or ``<prefix>.human.<tenant>.<queue>`` per tenant."""
+        """``<prefix>.human.<queue>``, or ``<prefix>.human.<tenant>.<queue>`` per tenant.
+
+        Neither part may hold a ``.`` (:mod:`symfonic_stream.processors.pauses.rules`
+        checks), so the mapping is injective: no two (tenant, queue) share a topic, and
+        the prefix ``<prefix>.human.<tenant>.`` is exactly one tenant's queues (its ACL).
+        """
         if tenant is None:
             return f"{self.prefix}.human.{queue}"
         return f"{self.prefix}.human.{tenant}.{queue}"
+
+    def tenant_queues_prefix(self, tenant: str) -> str:
+        """Every queue topic of ``tenant`` starts with this, and no other topic does."""
+        return f"{self.prefix}.human.{tenant}."
 
     @property
     def copier_output(self) -> str:
