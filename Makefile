@@ -44,6 +44,7 @@ help:
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
 	@echo "make test-cluster  broker failures on the 3-node cluster, the crash and fencing suites"
 	@echo "make test-versions the engine suite on Kafka $(MATRIX_VERSIONS)"
+	@echo "make test-acls     every consumer with only its ACLs, on an authorizer broker"
 	@echo "make test-faults   the fault matrix alone (SEEDS=N seeds, default 3)"
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
@@ -102,7 +103,7 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint chart-check test-main test-cluster test-versions
+test: venv lint chart-check test-main test-cluster test-versions test-acls
 
 test-main: venv
 	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)

@@ -173,7 +173,7 @@ def serve_replay(plan_file: str, name: str) -> int:
     configure_logging(name, settings.log_level)
     with open(plan_file, "rb") as handle:
         plan: Plan = pickle.load(handle)
-    return asyncio.run(serve(replay_topology(settings, plan, name), settings))
+    return asyncio.run(serve((replay_topology(settings, plan, name),), settings))
 
 
 class _ReplayConsumer(Consumer):

@@ -5,13 +5,16 @@
 #   scripts/kafka.sh secure-env sasl_ssl|mtls
 #   scripts/kafka.sh cluster-start [--fresh] | cluster-stop | cluster-status | cluster-reset
 #   scripts/kafka.sh kill-node N | stop-node N | start-node N | logs N [-f]
+#   scripts/kafka.sh auth-start [--fresh] | auth-stop | auth-status | auth-env USER
 #
 # Kafka runs with what Apache Kafka's own quickstart config/server.properties of that release
 # sets and otherwise its code defaults: what the users' brokers run. The single broker also
 # has a SASL_SSL (SCRAM-SHA-512) and an SSL (mutual TLS) listener, with certificates and a
 # SCRAM user made here. The broker's jars are resolved once with Maven into a cache outside
 # git, one per version; data, logs, certificates and pid files live in a state directory
-# outside git, one per port and version. See docs/dev-broker.md.
+# outside git, one per port and version. The authorizer broker (auth-*) is a third, separate
+# single node that enforces ACLs, with SCRAM users for the project's principals (issue 17).
+# See docs/dev-broker.md and docs/security.md.
 set -euo pipefail
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
@@ -42,6 +45,15 @@ HEAP_OPTS="${SYMFONIC_KAFKA_HEAP_OPTS:--Xms512m -Xmx1g}"
 CLUSTER_BASE_PORT="${SYMFONIC_KAFKA_CLUSTER_BASE_PORT:-19092}"
 CLUSTER_HEAP_OPTS="${SYMFONIC_KAFKA_CLUSTER_HEAP_OPTS:--Xms512m -Xmx512m}"
 CLUSTER_SIZE=3
+# The authorizer broker: its SASL_PLAINTEXT (SCRAM-SHA-512) client port; the others follow it.
+AUTH_PORT="${SYMFONIC_KAFKA_AUTH_PORT:-39092}"
+[[ "$AUTH_PORT" =~ ^[0-9]+$ ]] || die "SYMFONIC_KAFKA_AUTH_PORT must be a port number, not '$AUTH_PORT'"
+AUTH_CONTROLLER_PORT="${SYMFONIC_KAFKA_AUTH_CONTROLLER_PORT:-$((AUTH_PORT + 1))}"
+AUTH_PROBE_PORT="${SYMFONIC_KAFKA_AUTH_PROBE_PORT:-$((AUTH_PORT + 2))}"
+# The super user (creates the ACLs), then one user per consumer (the default principals
+# User:symfonic-<consumer> of `symfonic-stream acls`) and two reviewers.
+AUTH_ADMIN=admin
+AUTH_USERS="${SYMFONIC_KAFKA_AUTH_USERS:-symfonic-typed symfonic-chunks symfonic-pauses symfonic-resumes reviewer-acme reviewer-globex}"
 START_TIMEOUT="${SYMFONIC_KAFKA_START_TIMEOUT:-90}"
 START_LIMIT="${SYMFONIC_KAFKA_START_LIMIT:-600}"
 STOP_TIMEOUT="${SYMFONIC_KAFKA_STOP_TIMEOUT:-30}"
@@ -51,10 +63,15 @@ JVM_OPTS=(-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercen
 # shellcheck disable=SC2206  # word splitting of user-supplied JVM options is intended
 JVM_OPTS+=(${SYMFONIC_KAFKA_JVM_OPTS:-})
 
-for _p in "$CONTROLLER_PORT" "$SASL_SSL_PORT" "$MTLS_PORT" "$CLUSTER_BASE_PORT"; do
+for _p in "$CONTROLLER_PORT" "$SASL_SSL_PORT" "$MTLS_PORT" "$CLUSTER_BASE_PORT" \
+  "$AUTH_CONTROLLER_PORT" "$AUTH_PROBE_PORT"; do
   [[ "$_p" =~ ^[0-9]+$ ]] || die "'$_p' is not a port number (SYMFONIC_KAFKA_*_PORT)"
 done
 [[ "$SCRAM_USER" =~ ^[A-Za-z0-9._-]+$ ]] || die "SYMFONIC_KAFKA_SCRAM_USER: letters, digits, . _ - only"
+for _u in $AUTH_USERS; do
+  [[ "$_u" =~ ^[A-Za-z0-9._-]+$ && "$_u" != "$AUTH_ADMIN" ]] \
+    || die "SYMFONIC_KAFKA_AUTH_USERS: '$_u' (letters, digits, . _ - only; not $AUTH_ADMIN)"
+done
 while IFS= read -r _line; do
   [[ -z "${_line//[[:space:]]/}" || "$_line" =~ ^[[:space:]]*# ]] && continue
   [[ "$_line" =~ ^[[:space:]]*[a-z0-9][a-z0-9._-]*[[:space:]]*=.* ]] \
@@ -89,10 +106,19 @@ three nodes on one host (brokers ${CLUSTER_BASE_PORT}/$((CLUSTER_BASE_PORT + 2))
   logs N [-f]      node N's log
   cluster-reset    delete this version's three nodes' data (they must be stopped)
 
+the authorizer broker (ACLs enforced: StandardAuthorizer, allow.everyone.if.no.acl.found=false), on ${HOST}:
+  SASL_PLAINTEXT/SCRAM-SHA-512 ${AUTH_PORT} (clients), controller ${AUTH_CONTROLLER_PORT} (mutual TLS),
+  PLAINTEXT ${AUTH_PROBE_PORT} (the readiness probe only: anonymous, no rights)
+  auth-start [--fresh]  as start, with SCRAM users $AUTH_ADMIN (super user) and: $AUTH_USERS
+  auth-stop | auth-status
+  auth-env USER    print the path of USER's env file (SYMFONIC_* variables); exit 1 when none
+
 environment: SYMFONIC_KAFKA_VERSION (default 4.1.1; 4.x or 3.9.x), SYMFONIC_KAFKA_HOME (the
 jar cache of that one version), SYMFONIC_KAFKA_STATE, SYMFONIC_KAFKA_PORT,
 SYMFONIC_KAFKA_CONTROLLER_PORT, SYMFONIC_KAFKA_SASL_SSL_PORT, SYMFONIC_KAFKA_MTLS_PORT,
 SYMFONIC_KAFKA_SCRAM_USER, SYMFONIC_KAFKA_CLUSTER_BASE_PORT, SYMFONIC_KAFKA_HEAP_OPTS,
+SYMFONIC_KAFKA_AUTH_PORT, SYMFONIC_KAFKA_AUTH_CONTROLLER_PORT, SYMFONIC_KAFKA_AUTH_PROBE_PORT,
+SYMFONIC_KAFKA_AUTH_USERS,
 SYMFONIC_KAFKA_EXTRA_CONFIG (opt-in server.properties lines beyond Kafka's defaults),
 SYMFONIC_KAFKA_START_TIMEOUT (seconds without progress while starting),
 SYMFONIC_KAFKA_START_LIMIT (seconds in all), SYMFONIC_KAFKA_STOP_TIMEOUT,
@@ -477,7 +503,7 @@ log_opts() { # $1 node dir, $2 broker|tools: the JVM option naming the logging c
 # ports and directories; the cluster replaces the quickstart's one-node replication settings
 # with a production cluster's; the single broker adds its secure listeners. Nothing else:
 # every other setting is Kafka's code default, as on a broker run with the shipped config.
-write_config() { # dir kind(single|cluster) node_id broker_port controller_port
+write_config() { # dir kind(single|cluster|auth) node_id broker_port controller_port
   local dir="$1" kind="$2" id="$3" bport="$4" cport="$5" v="$KAFKA_VERSION" major voters="" m
   local listeners advertised recovery=1 qs="quickstart config/server.properties"
   major="$(version_major "$v")"
@@ -487,6 +513,7 @@ write_config() { # dir kind(single|cluster) node_id broker_port controller_port
   mkdir -p "$dir/logs" "$dir/data"
   listeners="PLAINTEXT://$HOST:$bport"
   [[ "$kind" == single ]] && listeners+=",SASL_SSL://$HOST:$SASL_SSL_PORT,SSL://$HOST:$MTLS_PORT"
+  [[ "$kind" == auth ]] && listeners+=",SASL_PLAINTEXT://$HOST:$AUTH_PORT"
   advertised="$listeners,CONTROLLER://$HOST:$cport"
   listeners+=",CONTROLLER://$HOST:$cport"
   # The file holds the key and trust store passwords of the secure listeners.
@@ -496,7 +523,7 @@ write_config() { # dir kind(single|cluster) node_id broker_port controller_port
       cat <<EOF
 # Generated by scripts/kafka.sh at every start of this node: edit the script, not this file.
 #
-# Kafka $v, $( [[ "$kind" == single ]] && echo "the single broker" || echo "node $id of the 3-node cluster").
+# Kafka $v, $(case "$kind" in single) echo "the single broker" ;; auth) echo "the authorizer broker (ACLs enforced)" ;; *) echo "node $id of the 3-node cluster" ;; esac).
 # Every setting here is either one that Apache Kafka $v's own $qs
 # (KRaft, combined broker+controller) sets, with the value it sets, or one this node's ports,
 # directories, node id and listeners need. Everything else is Kafka's code default, as on a
@@ -509,7 +536,7 @@ write_config() { # dir kind(single|cluster) node_id broker_port controller_port
 
 # quickstart: combined broker and controller (KRaft mode)
 process.roles=broker,controller
-# quickstart sets 1; $( [[ "$kind" == single ]] && echo "this single node is 1" || echo "the cluster numbers its nodes 1..3")
+# quickstart sets 1; $( [[ "$kind" != cluster ]] && echo "this single node is 1" || echo "the cluster numbers its nodes 1..3")
 node.id=$id
 EOF
       if [[ "$kind" == cluster ]]; then
@@ -533,7 +560,10 @@ EOF
 controller.quorum.voters=1@$HOST:$cport
 EOF
       fi
-      cat <<EOF
+      if [[ "$kind" == auth ]]; then
+        auth_listeners_config "$dir" "$listeners" "$advertised"
+      else
+        cat <<EOF
 
 ############################# Listeners
 
@@ -549,6 +579,9 @@ advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 # quickstart, unchanged: each listener is named after its security protocol
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+EOF
+      fi
+      cat <<EOF
 
 ############################# Threads and sockets: quickstart (each is also the code default)
 
@@ -571,7 +604,7 @@ num.recovery.threads.per.data.dir=$recovery
 ############################# Internal topics
 
 EOF
-      if [[ "$kind" == single ]]; then
+      if [[ "$kind" != cluster ]]; then
         cat <<EOF
 # quickstart: one node can hold one replica. The code defaults (3 replicas, 2 in sync)
 # would leave a one-node cluster without consumer offsets and transactions.
@@ -993,17 +1026,21 @@ cmd_start() { # [--fresh]
   extra_config_note
 }
 
-cmd_stop() {
-  lock_state
-  pick_single_dir
-  local pid
-  if ! pid="$(node_pid "$SINGLE_DIR")"; then
-    echo "kafka.sh: no broker started by this script is running on port $PORT"
+stop_node() { # state dir, port, what it is: SIGTERM and wait, or say none runs
+  local dir="$1" port="$2" what="$3" pid
+  if ! pid="$(node_pid "$dir")"; then
+    echo "kafka.sh: no $what started by this script is running on port $port"
     return 0
   fi
   kill -TERM "$pid" 2>/dev/null || true
-  wait_gone "$SINGLE_DIR" "$STOP_TIMEOUT"
-  echo "kafka.sh: stopped the broker (pid $pid, Kafka $(dir_version "$SINGLE_DIR"), state $SINGLE_DIR)"
+  wait_gone "$dir" "$STOP_TIMEOUT"
+  echo "kafka.sh: stopped the $what (pid $pid, Kafka $(dir_version "$dir"), state $dir)"
+}
+
+cmd_stop() {
+  lock_state
+  pick_single_dir
+  stop_node "$SINGLE_DIR" "$PORT" broker
 }
 
 cmd_status() {
@@ -1251,6 +1288,237 @@ cmd_cluster_reset() {
   echo "kafka.sh: deleted $CLUSTER_DIR"
 }
 
+# --------------------------------------------------------------------------- authorizer broker
+
+# A single node like the one above, but every client request is authorized: ACLs decide,
+# nothing is allowed without one. It proves the ACL plan of `symfonic-stream acls` on a real
+# authorizer (tests/integration/test_acls_live.py, make test-acls). Its own ports, state
+# directory and certificates, so it runs beside the other brokers.
+AUTH_DIR=""
+auth_dir_of() { printf '%s\n' "$STATE_ROOT/auth-$AUTH_PORT-$1"; }
+
+pick_auth_dir() { # the authorizer broker this script runs on $AUTH_PORT (any version)
+  local d
+  AUTH_DIR="$(auth_dir_of "$(offline_version)")"
+  node_pid "$AUTH_DIR" >/dev/null && return 0
+  for d in "$STATE_ROOT/auth-$AUTH_PORT-"*; do
+    if [[ -d "$d" ]] && node_pid "$d" >/dev/null; then
+      AUTH_DIR="$d"
+      return 0
+    fi
+  done
+  return 0
+}
+
+# shellcheck disable=SC2086  # the user list is meant to be split
+auth_users() { printf '%s\n' "$AUTH_ADMIN" $AUTH_USERS; }
+
+ensure_auth_passwords() { # dir: one random password per user, made once, mode 600
+  local u="$1/secure/users" user
+  mkdir -p "$u"
+  chmod 700 "$1/secure" "$u"
+  while read -r user; do
+    [[ -s "$u/$user.password" ]] || (umask 077 && openssl rand -hex 24 >"$u/$user.password")
+    chmod 600 "$u/$user.password"
+  done < <(auth_users)
+}
+
+auth_marker() { # dir: the storage's cluster id and every user's password hash
+  local dir="$1" user
+  sed -n 's/^cluster.id=//p' "$dir/data/meta.properties" 2>/dev/null | head -n1
+  while read -r user; do
+    printf '%s %s\n' "$user" "$(sha256sum "$dir/secure/users/$user.password" | cut -d' ' -f1)"
+  done < <(auth_users)
+}
+
+broker_principal() { # dir: the principal Kafka derives from the broker's certificate
+  # Kafka's default principal builder names a TLS client by its certificate's subject in
+  # RFC 2253 form (X500Principal.getName()), which openssl prints the same way.
+  local subject
+  subject="$(openssl x509 -noout -subject -nameopt RFC2253 -in "$1/secure/broker.pem")"
+  printf 'User:%s\n' "${subject#subject=}"
+}
+
+# The Listeners part of the authorizer broker's server.properties (write_config kind auth),
+# with its TLS stores, SASL settings and the authorizer.
+auth_listeners_config() { # dir listeners advertised
+  local dir="$1" s="$1/secure" pw admin_pw
+  pw="$(cat "$s/store.password")"
+  admin_pw="$(cat "$s/users/$AUTH_ADMIN.password")"
+  cat <<EOF
+
+############################# Listeners (the authorizer broker: not the quickstart's)
+
+# SASL_PLAINTEXT with SCRAM-SHA-512 on $AUTH_PORT: the clients' listener; the users were
+# created when the storage was formatted (kafka-storage format --add-scram), their
+# passwords are in $s/users/. PLAINTEXT on $AUTH_PROBE_PORT is only for
+# scripts/kafka.sh's readiness probe: its clients are User:ANONYMOUS, which no ACL names
+# and is no super user, so it gets nothing an ACL guards (ApiVersions, and Metadata listing
+# the brokers but no topic, need none).
+listeners=$2
+advertised.listeners=$3
+controller.listener.names=CONTROLLER
+# The broker's requests to itself (transaction markers: WriteTxnMarkers needs ClusterAction)
+# go over the SCRAM listener as the super user $AUTH_ADMIN. Over PLAINTEXT they would come
+# from User:ANONYMOUS, which would then have to be a super user: anyone on the probe port.
+inter.broker.listener.name=SASL_PLAINTEXT
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+# The controller listener is mutual TLS: the broker reaches its controller (registration,
+# heartbeats, forwarded CreateTopics and CreateAcls, all ClusterAction) with its own
+# certificate, whose subject is in super.users. Not SCRAM: a KRaft controller listener cannot
+# use it (the credentials live in the metadata the controller serves). Not PLAINTEXT: its
+# principal User:ANONYMOUS would have to be a super user.
+listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.name.controller.ssl.client.auth=required
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$s/broker.keystore.p12
+ssl.keystore.password=$pw
+ssl.key.password=$pw
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$s/truststore.p12
+ssl.truststore.password=$pw
+sasl.enabled.mechanisms=SCRAM-SHA-512
+# The server side ignores username/password; the broker's own client (inter-broker) uses them.
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$AUTH_ADMIN" password="$admin_pw";
+
+############################# Authorization (the point of this broker)
+
+# KRaft's authorizer: ACLs live in the metadata log, created through the admin API
+# (symfonic-stream acls --apply, kafka-acls.sh).
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+# The code default, written out: a resource no ACL names is refused, not open to everyone.
+allow.everyone.if.no.acl.found=false
+# $AUTH_ADMIN creates the ACLs (and carries inter-broker traffic); the broker's certificate
+# principal is the controller listener's client (above). Nobody else bypasses the ACLs.
+super.users=User:$AUTH_ADMIN;$(broker_principal "$dir")
+EOF
+}
+
+write_auth_env_files() { # dir: one env file per user, and a kafka-acls.sh --command-config
+  local u="$1/secure/users" user pw
+  (
+    umask 077
+    while read -r user; do
+      pw="$(cat "$u/$user.password")"
+      cat >"$u/$user.env.tmp" <<EOF
+SYMFONIC_BOOTSTRAP_SERVERS=$HOST:$AUTH_PORT
+SYMFONIC_SECURITY_PROTOCOL=SASL_PLAINTEXT
+SYMFONIC_SASL_MECHANISM=SCRAM-SHA-512
+SYMFONIC_SASL_USERNAME=$user
+SYMFONIC_SASL_PASSWORD=$pw
+EOF
+      mv -f "$u/$user.env.tmp" "$u/$user.env"
+    done < <(auth_users)
+    cat >"$u/$AUTH_ADMIN.properties" <<EOF
+security.protocol=SASL_PLAINTEXT
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$AUTH_ADMIN" password="$(cat "$u/$AUTH_ADMIN.password")";
+EOF
+  )
+}
+
+auth_reuse() { # status 0 (and says so) when an authorizer broker of this script runs on the port
+  local d pid
+  for d in "$AUTH_DIR" "$STATE_ROOT/auth-$AUTH_PORT-"*; do
+    [[ -d "$d" ]] || continue
+    pid="$(node_pid "$d")" || continue
+    wait_ready "$d" "$HOST:$AUTH_PROBE_PORT" || die "the authorizer broker $pid ($d) is alive but does not serve"
+    echo "kafka.sh: the authorizer broker (Kafka $(dir_version "$d"), pid $pid) already runs on" \
+      "$HOST:$AUTH_PORT; reusing it (its storage and ACLs as they are)"
+    return 0
+  done
+  return 1
+}
+
+cmd_auth_start() { # [--fresh]
+  local fresh=0 rc=0 t0 extra user pid
+  case "${1:-}" in
+    "") ;;
+    --fresh) fresh=1 ;;
+    *) die "auth-start: unknown option '$1' (expected --fresh)" ;;
+  esac
+  need_python
+  lock_state
+  t0="$(now_us)"
+  AUTH_DIR="$(auth_dir_of "$(offline_version)")"
+  auth_reuse && return 0
+  probe "$HOST:$AUTH_PROBE_PORT" --quiet || rc=$?
+  ((rc == 1)) || die "$HOST:$AUTH_PROBE_PORT is taken by something this script did not start \
+(set SYMFONIC_KAFKA_AUTH_PORT)"
+  need_java
+  need_tls_tools
+  ensure_kafka
+  AUTH_DIR="$(auth_dir_of "$KAFKA_VERSION")"
+  mkdir -p "$AUTH_DIR"
+  if ((fresh)) && [[ -d "$AUTH_DIR/data" ]]; then
+    rm -rf "$AUTH_DIR/data" "$AUTH_DIR/secure/users.formatted"
+    log "--fresh: deleted the old storage (topics and ACLs) in $AUTH_DIR/data"
+  fi
+  ensure_certs "$AUTH_DIR"
+  ensure_auth_passwords "$AUTH_DIR"
+  write_config "$AUTH_DIR" auth 1 "$AUTH_PROBE_PORT" "$AUTH_CONTROLLER_PORT"
+  if [[ ! -f "$AUTH_DIR/data/meta.properties" ]]; then
+    extra=()
+    while read -r user; do
+      extra+=(--add-scram "SCRAM-SHA-512=[name=$user,password=$(cat "$AUTH_DIR/secure/users/$user.password")]")
+    done < <(auth_users)
+    (($(version_major "$KAFKA_VERSION") >= 4)) && extra+=(--standalone)
+    format_storage "$AUTH_DIR" "$(new_cluster_id)" "${extra[@]}"
+    (umask 077 && auth_marker "$AUTH_DIR" >"$AUTH_DIR/secure/users.formatted")
+  elif [[ "$(cat "$AUTH_DIR/secure/users.formatted" 2>/dev/null)" != "$(auth_marker "$AUTH_DIR")" ]]; then
+    die "the storage in $AUTH_DIR/data was formatted with other users or passwords \
+(SYMFONIC_KAFKA_AUTH_USERS changed?): scripts/kafka.sh auth-start --fresh"
+  fi
+  launch_node "$AUTH_DIR" "$HEAP_OPTS"
+  if ! wait_ready "$AUTH_DIR" "$HOST:$AUTH_PROBE_PORT"; then
+    signal_node "$AUTH_DIR" KILL || true
+    rm -f "$AUTH_DIR/pid"
+    die "the authorizer broker did not come up (full log: $AUTH_DIR/logs/server.log)"
+  fi
+  write_auth_env_files "$AUTH_DIR"
+  pid="$(cat "$AUTH_DIR/pid")"
+  [[ -z "${SYMFONIC_KAFKA_STARTED_FLAG:-}" ]] || printf '%s\n' "$pid" >"$SYMFONIC_KAFKA_STARTED_FLAG"
+  echo "kafka.sh: the authorizer broker (Kafka $KAFKA_VERSION, pid $pid) started in $(since "$t0") s:" \
+    "SASL_PLAINTEXT/SCRAM-SHA-512 $HOST:$AUTH_PORT, users $AUTH_ADMIN (super user) $AUTH_USERS;" \
+    "state $AUTH_DIR"
+  extra_config_note
+}
+
+cmd_auth_stop() {
+  lock_state
+  pick_auth_dir
+  stop_node "$AUTH_DIR" "$AUTH_PORT" "authorizer broker"
+}
+
+cmd_auth_status() {
+  need_python
+  pick_auth_dir
+  local pid
+  if pid="$(node_pid "$AUTH_DIR")" && probe "$HOST:$AUTH_PROBE_PORT" --quiet; then
+    echo "running: pid $pid, SASL_PLAINTEXT $HOST:$AUTH_PORT, Kafka $(dir_version "$AUTH_DIR"), state $AUTH_DIR"
+    return 0
+  fi
+  echo "not running (no authorizer broker of this script serves on $HOST:$AUTH_PORT)"
+  return 1
+}
+
+cmd_auth_env() { # user
+  local user="${1:-}" file
+  [[ -n "$user" ]] || die "auth-env: expected a user: $(auth_users | paste -sd ' ' -)"
+  pick_auth_dir
+  if ! node_pid "$AUTH_DIR" >/dev/null; then
+    log "no authorizer broker started by this script runs on port $AUTH_PORT (scripts/kafka.sh auth-start)"
+    exit 1
+  fi
+  file="$AUTH_DIR/secure/users/$user.env"
+  if [[ ! "$user" =~ ^[A-Za-z0-9._-]+$ || ! -f "$file" ]]; then
+    log "the authorizer broker has no user '$user' (users: $(auth_users | paste -sd ' ' -))"
+    exit 1
+  fi
+  printf '%s\n' "$file"
+}
+
+
 # --------------------------------------------------------------------------- main
 
 main() {
@@ -1276,6 +1544,10 @@ main() {
       fi
       ;;
     cluster-start) cmd_cluster_start "$@" ;;
+    auth-start) cmd_auth_start "$@" ;;
+    auth-stop) cmd_auth_stop ;;
+    auth-status) cmd_auth_status ;;
+    auth-env) cmd_auth_env "${1:-}" ;;
     cluster-stop) cmd_cluster_stop ;;
     cluster-status) cmd_cluster_status ;;
     cluster-reset) cmd_cluster_reset ;;

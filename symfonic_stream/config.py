@@ -62,6 +62,7 @@ class Settings(BaseSettings):
     # Pauses (SPEC §7)
     routing_rules: Path | None = None
     tenant_queues: bool = False
+    ticket_max_lifetime_s: float = Field(86_400.0, gt=0)
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)

@@ -43,6 +43,8 @@ def required_topics(settings: Settings, *, include_copier: bool = False) -> list
         spec(names.stream_chunks, delete, "chunk projection output"),
         spec(names.dead_letter, delete, "records no consumer could process"),
         spec(names.resume_requests, delete, "answers from human-review tools"),
+        spec(names.pause_registrations, delete,
+             "ticket registrations and answers, for the resume validator"),
         spec(names.resumes, delete, "validated resumes for the kernel"),
         spec(names.resume_rejections, delete, "rejected resume requests"),
         spec(names.human_queue("default"), delete, "default human-review queue"),

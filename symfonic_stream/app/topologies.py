@@ -13,9 +13,10 @@ from collections.abc import Callable
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.specs import TopicSpec, topic_spec
-from symfonic_stream.models.names import ProjectionName, TopicNames
+from symfonic_stream.models.names import INTAKE, ProjectionName, TopicNames
 from symfonic_stream.processors.copier import Copier
 from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
 from symfonic_stream.processors.pauses.rules import RoutingRules, load_rules
 from symfonic_stream.processors.pauses.validator import ResumeValidator
@@ -64,15 +65,15 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
     names = TopicNames(settings.topic_prefix)
     rules = rules if rules is not None else load_rules(settings.routing_rules)
     tenant_queue = re.compile(
-        re.escape(names.human_queue("")) + r".+\.(" + "|".join(
-            re.escape(queue) for queue in rules.queues()
-        ) + r")$"
+        re.escape(names.human_queue("")) + r"[A-Za-z0-9_-]+\.(" + "|".join(
+            re.escape(queue) for queue in [*rules.queues(), "expired"]
+        ) + r")"
     )
 
     def tenant_queue_spec(topic: str) -> TopicSpec | None:
         # Only ``<prefix>.human.<tenant>.<queue>`` of a queue the rules name: a new tenant's
         # first ticket creates its queue; nothing else is ever created on the fly.
-        if not tenant_queue.match(topic):
+        if not tenant_queue.fullmatch(topic):
             return None
         return topic_spec(settings, topic, "human-review queue of a tenant (created on use)")
 
@@ -82,7 +83,7 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
             rules,
             tenant_queues=settings.tenant_queues,
             grace_s=settings.closed_run_grace_s,
-            idle_timeout_s=settings.run_idle_timeout_s,
+            max_lifetime_s=settings.ticket_max_lifetime_s,
             punctuate_budget_s=settings.punctuate_budget_ms / 1000,
             decode=settings.decode_limits(),
         )
@@ -91,7 +92,8 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
         consumer="pauses",
         group_id=names.group("pauses"),
         source_topic=names.agent_events,
-        output_topics=(*queue_topics(names, rules, settings.tenant_queues), names.resume_requests),
+        output_topics=(*queue_topics(names, rules, settings.tenant_queues),
+                       names.pause_registrations),
         dead_letter_topic=names.dead_letter,
         changelog_topic=names.changelog("pauses"),
         processor_factory=make,
@@ -99,22 +101,42 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
     )
 
 
+def intake_topology(settings: Settings) -> Topology:
+    """The resume validator's intake (group ``<prefix>-resume-intake``): resume-requests
+    → pause-registrations, keyed by ticket id."""
+    names = TopicNames(settings.topic_prefix)
+
+    def make(partition: int) -> ResumeIntake:
+        return ResumeIntake(names.pause_registrations, settings.decode_limits())
+
+    return Topology(
+        consumer=INTAKE,
+        group_id=names.group(INTAKE),
+        source_topic=names.resume_requests,
+        output_topics=(names.pause_registrations,),
+        dead_letter_topic=names.dead_letter,
+        changelog_topic=None,
+        processor_factory=make,
+    )
+
+
 def validator_topology(settings: Settings) -> Topology:
-    """The resume validator consumer (group ``<prefix>-resumes``)."""
+    """The resume validator (group ``<prefix>-resumes``): pause-registrations → resumes
+    and rejections."""
     names = TopicNames(settings.topic_prefix)
 
     def make(partition: int) -> ResumeValidator:
         return ResumeValidator(
             names, grace_s=settings.closed_run_grace_s, decode=settings.decode_limits(),
-            idle_timeout_s=settings.run_idle_timeout_s,
+            max_lifetime_s=settings.ticket_max_lifetime_s,
             punctuate_budget_s=settings.punctuate_budget_ms / 1000,
         )
 
     return Topology(
         consumer="resumes",
         group_id=names.group("resumes"),
-        source_topic=names.resume_requests,
-        output_topics=(names.resumes, names.resume_rejections, names.resume_requests),
+        source_topic=names.pause_registrations,
+        output_topics=(names.resumes, names.resume_rejections),
         dead_letter_topic=names.dead_letter,
         changelog_topic=names.changelog("resumes"),
         processor_factory=make,
@@ -140,11 +162,12 @@ def copier_topology(settings: Settings) -> Topology:
     )
 
 
-#: ``symfonic-stream run <name>``: each consumer's topology from the settings.
-TOPOLOGIES: dict[str, Callable[[Settings], Topology]] = {
-    "typed": lambda settings: projector_topology("typed", settings),
-    "chunks": lambda settings: projector_topology("chunks", settings),
-    "pauses": lambda settings: router_topology(settings),
-    "resumes": validator_topology,
-    COPIER: copier_topology,
+#: ``symfonic-stream run <name>``: the topologies of each consumer's process, from the
+#: settings (``resumes`` is two: its intake and the validator, one engine each).
+TOPOLOGIES: dict[str, Callable[[Settings], tuple[Topology, ...]]] = {
+    "typed": lambda settings: (projector_topology("typed", settings),),
+    "chunks": lambda settings: (projector_topology("chunks", settings),),
+    "pauses": lambda settings: (router_topology(settings),),
+    "resumes": lambda settings: (intake_topology(settings), validator_topology(settings)),
+    COPIER: lambda settings: (copier_topology(settings),),
 }

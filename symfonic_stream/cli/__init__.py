@@ -31,6 +31,8 @@ def _register() -> None:
     main.add_command(replay.command)
     from symfonic_stream.cli import demo
     main.add_command(demo.command)
+    from symfonic_stream.cli import acls
+    main.add_command(acls.command)
 
 
 _register()

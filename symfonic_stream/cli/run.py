@@ -44,8 +44,8 @@ def command(consumer: str) -> None:
     try:
         # What the topology reads besides the settings (the pause router's rules file) is
         # validated here, so such errors are usage errors with a message, not a crash.
-        topology = TOPOLOGIES[consumer](settings)
+        topologies = TOPOLOGIES[consumer](settings)
     except Exception as exc:
         click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    sys.exit(asyncio.run(serve(topology, settings)))
+    sys.exit(asyncio.run(serve(topologies, settings)))

@@ -155,3 +155,28 @@ class Processor(Protocol):
     @property
     def active_runs(self) -> int:
         """Runs (or tickets) currently in the state stores (a gauge)."""
+
+
+class Stateless:
+    """What a processor with no state and no timers (the copier, the resume intake) has
+    of :class:`Processor` besides ``process``: nothing to restore, fire or hold back."""
+
+    #: No state store: nothing in a changelog.
+    stores: tuple[()] = ()
+
+    def restored(self) -> None:
+        """Nothing to restore."""
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        """No timers."""
+
+    def end_of_input(self, out: Collector) -> None:
+        """Nothing held back."""
+
+    @property
+    def buffered_events(self) -> int:
+        return 0
+
+    @property
+    def active_runs(self) -> int:
+        return 0

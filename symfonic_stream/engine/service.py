@@ -1,8 +1,11 @@
-"""Running one topology as a process: metrics and health server, signals, the engine.
+"""Running a consumer as a process: metrics and health server, signals, its engines.
 
 ``symfonic-stream run <name>`` builds the consumer's
-:class:`~symfonic_stream.engine.topology.Topology` (``symfonic_stream.app.topologies``) and
-calls :func:`serve`. Logging is configured by the command before this runs.
+:class:`~symfonic_stream.engine.topology.Topology` s (``symfonic_stream.app.topologies``;
+the resume validator has two, its intake and itself) and calls :func:`serve`: one engine
+per topology on one event loop, one metrics registry (series told apart by their
+``consumer`` label), ready only when every engine is. Logging is configured by the
+command before this runs.
 """
 
 from __future__ import annotations
@@ -11,12 +14,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Sequence
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine, EngineError
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.health import (
     DEFAULT_STALE_AFTER_S,
+    HealthOfMany,
     HealthState,
     start_configured_health_server,
 )
@@ -29,27 +34,29 @@ log = logging.getLogger(__name__)
 EXIT_FAILURE = 1
 
 
-async def serve(topology: Topology, settings: Settings) -> int:
-    """Run ``topology`` until SIGTERM/SIGINT; returns the process exit status."""
-    metrics = ConsumerMetrics(topology.consumer)
+async def serve(topologies: Sequence[Topology], settings: Settings) -> int:
+    """Run ``topologies`` (one engine each, in this process) until SIGTERM/SIGINT, or until
+    one of them stops (then the others are stopped too); returns the exit status."""
     # A commit may legitimately wait up to the transaction timeout: liveness must not
     # restart a pod that is slow but still making progress.
     stale_after = max(DEFAULT_STALE_AFTER_S, 2 * settings.transaction_timeout_ms / 1000)
-    health = HealthState(stale_after, metrics=metrics)
-    server = await start_configured_health_server(settings.metrics_port, metrics.registry, health)
-    engine = Engine(topology, settings, metrics, health)
+    engines, parts = [], []
+    for topology in topologies:
+        metrics = ConsumerMetrics(topology.consumer)
+        health = HealthState(stale_after, metrics=metrics)
+        engines.append(Engine(topology, settings, metrics, health))
+        parts.append((topology.consumer, health))
+    health_view = parts[0][1] if len(parts) == 1 else HealthOfMany(parts)
+    server = await start_configured_health_server(
+        settings.metrics_port, engines[0].metrics.registry, health_view
+    )
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
-        loop.add_signal_handler(sig, _Stop(engine, sig))
+        loop.add_signal_handler(sig, _Stop(engines, sig))
     try:
-        return await engine.run()
-    except EngineError as exc:
-        log.error("consumer cannot start", extra={"error": str(exc)})
-        return EXIT_FAILURE
-    except Exception:
-        log.exception("consumer crashed")
-        return EXIT_FAILURE
+        runs = [asyncio.create_task(_run(engine, engines)) for engine in engines]
+        return max(await asyncio.gather(*runs))
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
@@ -59,14 +66,32 @@ async def serve(topology: Topology, settings: Settings) -> int:
                 await server.wait_closed()
 
 
+async def _run(engine: Engine, engines: Sequence[Engine]) -> int:
+    """One engine's exit status; when it ends, for whatever reason, the others stop: a
+    process half-running is worse than one restarted."""
+    try:
+        return await engine.run()
+    except EngineError as exc:
+        log.error("consumer cannot start", extra={"consumer": engine.topology.consumer,
+                                                  "error": str(exc)})
+        return EXIT_FAILURE
+    except Exception:
+        log.exception("consumer crashed", extra={"consumer": engine.topology.consumer})
+        return EXIT_FAILURE
+    finally:
+        for other in engines:
+            other.stop()
+
+
 class _Stop:
     """The signal handler: the first signal stops gracefully (a callable, not a lambda,
     so the log says which signal it was)."""
 
-    def __init__(self, engine: Engine, sig: signal.Signals) -> None:
-        self._engine = engine
+    def __init__(self, engines: Sequence[Engine], sig: signal.Signals) -> None:
+        self._engines = engines
         self._sig = sig
 
     def __call__(self) -> None:
         log.info("shutting down", extra={"signal": self._sig.name})
-        self._engine.stop()
+        for engine in self._engines:
+            engine.stop()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-#: On ``resume-requests``: ``ticket`` marks the pause router's registration of a ticket.
+#: On ``pause-registrations``: ``ticket`` marks the pause router's registration of a
+#: ticket, ``answer`` an answer the validator's intake appended (no one else may write it).
 RECORD_TYPE_HEADER = "symfonic-record-type"
 TICKET_MARK = b"ticket"
-#: On ``resume-requests``: the key an answer came with, on the validator's re-keyed copy.
-REKEYED_FROM_HEADER = "symfonic-rekeyed-from"
+ANSWER_MARK = b"answer"
 #: On tickets: the queue (``<queue>`` or ``<tenant>.<queue>``, or ``expired``) and the kind.
 QUEUE_HEADER = "symfonic-queue"
 KIND_HEADER = "symfonic-kind"

@@ -7,6 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: A ticket id is an ``interrupt_id``: the same bound (models/agent_event.py).
+MAX_TICKET_ID = 256
+
 
 class Ticket(BaseModel):
     """One pause, routed to a human queue topic; ``ticket_id`` is the ``interrupt_id``."""
@@ -38,7 +41,7 @@ class ResumeRequest(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
-    ticket_id: str = Field(min_length=1)
+    ticket_id: str = Field(min_length=1, max_length=MAX_TICKET_ID)
     token: str
     answer: Any
     responder: str | None = None

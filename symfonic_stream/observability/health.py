@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -108,10 +108,37 @@ class HealthState:
         return self._ready
 
 
+class HealthOfMany:
+    """The health of a process running several engines: alive and ready only when each
+    is, and the first one not ready says why (named)."""
+
+    def __init__(self, parts: Sequence[tuple[str, HealthState]]) -> None:
+        self._parts = tuple(parts)
+
+    @property
+    def alive(self) -> bool:
+        return all(health.alive for _, health in self._parts)
+
+    @property
+    def ready(self) -> bool:
+        return all(health.ready for _, health in self._parts)
+
+    @property
+    def reason(self) -> str:
+        for name, health in self._parts:
+            if not health.ready:
+                return f"{name}: {health.reason}"
+        return ""
+
+
+#: What the health server reads: one engine's state or several.
+HealthView = HealthState | HealthOfMany
+
+
 async def start_health_server(
     port: int,
     registry: CollectorRegistry,
-    health: HealthState,
+    health: HealthView,
     host: str = "0.0.0.0",
 ) -> asyncio.Server:
     """Serve ``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` until closed.
@@ -139,7 +166,7 @@ async def start_health_server(
 async def start_configured_health_server(
     port: int,
     registry: CollectorRegistry,
-    health: HealthState,
+    health: HealthView,
     host: str = "0.0.0.0",
 ) -> asyncio.Server | None:
     """Like :func:`start_health_server`, but ``port=0`` (``SYMFONIC_METRICS_PORT=0``) means
@@ -158,7 +185,7 @@ async def _handle(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     registry: CollectorRegistry,
-    health: HealthState,
+    health: HealthView,
 ) -> None:
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)

@@ -7,7 +7,7 @@ output is trivially checkable, which makes it the engine's test processor.
 
 from __future__ import annotations
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, Stateless
 
 #: ``OutputRecord.record_type`` of a copied record (the records-out metric label).
 RECORD_TYPE = "copy"
@@ -15,17 +15,11 @@ RECORD_TYPE = "copy"
 INPUT_TYPE = "raw"
 
 
-class Copier:
+class Copier(Stateless):
     """Copies key, value and headers of each record to ``output_topic``."""
-
-    #: Stateless: no state store.
-    stores: tuple[()] = ()
 
     def __init__(self, output_topic: str) -> None:
         self.output_topic = output_topic
-
-    def restored(self) -> None:
-        """Stateless: there is never anything to restore."""
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         out.count_input(INPUT_TYPE)
@@ -40,17 +34,3 @@ class Copier:
                 headers=record.headers,
             )
         )
-
-    def punctuate(self, now: float, out: Collector) -> None:
-        """No timers."""
-
-    def end_of_input(self, out: Collector) -> None:
-        """Nothing held back."""
-
-    @property
-    def buffered_events(self) -> int:
-        return 0
-
-    @property
-    def active_runs(self) -> int:
-        return 0

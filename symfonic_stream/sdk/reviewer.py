@@ -1,6 +1,6 @@
 """The reviewer SDK: what a human-review tool needs to work a queue (SPEC §7).
 
-    async with Reviewer(load_settings(), group_id="acme-review-ui") as reviewer:
+    async with Reviewer(load_settings(), group_id="symfonic-review.acme.ui") as reviewer:
         async for ticket in reviewer.tickets("default"):
             outcome = await reviewer.answer(ticket, {"approved": True}, responder="pat")
             print(outcome.accepted, outcome.reason)
@@ -10,6 +10,12 @@
 own consumer group), so a restarted tool continues where it left off. ``answer`` writes the
 request keyed by ticket id (the partitioning the resume validator relies on) and waits
 for the validator's verdict on ``<prefix>.resumes`` / ``<prefix>.resume-rejections``.
+
+A least-privilege reviewer (docs/security.md: its tenant's queues, its own groups, and
+``<prefix>.resume-requests``) may not read the verdict topics, which hold every tenant's
+answers. ``Reviewer(..., follow_outcomes=False)`` never touches them: ``tickets``,
+``submit`` and ``commit`` work as before, and ``outcome`` / ``answer`` raise
+:class:`OutcomesUnavailable` (the verdict reaches the kernel all the same).
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
 
 
+class OutcomesUnavailable(RuntimeError):
+    """``outcome`` on a reviewer made with ``follow_outcomes=False``."""
+
+
 @dataclass(frozen=True, slots=True)
 class TicketOutcome:
     """The validator's verdict on one answer."""
@@ -44,10 +54,11 @@ class TicketOutcome:
 class Reviewer:
     """A human-review tool's connection to its queues and to the validator."""
 
-    def __init__(self, settings: Settings, group_id: str) -> None:
+    def __init__(self, settings: Settings, group_id: str, *, follow_outcomes: bool = True) -> None:
         self._settings = settings
         self._names = TopicNames(settings.topic_prefix)
         self._group_id = group_id
+        self._follow_outcomes = follow_outcomes
         self._producer = AIOKafkaProducer(**plain_producer_kwargs(settings, f"reviewer-{group_id}"))
         self._queue_consumer: AIOKafkaConsumer | None = None
         self._verdicts: AIOKafkaConsumer | None = None
@@ -55,6 +66,10 @@ class Reviewer:
 
     async def __aenter__(self) -> Reviewer:
         await self._producer.start()
+        if not self._follow_outcomes:
+            # No metadata request for the verdict topics either: its principal may not
+            # even describe them.
+            return self
         verdicts = AIOKafkaConsumer(
             **client_kwargs(self._settings, f"reviewer-{self._group_id}-verdicts"),
             group_id=None,
@@ -132,12 +147,16 @@ class Reviewer:
     async def answer(
         self, ticket: Ticket, answer: Any, responder: str | None = None, timeout_s: float = 30.0
     ) -> TicketOutcome:
-        """Answer a ticket with its own token and wait for the validator's verdict."""
+        """Answer a ticket with its own token and wait for the validator's verdict (with
+        ``follow_outcomes=False``: raises :class:`OutcomesUnavailable` before sending; use
+        :meth:`submit`)."""
+        self._check_outcomes()
         await self.submit(ticket.ticket_id, ticket.token, answer, responder)
         return await self.outcome(ticket.ticket_id, timeout_s)
 
     async def outcome(self, ticket_id: str, timeout_s: float = 30.0) -> TicketOutcome:
         """The next verdict on ``ticket_id`` given since this reviewer started."""
+        self._check_outcomes()
         assert self._verdicts is not None, "use `async with Reviewer(...)`"
         deadline = time.monotonic() + timeout_s
         while ticket_id not in self._seen:
@@ -158,6 +177,14 @@ class Reviewer:
             detail=str(record.get("detail", "")),
             record=record,
         )
+
+    def _check_outcomes(self) -> None:
+        if not self._follow_outcomes:
+            raise OutcomesUnavailable(
+                "this Reviewer was made with follow_outcomes=False (a reviewer that may not "
+                f"read {self._names.resumes} and {self._names.resume_rejections}): it cannot "
+                "wait for verdicts; send answers with submit()"
+            )
 
     def _record_verdict(self, tp: TopicPartition, value: bytes | None) -> None:
         record = orjson.loads(value or b"{}")

@@ -35,6 +35,7 @@ CRD_KINDS = frozenset(
         "ScaledObject",
         "TriggerAuthentication",
         "KafkaTopic",
+        "KafkaUser",
     }
 )
 

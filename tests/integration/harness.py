@@ -194,12 +194,16 @@ class ConsumerProcess:
         raise AssertionError(f"consumer not ready after {within}s:\n{self.log()}")
 
     def metric(self, name: str, **labels: str) -> float:
-        """One sample from the process's ``/metrics`` (0 when absent)."""
+        """One sample from the process's ``/metrics`` (0 when absent), of this process's
+        consumer unless ``consumer`` says otherwise (the resumes process serves its
+        intake's series too, under ``consumer="resume-intake"``)."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             text = r.read().decode()
+        consumer = labels.pop("consumer", self.consumer)
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
-                wanted = all(sample.labels.get(k) == v for k, v in labels.items())
+                wanted = all(sample.labels.get(k) == v for k, v in labels.items()) and (
+                    sample.labels.get("consumer", consumer) == consumer)
                 if sample.name == name and wanted:
                     return float(sample.value)
         return 0.0

@@ -154,10 +154,12 @@ async def gauge_partitions(process: ConsumerProcess, topic: str) -> frozenset[in
 
 
 async def metric_value(process: ConsumerProcess, name: str) -> float:
-    """The sum of every sample of ``name`` on a running process (0 when absent)."""
+    """The sum of every sample of ``name`` of the process's consumer (its resume intake's
+    are another consumer's) on a running process (0 when absent)."""
     text = await asyncio.to_thread(_metrics_text, process)
     assert text is not None, f"{process.log_path.name} does not answer:\n{process.log()}"
-    return sum(value for _, value in _samples(text, name))
+    return sum(value for labels, value in _samples(text, name)
+               if labels.get("consumer", process.consumer) == process.consumer)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,9 @@ async def test_sigkill_mid_stream_then_restart_is_exactly_once(
 ) -> None:
     await create_topics(prefix)
     names = TopicNames(prefix)
-    sent = _stream(4000)
+    # 8 s of input at 1,500/s: the kill must fall while it flows, also on a loaded machine
+    # (CI of 8c7033a: 4,000 records were all sent before the first instance was killed).
+    sent = _stream(12_000)
     group, source, output = names.group("copier"), names.agent_events, names.copier_output
     processes = {
         "first": ConsumerProcess("copier", prefix, tmp_path, name="-first"),
@@ -99,7 +101,7 @@ async def test_two_consumers_one_killed_and_restarted_while_input_flows(
 ) -> None:
     await create_topics(prefix)
     names = TopicNames(prefix)
-    sent = _stream(6000)
+    sent = _stream(12_000)  # 10 s at 1,200/s: input still flows at the kill (see above)
     group, source, output = names.group("copier"), names.agent_events, names.copier_output
     processes = {
         name: ConsumerProcess("copier", prefix, tmp_path, name=f"-{name}")

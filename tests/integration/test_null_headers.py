@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.names import INTAKE, TopicNames
 from symfonic_stream.tools.replay.replay import replay
 
 from .conftest import read_to_end
@@ -22,7 +22,7 @@ from .harness import (
     produce,
     wait_caught_up,
 )
-from .observe import quiesce
+from .observe import quiesce, stop_gracefully, wait_consumed
 
 NULL_HEADERS: list[tuple[str, bytes]] = [("trace", None), ("kept", b"v")]  # type: ignore[list-item]
 
@@ -42,7 +42,7 @@ def _run(run_id: str) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
 @pytest.mark.parametrize(
     ("consumer", "output"),
     [("copier", "copier_output"), ("typed", "stream_events"), ("chunks", "stream_chunks"),
-     ("pauses", "resume_requests")],
+     ("pauses", "pause_registrations")],
 )
 async def test_a_null_valued_header_is_read_as_empty_by_every_consumer(
     consumer: str, output: str, prefix: str, tmp_path: Path, bootstrap_servers: str
@@ -79,8 +79,9 @@ async def test_a_null_valued_header_is_read_as_empty_by_the_validator(
     try:
         await process.wait_ready()
         await produce(names.resume_requests, [(b"nope", answer, NULL_HEADERS)])
-        await wait_caught_up(names.group("resumes"), names.resume_requests)
-        await quiesce(names.group("resumes"), names.resume_requests, [process])
+        await wait_consumed(names.group(INTAKE), names.resume_requests)
+        await wait_consumed(names.group("resumes"), names.pause_registrations)
+        await stop_gracefully(process)
     finally:
         process.stop()
     [rejection] = await read_to_end(BOOTSTRAP, names.resume_rejections)

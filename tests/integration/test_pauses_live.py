@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.names import INTAKE, TopicNames
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
 
@@ -35,6 +36,9 @@ from .observe import (
 )
 
 pytestmark = pytest.mark.slow
+
+#: The kernel's clock: now (a ticket lives at most a day after its event's timestamp).
+EVENTS_AT = float(int(time.time()))
 
 RULES = """
 tenants: [acme, globex]
@@ -70,7 +74,7 @@ def pause(
         "run_id": run_id,
         "index": index,
         "kind": kind,
-        "timestamp": 1_764_480_000.0 + index,
+        "timestamp": EVENTS_AT + index,
         "scope": {"tenant": tenant, "principal": "p"},
         "interrupt": {
             "name": name,
@@ -243,7 +247,7 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
                 ]
             ),
         )
-        # Every ticket routed and registered on resume-requests, then the router stopped.
+        # Every ticket routed and registered, then the router stopped.
         await quiesce(names.group("pauses"), names.agent_events, [router])
         desk_tickets = await read_tickets(names.human_queue("acme-desk"), names, [router])
         desk = {t.run_id: t for t in desk_tickets}
@@ -266,17 +270,16 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
             restarted.start()
             await restarted.wait_ready()
             second_answer = await reviewer.answer(desk["twice"], "two", timeout_s=60)
-        # a tool that does not key its answer: re-keyed to the ticket's partition, accepted
+        # a tool that does not key its answer: the intake keys it by its ticket, accepted
         keyless = {"ticket_id": desk["b"].ticket_id, "token": desk["b"].token,
                    "answer": "any key", "responder": "kim"}
         await produce(names.resume_requests, [(None, orjson.dumps(keyless), [])])
         await produce(names.resume_requests, [(b"a-i0", b"{broken", [])])
         validators = [validator, restarted]
-        group, source = names.group("resumes"), names.resume_requests
-        # The validator writes the keyless answer back to its own input, re-keyed, in a
-        # transaction: that partition ends in a commit marker, past the committed offset
-        # (the engine commits last record + 1), so quiesce's caught-up check cannot hold
-        # there. Consumed every committed request instead, then stopped, then read.
+        group, source = names.group("resumes"), names.pause_registrations
+        # Both of the process's engines consumed every committed record, then it stopped
+        # (their inputs end in commit markers: wait_consumed), then read.
+        await wait_consumed(names.group(INTAKE), names.resume_requests)
         await wait_consumed(group, source)
         await stop_gracefully(*validators)
         [letter] = await read_consumed_to_end(
@@ -303,7 +306,7 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
         "accepted",
         "already_answered",
     ]
-    assert dict(letter.headers)["symfonic-dlq-consumer"] == b"resumes"
+    assert dict(letter.headers)["symfonic-dlq-consumer"] == INTAKE.encode()
     accepted_runs = sorted(orjson.loads(r.value or b"")["run_id"] for r in resumes)
     assert accepted_runs == ["a", "b", "s", "twice"]
     [via_b] = [orjson.loads(r.value or b"") for r in resumes if r.key == b"b"]

@@ -28,6 +28,7 @@ from .harness import BOOTSTRAP
 Sent = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes]]]
 #: Headers of the pause router's ticket registrations on resume-requests.
 TICKET_HEADERS: list[tuple[str, bytes]] = [("symfonic-record-type", b"ticket")]
+ANSWER_HEADERS: list[tuple[str, bytes]] = [("symfonic-record-type", b"answer")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ def check_pauses(names: TopicNames, sent: list[Sent], read: dict[str, list[Recor
         assert ticket["run_id"] == event["run_id"]
         assert ticket["token"] == event["interrupt"]["token"]
         assert ticket["kind"] == ("ask_user" if event["kind"] == "ask_user" else "interrupt")
-    registrations = [r for r in read[names.resume_requests]
+    registrations = [r for r in read[names.pause_registrations]
                      if ("symfonic-record-type", b"ticket") in r.headers]
     assert sorted(r.key or b"" for r in registrations) == sorted(
         i.encode() for i in interrupts
@@ -148,7 +149,7 @@ def _resumes_batch(rng: random.Random, number: int) -> list[Sent]:
             good = rng.random() < 0.8
             request = {"ticket_id": ticket_id, "token": token if good else "wrong",
                        "answer": {"n": answer}, "responder": f"{ticket_id}/{answer}"}
-            out.append((ticket_id.encode(), orjson.dumps(request), []))
+            out.append((ticket_id.encode(), orjson.dumps(request), ANSWER_HEADERS))
     return out
 
 
@@ -271,11 +272,14 @@ WORKLOADS: dict[str, Workload] = {
     ),
     "pauses": Workload(
         "pauses", lambda n: n.agent_events,
-        lambda n: [n.human_queue("default"), n.expired_queue, n.resume_requests, n.dead_letter],
+        lambda n: [n.human_queue("default"), n.expired_queue, n.pause_registrations,
+                   n.dead_letter],
         _pauses_batch, check_pauses,
     ),
+    # The validator's engine, fed as the router and its intake would feed it (the intake,
+    # the same process's other engine, is stateless and has its own tests).
     "resumes": Workload(
-        "resumes", lambda n: n.resume_requests,
+        "resumes", lambda n: n.pause_registrations,
         lambda n: [n.resumes, n.resume_rejections, n.dead_letter],
         _resumes_batch, check_resumes,
     ),

@@ -8,6 +8,7 @@ from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.copier import Copier
 from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.validator import ResumeValidator
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 
@@ -36,8 +37,20 @@ def test_the_validator_counts_answers_and_unreadable_requests() -> None:
     validator = ResumeValidator(NAMES, grace_s=60.0)
     out = Collector()
     answer = orjson.dumps({"ticket_id": "t", "token": "x", "answer": 1})
-    validator.process(InputRecord(NAMES.resume_requests, 0, 0, b"t", answer), 0.0, out)
-    validator.process(InputRecord(NAMES.resume_requests, 0, 1, b"t", b"[1]"), 0.0, out)
+    marked = (("symfonic-record-type", b"answer"),)
+    topic = NAMES.pause_registrations
+    validator.process(InputRecord(topic, 0, 0, b"t", answer, marked), 0.0, out)
+    validator.process(InputRecord(topic, 0, 1, b"t", b"[1]", marked), 0.0, out)
+    validator.process(InputRecord(topic, 0, 2, b"t", answer), 0.0, out)  # unmarked
+    assert out.inputs == {"request": 1, "invalid": 2}
+
+
+def test_the_intake_counts_requests_and_unreadable_ones() -> None:
+    intake = ResumeIntake(NAMES.pause_registrations)
+    out = Collector()
+    answer = orjson.dumps({"ticket_id": "t", "token": "x", "answer": 1})
+    intake.process(InputRecord(NAMES.resume_requests, 0, 0, None, answer), 0.0, out)
+    intake.process(InputRecord(NAMES.resume_requests, 0, 1, b"t", b"[1]"), 0.0, out)
     assert out.inputs == {"request": 1, "invalid": 1}
 
 

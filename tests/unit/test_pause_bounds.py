@@ -8,8 +8,11 @@ from prometheus_client import CollectorRegistry
 from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.processors.expiring import PAUSE_KEPT_IDLE_TIMEOUTS
-from symfonic_stream.processors.pauses.router import REMEMBERED_INTERRUPTS, ROUTED_CODEC
+from symfonic_stream.processors.pauses.router import (
+    DEFAULT_TICKET_MAX_LIFETIME_S,
+    REMEMBERED_INTERRUPTS,
+    ROUTED_CODEC,
+)
 from tests.unit.helpers import restore_from, write_changes
 from tests.unit.test_pauses import (
     NAMES,
@@ -31,10 +34,13 @@ def test_a_paused_run_that_never_closes_is_forgotten_after_its_pause() -> None:
     assert h.router.active_runs == 0
 
 
-def test_a_far_future_expiry_keeps_a_run_at_most_24_idle_timeouts() -> None:
+def test_a_far_future_expiry_is_capped_at_the_tickets_lifetime_after_its_event() -> None:
     h = RouterHarness()
-    h.feed(pause_event(expires_at=1e300))
-    kept = NOW + PAUSE_KEPT_IDLE_TIMEOUTS * 3600 + 60
+    h.feed(pause_event(expires_at=1.79e308))
+    [(_, ticket)] = h.tickets()
+    capped = 100.0 + DEFAULT_TICKET_MAX_LIFETIME_S  # the event's timestamp + a day
+    assert ticket["expires_at"] == capped
+    kept = capped + 60
     h.router.punctuate(kept - 1, h.out)
     assert h.router.active_runs == 1
     h.router.punctuate(kept, h.out)
@@ -62,8 +68,8 @@ def test_the_previous_router_state_format_is_read() -> None:
 
 def test_a_ticket_with_a_far_future_expiry_is_forgotten_in_time() -> None:
     v = ValidatorHarness()
-    v.register(routed(expires_at=1e300))
-    kept = NOW + PAUSE_KEPT_IDLE_TIMEOUTS * 3600 + 100  # the validator's grace is 100 s
+    v.register(routed(expires_at=1.79e308))
+    kept = 100.0 + DEFAULT_TICKET_MAX_LIFETIME_S + 100  # the validator's grace is 100 s
     v.validator.punctuate(kept - 1, v.out)
     assert v.validator.active_runs == 1
     v.validator.punctuate(kept, v.out)
@@ -96,7 +102,7 @@ def test_headers_of_client_records_never_become_labels() -> None:
     odd = (("symfonic-queue", b"made-up-1"), ("symfonic-kind", b"\xff\xfe"),
            ("symfonic-outcome", b"\xff"))
     for n in range(100):
-        out.emit(OutputRecord(NAMES.resume_requests, b"k", b"{}", "rekeyed_request", None,
+        out.emit(OutputRecord(NAMES.pause_registrations, b"k", b"{}", "answer", None,
                               (*odd, ("symfonic-queue", f"q{n}".encode()))))
     registry, metrics = _metrics()
     report_commit(metrics, NAMES.resume_requests, out, 100)  # no raise on non-UTF-8 either

@@ -122,7 +122,7 @@ def test_ticket_has_every_contract_field() -> None:
         "source": "symfonic.agent-events/3/1",
     }
     [registration] = h.registrations()
-    assert registration.topic == "symfonic.resume-requests"
+    assert registration.topic == "symfonic.pause-registrations"
     assert registration.key == b"intr-1"
     assert registration.headers == (("symfonic-record-type", b"ticket"),)
 
@@ -247,14 +247,16 @@ def test_per_tenant_queues_are_created_on_use_and_nothing_else_is(tmp_path: Path
     path.write_text("- {match: {kind: ask_user}, queue: q}\n")
     topology = router_topology(Settings(routing_rules=path, tenant_queues=True, partitions=3))
     assert topology.on_demand_topic is not None
-    spec = topology.on_demand_topic("symfonic.human.acme.eu.q")
+    spec = topology.on_demand_topic("symfonic.human.acme-eu.q")
     assert spec is not None
     assert (spec.name, spec.partitions, spec.configs["cleanup.policy"]) == (
-        "symfonic.human.acme.eu.q", 3, "delete"
+        "symfonic.human.acme-eu.q", 3, "delete"
     )
     assert topology.on_demand_topic("symfonic.human.acme.default") is not None
+    assert topology.on_demand_topic("symfonic.human.acme.expired") is not None
     for never in ("symfonic.human.acme.other", "symfonic.human.q", "symfonic.resumes",
-                  "symfonic.human.expired", "other.human.acme.q"):
+                  "symfonic.human.expired", "other.human.acme.q", "symfonic.human.acme.eu.q",
+                  "symfonic.human.acme.q\n"):
         assert topology.on_demand_topic(never) is None, never
     shared = router_topology(Settings(routing_rules=path))
     assert shared.on_demand_topic is None
@@ -271,10 +273,15 @@ def test_queue_topics_cover_every_rule_and_tenant() -> None:
     per_tenant = queue_topics(NAMES, RULES, tenant_queues=True)
     assert "symfonic.human.acme.payments" in per_tenant
     assert "symfonic.human.globex.default" in per_tenant
-    assert len(per_tenant) == 2 * 4 + 1
+    # Each tenant has its own expired queue; none is shared.
+    assert {"symfonic.human.acme.expired", "symfonic.human.globex.expired"} <= set(per_tenant)
+    assert len(per_tenant) == 2 * (4 + 1)
 
 
 # -- the validator -----------------------------------------------------------------------
+
+
+ANSWER = (("symfonic-record-type", b"answer"),)
 
 
 class ValidatorHarness:
@@ -284,10 +291,11 @@ class ValidatorHarness:
         self.offset = 0
 
     def record(
-        self, key: bytes | None, value: bytes, headers: tuple[tuple[str, bytes], ...] = ()
+        self, key: bytes | None, value: bytes, headers: tuple[tuple[str, bytes], ...] = ANSWER
     ) -> InputRecord:
+        """A record on pause-registrations: an answer the intake appended, by default."""
         self.offset += 1
-        return InputRecord(NAMES.resume_requests, 0, self.offset, key, value, headers)
+        return InputRecord(NAMES.pause_registrations, 0, self.offset, key, value, headers)
 
     def register(self, router_out: Collector) -> None:
         for output in router_out.outputs:
@@ -421,22 +429,16 @@ def test_unreadable_requests_are_dead_lettered_and_malformed_answers_refused() -
     assert "token" in body["detail"] and "answer" in body["detail"]
 
 
-@pytest.mark.parametrize("key", [None, b"run-1"])
-def test_an_answer_keyed_otherwise_is_rekeyed_to_its_ticket_then_checked(
-    key: bytes | None,
-) -> None:
+def test_only_marked_records_count_on_the_registrations_topic() -> None:
     v = ValidatorHarness()
-    v.register(routed())
-    value = orjson.dumps({"ticket_id": "intr-1", "token": "tok-1", "answer": "yes"})
-    v.validator.process(v.record(key, value, headers=(("trace", b"t1"),)), NOW, v.out)
-    [copy] = v.out.outputs
-    assert (copy.topic, copy.key, copy.value) == (NAMES.resume_requests, b"intr-1", value)
-    assert copy.headers == (("trace", b"t1"), ("symfonic-rekeyed-from", key or b""))
-    assert v.out.dead_letters == []
-    # The copy, arriving on the ticket's partition, is checked like any answer.
-    v.out = Collector()
-    v.validator.process(v.record(copy.key, copy.value, headers=copy.headers), NOW, v.out)
-    assert v.outcomes() == ["accepted"]
+    [registration] = [o for o in routed().outputs if o.record_type == "registration"]
+    v.validator.process(v.record(registration.key, registration.value or b"", ()), NOW, v.out)
+    v.validator.process(
+        v.record(registration.key, registration.value or b"", (("symfonic-record-type", b"x"),)),
+        NOW, v.out,
+    )
+    assert [letter.reason.value for letter in v.out.dead_letters] == ["invalid_event"] * 2
+    assert v.validator.active_runs == 0
 
 
 def test_an_expired_ticket_answered_again_is_expired_not_already_answered() -> None:

@@ -40,7 +40,7 @@ from symfonic_stream.models.envelope import (
     RunEnd,
     TypedEventRecord,
 )
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import CONSUMERS, INTAKE, TopicNames
 from symfonic_stream.models.pauses import (
     RejectionReason,
     Resume,
@@ -883,10 +883,12 @@ def test_every_consumer_group_receives_with_its_group_id() -> None:
         for operation in operations
         if "bindings" in operation
     }
-    assert set(groups) == {NAMES.group(consumer) for consumer in CONSUMERS}
+    assert set(groups) == {NAMES.group(consumer) for consumer in (*CONSUMERS, INTAKE)}
     for operation in groups.values():
         assert operation["action"] == "receive"
-    assert groups["symfonic-resumes"]["channel"]["$ref"] == "#/channels/resumeRequests"
+    assert groups["symfonic-resumes"]["channel"]["$ref"] == "#/channels/pauseRegistrations"
+    intake = groups["symfonic-resume-intake"]
+    assert intake["channel"]["$ref"] == "#/channels/resumeRequests"
     for consumer in ("symfonic-typed", "symfonic-chunks", "symfonic-pauses"):
         assert groups[consumer]["channel"]["$ref"] == "#/channels/agentEvents"
 
@@ -926,7 +928,8 @@ def test_the_pause_routers_tickets_validate() -> None:
             raw(kind, 4, interrupt=interrupt(kind), scope={"tenant": "acme"})
         )
         assert event.interrupt is not None
-        ticket = router.build_ticket(event, event.interrupt, "default", 3000.0, "t/0/4")
+        ticket = router.build_ticket(event, event.interrupt, "default", 3000.0, "t/0/4",
+                                     event.interrupt.expires_at)
         errors = [
             e.message
             for e in validator("ticket.json").iter_errors(orjson.loads(orjson.dumps(ticket)))

@@ -177,6 +177,7 @@ SYMFONIC_MAX_OUTPUT_BYTES: {{ $v.guard.maxOutputBytes | int64 | toString | quote
 SYMFONIC_MAX_STATE_RECORD_BYTES: {{ $v.guard.maxStateRecordBytes | int64 | toString | quote }}
 SYMFONIC_PUNCTUATE_BUDGET_MS: {{ $v.guard.punctuateBudgetMs | int64 | toString | quote }}
 SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
+SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
 SYMFONIC_PARTITIONS: {{ $v.topics.partitions | int64 | toString | quote }}
@@ -301,10 +302,11 @@ lagThreshold: {{ ternary $o.lagThreshold $a.keda.lagThreshold (hasKey $o "lagThr
 {{- if or .Values.autoscaling.hpa.enabled .Values.autoscaling.keda.enabled }}true{{ end -}}
 {{- end -}}
 
-{{/* The topic a consumer reads (the lag KEDA scales on). Call with (dict "ctx" $ "consumer" name). */}}
+{{/* The topic a consumer reads (the lag KEDA scales on; for resumes, its validator's input:
+the intake in the same pod only copies resume-requests there). Call with (dict "ctx" $ "consumer" name). */}}
 {{- define "symfonic-stream.sourceTopic" -}}
 {{- if eq .consumer "resumes" -}}
-{{ .ctx.Values.kafka.topicPrefix }}.resume-requests
+{{ .ctx.Values.kafka.topicPrefix }}.pause-registrations
 {{- else -}}
 {{ .ctx.Values.kafka.topicPrefix }}.agent-events
 {{- end -}}

@@ -3,15 +3,19 @@
 For every raw event carrying an interrupt the router writes, in one transaction:
 
 1. the ticket to its queue topic (``<prefix>.human.<queue>``, per tenant
-   ``<prefix>.human.<tenant>.<queue>``, or ``<prefix>.human.expired``), keyed by run id;
-2. the same ticket as a *registration* on ``<prefix>.resume-requests``, keyed by ticket
-   id and marked with the header ``symfonic-record-type: ticket``. Answers are keyed by
-   ticket id too, so a ticket's registration and its answers share one partition of that
-   topic, and the registration, committed with the queue record, precedes every answer a
-   human could give. The resume validator therefore meets each ticket before its answers
-   without joining two topics;
+   ``<prefix>.human.<tenant>.<queue>``; ``expired`` in place of the queue when it expired
+   before it was routed), keyed by run id;
+2. the same ticket as a *registration* on ``<prefix>.pause-registrations``, keyed by
+   ticket id, header ``symfonic-record-type: ticket``. Only the router (and the resume
+   validator's intake, which appends each answer after it) may write that topic, so a
+   reviewer cannot forge or pre-empt a ticket; committed with the queue record, the
+   registration precedes every answer a human could give;
 3. the run's routed interrupt ids to the changelog, so a kernel re-send, a restart or a
    rebalance never routes the same interrupt twice.
+
+A ticket lives at most ``SYMFONIC_TICKET_MAX_LIFETIME_S`` from its event's timestamp (or
+from now, if that is later than now): its ``expires_at`` is capped so, and a re-send of
+the same event, however late, gets the same cap.
 """
 
 from __future__ import annotations
@@ -44,12 +48,23 @@ from symfonic_stream.models.headers import (
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.expiring import ExpiringState, pause_kept_until
-from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem
+from symfonic_stream.processors.expiring import ExpiringState
+from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem, topic_problem
+
+#: SYMFONIC_TICKET_MAX_LIFETIME_S's default: a day.
+DEFAULT_TICKET_MAX_LIFETIME_S = 86_400.0
+
+
+def capped_expiry(event: AgentEvent, pending: PendingInterrupt, now: float,
+                  max_lifetime_s: float) -> float:
+    """The ticket's ``expires_at``: the kernel's, but at most the lifetime after the
+    event (its timestamp, unless that is in our future): deterministic for a re-send."""
+    return min(pending.expires_at, min(event.timestamp, now) + max_lifetime_s)
 
 
 def build_ticket(
-    event: AgentEvent, pending: PendingInterrupt, queue: str, now: float, source: str
+    event: AgentEvent, pending: PendingInterrupt, queue: str, now: float, source: str,
+    expires_at: float,
 ) -> dict[str, Any]:
     """The SPEC §7 ticket for one pause (field order as the contract lists it)."""
     kind = "ask_user" if event.kind == "ask_user" else "interrupt"
@@ -70,7 +85,7 @@ def build_ticket(
         "tool_call_id": pending.tool_call_id,
         "tenant": scope.tenant if scope is not None else None,
         "principal": scope.principal if scope is not None else None,
-        "expires_at": pending.expires_at,
+        "expires_at": expires_at,
         "resumable": pending.resumable,
         "routed_at": now,
         "source": source,
@@ -114,7 +129,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         *,
         tenant_queues: bool,
         grace_s: float,
-        idle_timeout_s: float = 3600.0,
+        max_lifetime_s: float = DEFAULT_TICKET_MAX_LIFETIME_S,
         decode: DecodeLimits = DEFAULT_LIMITS,
         punctuate_budget_s: float = 0.05,
     ) -> None:
@@ -122,7 +137,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         self._rules = rules
         self._tenant_queues = tenant_queues
         self._grace_s = grace_s
-        self._idle_timeout_s = idle_timeout_s
+        self._max_lifetime_s = max_lifetime_s
         self._decode = decode
         super().__init__(StateStore("run", ROUTED_CODEC), punctuate_budget_s)
         self.runs = self.state
@@ -161,32 +176,33 @@ class PauseRouter(ExpiringState[RoutedRun]):
             out.count("duplicates")
             return
         kind = "ask_user" if event.kind == "ask_user" else "interrupt"
-        tenant = event.tenant
-        placement = self._rules.place(pending.name, kind, tenant)
+        tenant = event.tenant if self._tenant_queues else None
+        placement = self._rules.place(pending.name, kind, event.tenant)
         problem = placement.problem
         if problem is None and self._tenant_queues:
             problem = tenant_problem(tenant, self._rules)
-        if placement.queue is None or problem is not None:
+        queue = placement.queue
+        expires_at = capped_expiry(event, pending, now, self._max_lifetime_s)
+        topic, expired = "", False
+        if queue is not None and problem is None:
+            expired = expires_at <= now
+            topic = self._names.human_queue("expired" if expired else queue, tenant)
+            problem = topic_problem(topic)
+        if queue is None or problem is not None:
             out.dead_letter(record, DeadLetterReason.UNROUTABLE, problem or "no queue")
             return
-        queue = placement.queue
-        if pending.expires_at <= now:
-            topic = self._names.expired_queue
-        elif self._tenant_queues:
-            topic = self._names.human_queue(queue, tenant)
-        else:
-            topic = self._names.human_queue(queue)
-        ticket = build_ticket(event, pending, queue, now, record.source)
+        ticket = build_ticket(event, pending, queue, now, record.source, expires_at)
         value = orjson.dumps(ticket)
         queue_label = topic.removeprefix(self._names.human_queue(""))
         headers = ((QUEUE_HEADER, queue_label.encode()), (KIND_HEADER, kind.encode()))
         out.emit(
             OutputRecord(topic, event.run_id.encode(), value, "ticket", event.timestamp, headers)
         )
-        out.tickets["expired" if topic == self._names.expired_queue else queue, kind] += 1
+        # (Metric labels: the rules' own queue names, never the tenant: a closed set.)
+        out.tickets["expired" if expired else queue, kind] += 1
         out.emit(
             OutputRecord(
-                self._names.resume_requests,
+                self._names.pause_registrations,
                 pending.interrupt_id.encode(),
                 value,
                 "registration",
@@ -201,9 +217,8 @@ class PauseRouter(ExpiringState[RoutedRun]):
             run.interrupt_ids.append(pending.interrupt_id)
             del run.interrupt_ids[:-REMEMBERED_INTERRUPTS]
             self.runs.touch(event.run_id)
-        if not run.closed_at:  # the guard abandons such a run at the same time (SPEC §5)
-            kept = pause_kept_until(pending.expires_at, now, self._idle_timeout_s)
-            run.forget_at = kept + self._grace_s
+        if not run.closed_at:  # (a run that never closes is forgotten after its pauses)
+            run.forget_at = max(run.forget_at, max(expires_at, now) + self._grace_s)
             self.runs.schedule(event.run_id, run.forget_at)
 
     def deadline_of(self, run: RoutedRun) -> float | None:
@@ -216,15 +231,14 @@ class PauseRouter(ExpiringState[RoutedRun]):
 def queue_topics(names: TopicNames, rules: RoutingRules, tenant_queues: bool) -> list[str]:
     """The queue topics the router writes to that can be known ahead (`topics ensure`).
 
-    Per tenant these are the rules file's ``tenants`` times its queues; any other tenant's
-    queue is created the first time a ticket goes to it (:func:`tenant_queue_spec`).
+    Per tenant these are the rules file's ``tenants`` times its queues (and each one's
+    expired queue); any other tenant's queue is created the first time a ticket goes to it
+    (:func:`tenant_queue_spec`).
     """
     if not tenant_queues:
-        topics = [names.human_queue(queue) for queue in rules.queues()]
-    else:
-        topics = [
-            names.human_queue(queue, tenant)
-            for tenant in sorted(rules.tenants or ())
-            for queue in rules.queues()
-        ]
-    return [*topics, names.expired_queue]
+        return [*(names.human_queue(queue) for queue in rules.queues()), names.expired_queue]
+    return [
+        names.human_queue(queue, tenant)
+        for tenant in sorted(rules.tenants or ())
+        for queue in [*rules.queues(), "expired"]
+    ]

@@ -25,12 +25,23 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-#: Kafka topic names allow these characters; a queue or tenant becomes part of one.
-TOPIC_PART = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$"
-_TOPIC_PART = re.compile(TOPIC_PART)
+#: A queue or tenant becomes one dot-separated part of a topic name: Kafka's characters
+#: without the dot, so ``<prefix>.human.<tenant>.<queue>`` is injective (tenant ``a.b`` +
+#: queue ``c`` and tenant ``a`` + queue ``b.c`` cannot both exist) and a tenant's queues
+#: are exactly the topics under ``<prefix>.human.<tenant>.`` (one prefix ACL).
+TOPIC_PART = r"^[A-Za-z0-9_-]{1,100}$"
+_TOPIC_PART = re.compile(r"[A-Za-z0-9_-]{1,100}")
+#: Kafka refuses longer topic names.
+MAX_TOPIC_NAME = 249
 DEFAULT_QUEUE = "default"
-#: `symfonic.human.expired` is where expired tickets go; no rule may name it as a queue.
+#: `<prefix>.human[.<tenant>].expired` is where expired tickets go; no rule may name it.
 RESERVED_QUEUES = frozenset({"expired"})
+
+
+def is_topic_part(name: str) -> bool:
+    """``name`` may be a tenant or queue part of a topic name (the whole of it: a
+    ``$`` would let ``"a\n"`` through)."""
+    return _TOPIC_PART.fullmatch(name) is not None
 
 
 class RulesError(Exception):
@@ -100,8 +111,17 @@ def tenant_problem(tenant: str | None, rules: RoutingRules) -> str | None:
     """Why a ticket of ``tenant`` cannot have a per-tenant queue topic, if it cannot."""
     if tenant is None:
         return "per-tenant queues are on and the run has no scope.tenant"
-    if not _TOPIC_PART.match(tenant):
-        return f"tenant {tenant!r} cannot be part of a topic name"
+    if not is_topic_part(tenant):
+        return (f"tenant {tenant[:120]!r} cannot be part of a topic name "
+                "(letters, digits, '_' and '-', at most 100)")
+    return None
+
+
+def topic_problem(topic: str) -> str | None:
+    """Why Kafka would refuse ``topic`` as a name, checked before routing to it."""
+    if len(topic) > MAX_TOPIC_NAME:
+        return (f"queue topic {topic[:80]!r}… is {len(topic)} characters "
+                f"(Kafka's limit {MAX_TOPIC_NAME})")
     return None
 
 
@@ -125,7 +145,7 @@ def parse_rules(text: str, source: str = "<rules>") -> RoutingRules:
         if rule.queue in RESERVED_QUEUES:
             raise RulesError(f"{source}: rule {number}: queue {rule.queue!r} is reserved")
     for tenant in parsed.tenants or []:
-        if not _TOPIC_PART.match(tenant):
+        if not is_topic_part(tenant):
             raise RulesError(f"{source}: tenants: {tenant!r} cannot be part of a topic name")
     return RoutingRules(
         rules=tuple(parsed.rules),

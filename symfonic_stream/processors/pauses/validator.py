@@ -1,24 +1,26 @@
 """The resume validator: every human answer checked once, the first good one wins (SPEC §7).
 
-It reads ``<prefix>.resume-requests``, keyed by ticket id, where the pause router also
-registers each ticket (header ``symfonic-record-type: ticket``) before any human can see
-it. Its state store, the ticket registry, maps ticket id → what checking an answer needs
-and whether it was answered; it lives in the ``<prefix>-resumes-state-changelog`` topic,
-co-partitioned with the requests, so a ticket and all its answers meet in one instance
-and "first answer wins" holds across restarts and rebalances.
+It reads ``<prefix>.pause-registrations``, keyed by ticket id, which only the pause router
+(each ticket's registration, header ``symfonic-record-type: ticket``) and the validator's
+own intake (each answer from resume-requests, header ``answer``:
+:mod:`symfonic_stream.processors.pauses.intake`) may write. So a ticket is registered
+before any answer to it, on the same partition, and no reviewer can forge or pre-empt one.
+Its state store, the ticket registry, maps ticket id → what checking an answer needs and
+whether it was answered; it lives in the ``<prefix>-resumes-state-changelog`` topic,
+co-partitioned with the registrations, so "first answer wins" holds across restarts and
+rebalances.
 
-An answer keyed otherwise (no key, the run id) would be checked on the wrong partition, so
-it is first written back to resume-requests keyed by its ticket id, in the same
-transaction (a repartition step, header ``symfonic-rekeyed-from``), and checked when that
-copy arrives.
+A ticket is remembered, answered or not, until its expiry plus the grace: while it is, a
+second registration of its id is a duplicate (an answered ticket cannot be answered
+again), and its expiry is capped at ``SYMFONIC_TICKET_MAX_LIFETIME_S`` after it was
+registered, so nothing is remembered for ever.
 
 Checks, in SPEC §7's order: the ticket exists (``unknown_ticket``), the token matches in
 constant time (``bad_token``: checked before anything else is revealed about the ticket),
 it has not expired (``expired``), it was not answered (``already_answered``), the answer
 fits the ticket's ``payload.response_schema`` when it has one (``invalid_answer``; also
-when the schema cannot be applied). A request with a readable ``ticket_id`` but missing or
-mistyped fields is refused ``invalid_answer`` on that ticket's key; one without is
-dead-lettered ``invalid_event``.
+when the schema cannot be applied safely: :mod:`.answer_schema`). A request with a
+readable ``ticket_id`` but missing or mistyped fields is refused ``invalid_answer``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import orjson
 from pydantic import ValidationError
 
@@ -44,14 +45,16 @@ from symfonic_stream.models.decoding import (
     parse_json,
 )
 from symfonic_stream.models.headers import (
+    ANSWER_MARK,
     OUTCOME_HEADER,
     RECORD_TYPE_HEADER,
-    REKEYED_FROM_HEADER,
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
-from symfonic_stream.processors.expiring import ExpiringState, pause_kept_until
+from symfonic_stream.processors.expiring import ExpiringState
+from symfonic_stream.processors.pauses.answer_schema import answer_problem, schema_problem
+from symfonic_stream.processors.pauses.router import DEFAULT_TICKET_MAX_LIFETIME_S
 
 
 @dataclass(slots=True)
@@ -66,6 +69,11 @@ class Registered:
     #: When this registry got it (its own clock: a ticket's ``routed_at`` is the router's).
     registered_at: float
     answered_at: float = 0.0
+    #: Why its response_schema cannot be applied (checked once, at registration).
+    schema_refused: str | None = None
+    #: Answers with its token that its schema refused: past MAX_INVALID_ANSWERS, no more
+    #: are checked, so what a token holder's answers can cost is bounded per ticket.
+    invalid_answers: int = 0
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -77,45 +85,27 @@ class Registered:
                 self.response_schema,
                 self.registered_at,
                 self.answered_at,
+                self.schema_refused,
+                self.invalid_answers,
             ]
         )
 
     @classmethod
     def decode(cls, data: bytes) -> Registered:
-        return cls(*orjson.loads(data))
+        return cls(*orjson.loads(data))  # (0.x wrote the first 7: the rest default)
 
-    def forget_after(self, grace_s: float, idle_timeout_s: float = 0.0) -> float:
-        """When the registry may drop it: answered, expired (at most
-        ``PAUSE_KEPT_IDLE_TIMEOUTS`` idle timeouts after it was registered) or registered,
-        plus the grace."""
-        expires = pause_kept_until(self.expires_at, self.registered_at, idle_timeout_s)
-        return max(expires, self.answered_at, self.registered_at) + grace_s
+    def forget_after(self, grace_s: float) -> float:
+        """When the registry may drop it: expired (its capped expiry), answered or
+        registered, whichever is last, plus the grace."""
+        return max(self.expires_at, self.answered_at, self.registered_at) + grace_s
 
+
+#: How many answers a ticket's schema is applied to and refuses before it refuses the rest
+#: unchecked (each check is bounded: answer_schema.MAX_ANSWER_STEPS).
+MAX_INVALID_ANSWERS = 20
 
 #: How a ticket travels in the changelog.
 TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
-
-
-def answer_problem(answer: Any, schema: dict[str, Any] | None) -> str | None:
-    """Why ``answer`` does not fit ``schema`` (None when it fits or there is no schema)."""
-    if schema is None:
-        return None
-    validator_class = jsonschema.validators.validator_for(schema)
-    try:
-        validator_class.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return f"the ticket's response_schema is not a valid JSON Schema: {exc.message}"
-    try:
-        error = jsonschema.exceptions.best_match(validator_class(schema).iter_errors(answer))
-    except Exception as exc:
-        # A well-formed schema can still fail while validating: a $ref that resolves
-        # nowhere (or remotely), runaway recursion. The answer cannot be accepted, and the
-        # error must not escape: it would fail the batch again at every retry.
-        return f"the ticket's response_schema cannot be applied: {type(exc).__name__}: {exc}"
-    if error is None:
-        return None
-    where = "/".join(str(part) for part in error.absolute_path) or "answer"
-    return f"{where}: {error.message}"
 
 
 #: The ``type`` of records in: the router's ticket registrations and the reviewers' answers.
@@ -128,11 +118,11 @@ class ResumeValidator(ExpiringState[Registered]):
 
     def __init__(
         self, names: TopicNames, *, grace_s: float, decode: DecodeLimits = DEFAULT_LIMITS,
-        idle_timeout_s: float = 3600.0, punctuate_budget_s: float = 0.05,
+        max_lifetime_s: float = DEFAULT_TICKET_MAX_LIFETIME_S, punctuate_budget_s: float = 0.05,
     ) -> None:
         self._names = names
         self._grace_s = grace_s
-        self._idle_timeout_s = idle_timeout_s
+        self._max_lifetime_s = max_lifetime_s
         self._decode = decode
         super().__init__(StateStore("ticket", TICKET_CODEC), punctuate_budget_s)
         self.tickets = self.state
@@ -141,12 +131,16 @@ class ResumeValidator(ExpiringState[Registered]):
         try:
             check_size(record.value, self._decode.max_bytes)
             parsed = parse_json(record.value, self._decode)
-            if (RECORD_TYPE_HEADER, TICKET_MARK) in record.headers:
+            record_type = _record_type(record)
+            if record_type == TICKET_MARK:
                 self._register(parsed, record, now, out)
                 out.count_input(REGISTRATION_INPUT)
-            else:
+            elif record_type == ANSWER_MARK:
                 self._answer(parsed, record, now, out)
                 out.count_input(REQUEST_INPUT)
+            else:
+                raise DecodeError(DeadLetterReason.INVALID_EVENT,
+                                  "a record on the registrations topic is a ticket or an answer")
         except DecodeError as rejected:
             out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
@@ -171,6 +165,12 @@ class ResumeValidator(ExpiringState[Registered]):
             schema if isinstance(schema, dict) else None,
             now,
         )
+        # (The router caps it too; a registry that must forget does not rely on that.)
+        registered.expires_at = min(registered.expires_at, now + self._max_lifetime_s)
+        if registered.response_schema is not None:
+            registered.schema_refused = schema_problem(registered.response_schema)
+            if registered.schema_refused is not None:
+                registered.response_schema = None
         self.tickets.put(ticket.ticket_id, registered)
         self.tickets.schedule(ticket.ticket_id, self.deadline_of(registered))
 
@@ -178,9 +178,8 @@ class ResumeValidator(ExpiringState[Registered]):
         if not isinstance(parsed, dict):
             raise DecodeError(DeadLetterReason.INVALID_EVENT, "a resume request is a JSON object")
         ticket_id = parsed.get("ticket_id")
-        if isinstance(ticket_id, str) and ticket_id and record.key != ticket_id.encode():
-            self._rekey(record, ticket_id, out)
-            return
+        if isinstance(ticket_id, str):
+            _check_key(record, ticket_id)  # (the intake keyed it so: paranoid)
         try:
             request = ResumeRequest.model_validate(parsed)
         except ValidationError as exc:
@@ -202,6 +201,9 @@ class ResumeValidator(ExpiringState[Registered]):
         ticket = self.tickets.get(request.ticket_id)
         refusal = _refusal(request, ticket, now)
         if refusal is not None:
+            if refusal[0] is RejectionReason.INVALID_ANSWER and ticket is not None:
+                ticket.invalid_answers += 1
+                self.tickets.touch(request.ticket_id)
             self._reject(request, *refusal, now, out)
         else:
             assert ticket is not None
@@ -225,25 +227,6 @@ class ResumeValidator(ExpiringState[Registered]):
         out.emit(OutputRecord(self._names.resumes, ticket.run_id.encode(), orjson.dumps(resume),
                               "resume", None, ((OUTCOME_HEADER, b"accepted"),)))
         out.resumes["accepted"] += 1
-
-    def _rekey(self, record: InputRecord, ticket_id: str, out: Collector) -> None:
-        """Send an answer keyed otherwise back to resume-requests on its ticket's key.
-
-        Only the instance owning the ticket id's partition knows the ticket (the router's
-        registration is keyed by it). Like a Kafka Streams repartition: the copy is written
-        in this record's transaction, and validated when it arrives on that partition.
-        """
-        was = b"" if record.key is None else record.key
-        out.emit(
-            OutputRecord(
-                self._names.resume_requests,
-                ticket_id.encode(),
-                record.value,
-                "rekeyed_request",
-                None,
-                (*record.headers, (REKEYED_FROM_HEADER, was)),
-            )
-        )
 
     def _reject(
         self,
@@ -285,7 +268,7 @@ class ResumeValidator(ExpiringState[Registered]):
 
     def deadline_of(self, ticket: Registered) -> float:
         """Answered, expired (and routed) longer than the grace period ago."""
-        return ticket.forget_after(self._grace_s, self._idle_timeout_s)
+        return ticket.forget_after(self._grace_s)
 
 
 def _refusal(
@@ -302,9 +285,22 @@ def _refusal(
         return RejectionReason.EXPIRED, f"expired at {ticket.expires_at}"
     if ticket.answered_at:
         return RejectionReason.ALREADY_ANSWERED, f"answered at {ticket.answered_at}"
+    if ticket.schema_refused is not None:
+        return RejectionReason.INVALID_ANSWER, ticket.schema_refused
+    if ticket.invalid_answers >= MAX_INVALID_ANSWERS:
+        return RejectionReason.INVALID_ANSWER, (
+            f"{MAX_INVALID_ANSWERS} answers to this ticket did not fit its response_schema: "
+            "no more are checked")
     problem = answer_problem(request.answer, ticket.response_schema)
     if problem is not None:
         return RejectionReason.INVALID_ANSWER, problem
+    return None
+
+
+def _record_type(record: InputRecord) -> bytes | None:
+    for name, value in record.headers:
+        if name == RECORD_TYPE_HEADER:
+            return value
     return None
 
 

@@ -64,14 +64,23 @@ def build_channels(names: TopicNames) -> dict[str, Any]:
         "expiredTickets": channel(
             names.expired_queue,
             "ticket",
-            "Tickets already past expires_at when routed, kept out of the live queues.",
+            "Tickets already past expires_at when routed, kept out of the live queues "
+            "(per tenant, `<prefix>.human.<tenant>.expired` when per-tenant queues are on).",
         ),
         "resumeRequests": channel(
             names.resume_requests,
-            ("resumeRequest", "ticketRegistration"),
-            "Answers from human-review tools, keyed by ticket id (the validator re-keys an "
-            "answer keyed otherwise: header `symfonic-rekeyed-from`), and the pause router's "
-            "ticket registrations (header `symfonic-record-type: ticket`) that precede them.",
+            "resumeRequest",
+            "Answers from human-review tools, with any key: the resume validator's intake "
+            "appends each one to the registrations topic under its ticket id. Nothing here "
+            "is ever taken for a ticket registration, whatever its headers.",
+        ),
+        "pauseRegistrations": channel(
+            names.pause_registrations,
+            ("ticketRegistration", "registeredAnswer"),
+            "Internal, written only by the pause router (ticket registrations) and the "
+            "validator's intake (answers), keyed by ticket id: each ticket's registration "
+            "precedes every answer to it on one partition. Reviewers may not write it.",
+            tags=[ref("#/components/tags/internal")],
         ),
         "resumes": channel(
             names.resumes,

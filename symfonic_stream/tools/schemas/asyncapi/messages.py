@@ -15,6 +15,7 @@ from symfonic_stream.models.dead_letter import (
     HEADER_SOURCE,
     DeadLetterReason,
 )
+from symfonic_stream.models.headers import ANSWER_MARK as ANSWER_MARK_BYTES
 from symfonic_stream.models.headers import (
     KIND_HEADER,
     OUTCOME_HEADER,
@@ -37,6 +38,7 @@ _RUN_KEY = "The run id, UTF-8."
 _TICKET_KEY = "The ticket id (the pause's interrupt_id), UTF-8; equal to the payload's ticket_id."
 
 TICKET_MARK = TICKET_MARK_BYTES.decode()
+ANSWER_MARK = ANSWER_MARK_BYTES.decode()
 ACCEPTED_OUTCOME = "accepted"
 
 
@@ -190,10 +192,9 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "title": "Ticket registration",
             "summary": "Internal: the pause router registers each ticket with the validator.",
             "description": (
-                "The ticket again, written by the pause router in the same transaction as the "
-                "queue record and keyed by ticket id, so it shares a partition with every "
-                "answer to it and precedes them all. Human-review tools skip records with "
-                "this header: they are not answers."
+                "The ticket again, written by the pause router to the registrations topic in "
+                "the same transaction as the queue record and keyed by ticket id, so it "
+                "shares a partition with every answer to it and precedes them all."
             ),
             "contentType": "application/json",
             "headers": headers_schema(
@@ -209,6 +210,22 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
                     "payload": _ticket_example(names),
                 }
             ],
+        },
+        "registeredAnswer": {
+            "name": "RegisteredAnswer",
+            "title": "Answer, appended after its ticket",
+            "summary": "Internal: the validator's intake appends each answer here.",
+            "description": (
+                "A resume request's value, unchanged, keyed by its ticket id; the client's "
+                "headers are not copied."
+            ),
+            "contentType": "application/json",
+            "headers": headers_schema(
+                {RECORD_TYPE_HEADER: {"type": "string", "const": ANSWER_MARK}},
+            ),
+            "payload": payload("resume-request.json"),
+            "bindings": key_binding(_TICKET_KEY),
+            "tags": [ref("#/components/tags/internal")],
         },
         "resumeRequest": {
             "name": "ResumeRequest",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.names import INTAKE, TopicNames
 from symfonic_stream.tools.schemas.asyncapi.objects import group_binding, ref
 
 
@@ -120,14 +120,25 @@ def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, A
                 ("SendExpiredTickets", "expiredTickets", "Tickets expired when routed.", None),
                 (
                     "SendTicketRegistrations",
-                    "resumeRequests",
+                    "pauseRegistrations",
                     "Each ticket again, registered with the resume validator.",
                     ("ticketRegistration",),
                 ),
             ],
         ),
-        "resumes": (
+        "resumeIntake": (
             "resumeRequests",
+            [
+                (
+                    "SendAnswers",
+                    "pauseRegistrations",
+                    "Each answer, keyed by its ticket id, after its registration.",
+                    ("registeredAnswer",),
+                ),
+            ],
+        ),
+        "resumes": (
+            "pauseRegistrations",
             [
                 ("SendResumes", "resumes", "Accepted answers, keyed by run id.", None),
                 ("SendRejections", "resumeRejections", "Refused answers, with the reason.", None),
@@ -135,14 +146,17 @@ def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, A
         ),
     }
     for consumer, (source, outputs) in consumers.items():
-        group = names.group(consumer)
+        # The intake is the resumes process's first stage: its own group, the same tag.
+        intake = consumer == "resumeIntake"
+        group = names.group(INTAKE if intake else consumer)
+        tag = "resumes" if intake else consumer
         operation(
             f"{consumer}Receive",
             "receive",
             source,
             f"The {consumer} consumer reads its input in group {group}.",
             group=group,
-            tag=consumer,
+            tag=tag,
         )
         for suffix, channel_id, summary, messages in outputs:
             operation(
@@ -150,7 +164,7 @@ def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, A
                 "send",
                 channel_id,
                 f"{summary} Committed in one transaction with the input offsets.",
-                tag=consumer,
+                tag=tag,
                 messages=messages,
             )
         operation(
@@ -158,20 +172,22 @@ def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, A
             "send",
             "deadLetter",
             "Records it cannot process, in the same transaction.",
-            tag=consumer,
+            tag=tag,
         )
+        if intake:
+            continue  # stateless: no changelog
         operation(
             f"{consumer}WriteState",
             "send",
             f"{consumer}StateChangelog",
             "State changes, in the same transaction as the output.",
-            tag=consumer,
+            tag=tag,
         )
         operation(
             f"{consumer}RestoreState",
             "receive",
             f"{consumer}StateChangelog",
             "Replays the changelog partitions of its assigned input partitions before consuming.",
-            tag=consumer,
+            tag=tag,
         )
     return operations

@@ -1,0 +1,300 @@
+"""The ACL plan: exactly what each principal of a deployment may do on Kafka (issue 17).
+
+Nothing here names a topic by hand. A consumer's rights come from its topologies
+(:data:`~symfonic_stream.app.topologies.TOPOLOGIES`): what each one reads, writes, keeps
+its state in, its group and its transactional ids; a reviewer's from
+:class:`~symfonic_stream.models.names.TopicNames`. So a topology that starts writing a new
+topic changes the plan with it, and ``symfonic-stream acls``, the Helm chart's Strimzi
+KafkaUsers (tested against this module) and the authorizer tests all grant the same.
+
+Every binding is ALLOW for any host. Operations are the ones the project's clients were
+seen to need on a broker with ``StandardAuthorizer`` and no ``allow.everyone``
+(``tests/integration/test_acls_live.py``); see docs/security.md for the table.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.names import CONSUMERS, TopicNames
+
+ResourceType = Literal["TOPIC", "GROUP", "TRANSACTIONAL_ID", "CLUSTER"]
+PatternType = Literal["LITERAL", "PREFIXED"]
+Operation = Literal[
+    "READ", "WRITE", "CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"
+]
+
+#: Kafka's name of the one cluster resource.
+CLUSTER_NAME = "kafka-cluster"
+#: A tenant or queue becomes part of a topic (and group) name: no ``.``, so that
+#: ``<prefix>.human.<tenant>.`` is exactly one tenant's queues (see TopicNames.human_queue).
+NAME_PART = re.compile(r"[A-Za-z0-9_-]+")
+#: ``User:name`` (Kafka's principal form: a type, a colon, a name).
+PRINCIPAL = re.compile(r"[A-Za-z][A-Za-z0-9]*:\S+")
+
+_TOPIC_READ: tuple[Operation, ...] = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
+_TOPIC_WRITE: tuple[Operation, ...] = ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")
+
+
+class AclPlanError(ValueError):
+    """A tenant, queue or principal that cannot be part of the plan; says which option."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AclBinding:
+    """One ALLOW rule: ``principal`` may ``operation`` on the resource, from any host."""
+
+    principal: str
+    resource_type: ResourceType
+    pattern: PatternType
+    resource_name: str
+    operation: Operation
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Grant:
+    """The bindings of one principal on one resource pattern, operations together (one
+    ``kafka-acls.sh`` line, one Strimzi ACL entry)."""
+
+    principal: str
+    resource_type: ResourceType
+    pattern: PatternType
+    resource_name: str
+    operations: tuple[Operation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewerSpec:
+    """A reviewer of ``tenant``'s queues (one queue, or all of them when ``queue`` is None)."""
+
+    tenant: str
+    queue: str | None = None
+
+    @classmethod
+    def parse(cls, text: str, option: str = "--reviewer") -> ReviewerSpec:
+        """``TENANT`` or ``TENANT:QUEUE``; each part must be able to be part of a topic."""
+        tenant, colon, queue = text.partition(":")
+        for what, part in (("tenant", tenant), ("queue", queue)):
+            if (what == "tenant" or colon) and not NAME_PART.fullmatch(part):
+                raise AclPlanError(
+                    f"{option} {text!r}: the {what} {part!r} cannot be part of a topic name "
+                    "(letters, digits, '_' and '-' only)"
+                )
+        return cls(tenant, queue or None)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def default_principal(settings: Settings, consumer: str) -> str:
+    """``User:<prefix>-<consumer>``: the consumer's group name, so one user per group."""
+    return f"User:{TopicNames(settings.topic_prefix).group(consumer)}"
+
+
+def reviewer_principal(tenant: str) -> str:
+    """``User:reviewer-<tenant>`` (the authorizer test broker's reviewer users)."""
+    return f"User:reviewer-{tenant}"
+
+
+def review_group_prefix(names: TopicNames, tenant: str) -> str:
+    """The consumer groups a reviewer of ``tenant`` may use: ``<prefix>-review.<tenant>.``
+    (e.g. group ``symfonic-review.acme.ui``). A tenant holds no ``.``, so no other tenant's
+    group starts with it; ``<prefix>-review-acme`` would also match tenant ``acme-eu``."""
+    return f"{names.prefix}-review.{tenant}."
+
+
+def transactional_id_prefix(topology: Topology) -> str:
+    """What every transactional id of ``topology`` starts with, and nothing else's does:
+    the part its ids share (``<group>-<source>-``), read off ``transactional_id``."""
+    first, second = topology.transactional_id(0), topology.transactional_id(1)
+    pairs = enumerate(zip(first, second, strict=False))
+    prefix = first[: next((i for i, (a, b) in pairs if a != b), len(first))]
+    if not prefix.startswith(f"{topology.group_id}-"):  # a new naming scheme: fall back
+        return f"{topology.group_id}-"
+    return prefix
+
+
+def check_principal(text: str, option: str) -> str:
+    if not PRINCIPAL.fullmatch(text):
+        raise AclPlanError(f"{option} {text!r}: a principal is TYPE:NAME, e.g. User:alice")
+    return text
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def consumer_topologies(settings: Settings, consumer: str) -> tuple[Topology, ...]:
+    """The topologies one ``symfonic-stream run <consumer>`` process runs."""
+    from symfonic_stream.app.topologies import TOPOLOGIES
+
+    return TOPOLOGIES[consumer](settings)
+
+
+def _topic(principal: str, name: str, ops: Iterable[Operation],
+           pattern: PatternType = "LITERAL") -> list[AclBinding]:
+    return [AclBinding(principal, "TOPIC", pattern, name, op) for op in ops]
+
+
+def topology_bindings(principal: str, topology: Topology, names: TopicNames) -> list[AclBinding]:
+    """What one topology's engine does: check every topic and its configs at start-up,
+    read its source as a member of its group, restore and write its changelog, write its
+    outputs and dead letters in transactions (offsets committed inside them), and create
+    the on-demand topics (the router's per-tenant queues) on first use."""
+    found = _topic(principal, topology.source_topic, _TOPIC_READ)
+    outputs = [*topology.output_topics]
+    if topology.dead_letter_topic is not None:
+        outputs.append(topology.dead_letter_topic)
+    # The human queues ``<prefix>.human.…`` are the router's alone to write: it gets the
+    # namespace, so the queues a routing rules file adds (or a new tenant's, created on its
+    # first ticket) need no new ACL, and the chart can grant it without reading the rules.
+    queues = names.human_queue("")
+    for topic in outputs:
+        if not topic.startswith(queues):
+            found += _topic(principal, topic, _TOPIC_WRITE)
+    if topology.on_demand_topic is not None:
+        found += _topic(principal, queues, ("CREATE", *_TOPIC_WRITE), "PREFIXED")
+    elif any(topic.startswith(queues) for topic in outputs):
+        found += _topic(principal, queues, _TOPIC_WRITE, "PREFIXED")
+    if topology.changelog_topic is not None:
+        found += _topic(principal, topology.changelog_topic, (*_TOPIC_READ, "WRITE"))
+    # Join, sync, heartbeat, offset fetch, and TxnOffsetCommit inside each transaction.
+    found.append(AclBinding(principal, "GROUP", "LITERAL", topology.group_id, "READ"))
+    for op in ("WRITE", "DESCRIBE"):  # InitProducerId (fencing), AddPartitions, EndTxn
+        found.append(AclBinding(principal, "TRANSACTIONAL_ID", "PREFIXED",
+                                transactional_id_prefix(topology), op))
+    return found
+
+
+def reviewer_bindings(
+    settings: Settings, reviewer: ReviewerSpec, principal: str | None = None
+) -> list[AclBinding]:
+    """A human-review tool of one tenant: read its queue topics with its own groups, and
+    write answers to ``<prefix>.resume-requests``. Nothing else: not the verdict topics
+    (they hold every tenant's), not the registrations, no DescribeConfigs."""
+    names = TopicNames(settings.topic_prefix)
+    who = principal or reviewer_principal(reviewer.tenant)
+    if settings.tenant_queues and reviewer.queue is None:
+        found = _topic(who, names.tenant_queues_prefix(reviewer.tenant), ("READ", "DESCRIBE"),
+                       "PREFIXED")
+    elif settings.tenant_queues:
+        assert reviewer.queue is not None
+        found = _topic(who, names.human_queue(reviewer.queue, reviewer.tenant),
+                       ("READ", "DESCRIBE"))
+    elif reviewer.queue is not None:
+        found = _topic(who, names.human_queue(reviewer.queue), ("READ", "DESCRIBE"))
+    else:
+        raise AclPlanError(
+            f"--reviewer {reviewer.tenant!r}: per-tenant queues are off "
+            "(SYMFONIC_TENANT_QUEUES), so the queues are not the tenant's: give TENANT:QUEUE"
+        )
+    groups = review_group_prefix(names, reviewer.tenant)
+    found.append(AclBinding(who, "GROUP", "PREFIXED", groups, "READ"))
+    found += _topic(who, names.resume_requests, ("WRITE", "DESCRIBE"))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class AclPlan:
+    """Every binding of a deployment's principals, deduplicated and sorted."""
+
+    bindings: tuple[AclBinding, ...]
+
+    def principals(self) -> list[str]:
+        return sorted({b.principal for b in self.bindings})
+
+    def grants(self, principal: str | None = None) -> list[Grant]:
+        """Bindings on the same resource pattern together, operations in a fixed order."""
+        grouped: dict[tuple[str, ResourceType, PatternType, str], list[Operation]] = {}
+        for b in self.bindings:
+            if principal is None or b.principal == principal:
+                key = (b.principal, b.resource_type, b.pattern, b.resource_name)
+                grouped.setdefault(key, []).append(b.operation)
+        return [Grant(*key, tuple(sorted(ops, key=_OPERATION_ORDER.index)))
+                for key, ops in sorted(grouped.items())]
+
+
+_OPERATION_ORDER: list[Operation] = [
+    "READ", "WRITE", "CREATE", "DESCRIBE", "DESCRIBE_CONFIGS", "IDEMPOTENT_WRITE"
+]
+
+
+def build_plan(
+    settings: Settings,
+    consumers: Sequence[str] = CONSUMERS,
+    reviewers: Sequence[ReviewerSpec] = (),
+    principals: Mapping[str, str] | None = None,
+) -> AclPlan:
+    """The plan for ``consumers`` and ``reviewers``. ``principals`` maps a consumer name or
+    ``reviewer:<tenant>`` to its principal (default :func:`default_principal`,
+    :func:`reviewer_principal`)."""
+    chosen = dict(principals or {})
+    known = {*CONSUMERS, *(f"reviewer:{r.tenant}" for r in reviewers)}
+    unknown = sorted(set(chosen) - known)
+    if unknown:
+        raise AclPlanError(
+            f"--principal {unknown[0]}=...: not a consumer ({', '.join(CONSUMERS)}) nor "
+            "reviewer:<TENANT> of a --reviewer"
+        )
+    names = TopicNames(settings.topic_prefix)
+    bindings: set[AclBinding] = set()
+    for consumer in consumers:
+        if consumer not in CONSUMERS:
+            raise AclPlanError(f"--consumer {consumer!r}: one of {', '.join(CONSUMERS)}")
+        who = chosen.get(consumer) or default_principal(settings, consumer)
+        for topology in consumer_topologies(settings, consumer):
+            bindings.update(topology_bindings(who, topology, names))
+    for reviewer in reviewers:
+        bindings.update(reviewer_bindings(settings, reviewer,
+                                          chosen.get(f"reviewer:{reviewer.tenant}")))
+    return AclPlan(tuple(sorted(bindings)))
+
+
+# --------------------------------------------------------------------------- rendering
+
+_CLI_OPERATION = {
+    "READ": "Read", "WRITE": "Write", "CREATE": "Create", "DESCRIBE": "Describe",
+    "DESCRIBE_CONFIGS": "DescribeConfigs", "IDEMPOTENT_WRITE": "IdempotentWrite",
+}
+_CLI_RESOURCE = {"TOPIC": "--topic", "GROUP": "--group", "TRANSACTIONAL_ID": "--transactional-id"}
+
+
+def kafka_acls_command(grant: Grant, bootstrap: str, command_config: str | None = None) -> str:
+    """The ``kafka-acls.sh --add`` line that creates ``grant``."""
+    words = ["kafka-acls.sh", "--bootstrap-server", bootstrap]
+    if command_config:
+        words += ["--command-config", command_config]
+    words += ["--add", "--allow-principal", grant.principal]
+    for op in grant.operations:
+        words += ["--operation", _CLI_OPERATION[op]]
+    if grant.resource_type == "CLUSTER":
+        words.append("--cluster")
+    else:
+        words += [_CLI_RESOURCE[grant.resource_type], grant.resource_name]
+    if grant.pattern == "PREFIXED":
+        words += ["--resource-pattern-type", "prefixed"]
+    return shlex.join(words)
+
+
+_STRIMZI_TYPE = {"TOPIC": "topic", "GROUP": "group", "TRANSACTIONAL_ID": "transactionalId",
+                 "CLUSTER": "cluster"}
+
+
+def strimzi_acls(plan: AclPlan, principal: str) -> list[dict[str, object]]:
+    """``spec.authorization.acls`` of a Strimzi KafkaUser (``type: simple``) for one
+    principal: what the chart's KafkaUsers must render (tests/unit/test_acls.py)."""
+    acls: list[dict[str, object]] = []
+    for grant in plan.grants(principal):
+        resource: dict[str, object] = {"type": _STRIMZI_TYPE[grant.resource_type]}
+        if grant.resource_type != "CLUSTER":
+            resource["name"] = grant.resource_name
+            resource["patternType"] = "prefix" if grant.pattern == "PREFIXED" else "literal"
+        acls.append({"resource": resource,
+                     "operations": [_CLI_OPERATION[op] for op in grant.operations],
+                     "host": "*"})
+    return acls

@@ -1,0 +1,120 @@
+"""Resumes only from those who may answer (issue 17), on the real broker: a hostile review
+tool with nothing but write access to resume-requests forges tickets, pre-empts a real
+one, and answers tickets whose schemas reach for files, URLs and backtracking patterns."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from symfonic_stream.models.names import INTAKE
+
+from .harness import ConsumerProcess, produce, unique_prefix
+from .observe import quiesce, read_consumed_to_end, stop_gracefully, wait_consumed
+from .test_pauses_live import RULES, pause, records, setup
+
+pytestmark = pytest.mark.slow
+
+TICKET = [("symfonic-record-type", b"ticket")]
+
+
+def forged_ticket(ticket_id: str, run_id: str) -> bytes:
+    """A registration as the router would write it, with the attacker's own token."""
+    return orjson.dumps({
+        "ticket_id": ticket_id, "queue": "acme-desk", "kind": "ask_user", "name": "ask_user",
+        "questions": [], "payload": {}, "token": "forged", "run_id": run_id,
+        "root_run_id": None, "session_id": None, "thread_id": None, "tool_call_id": None,
+        "tenant": "acme", "principal": None, "expires_at": 4_102_444_800.0,
+        "resumable": True, "routed_at": 1.0, "source": "x/0/0",
+    })
+
+
+def answer(ticket_id: str, token: str, value: Any, responder: str) -> bytes:
+    return orjson.dumps({"ticket_id": ticket_id, "token": token, "answer": value,
+                         "responder": responder})
+
+
+async def test_forged_hijacking_and_hostile_schema_answers_yield_no_resume(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(RULES)
+    names = await setup(prefix, rules_path, tenant_queues=False)
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"const": "TOP-SECRET-4711"}')
+    connections: list[int] = []
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        writer.close()
+
+    trap = await asyncio.start_server(count, "127.0.0.1", 0)
+    port = trap.sockets[0].getsockname()[1]
+    router = ConsumerProcess("pauses", prefix, tmp_path, routing_rules=str(rules_path)).start()
+    validator = ConsumerProcess("resumes", prefix, tmp_path).start()
+    intake_group, group = names.group(INTAKE), names.group("resumes")
+    try:
+        await asyncio.gather(router.wait_ready(), validator.wait_ready())
+        # 1. Forged registrations, the one for the victim's interrupt before the router's.
+        await produce(names.resume_requests, [
+            (b"victim-i0", forged_ticket("victim-i0", "victim"), TICKET),
+            (b"ghost", forged_ticket("ghost", "victim"), TICKET),
+        ])
+        await wait_consumed(intake_group, names.resume_requests)
+        await wait_consumed(group, names.pause_registrations)
+        # 2. The kernel pauses: the real ticket, and three with hostile response schemas.
+        await produce(names.agent_events, records([
+            pause("victim", 0, interrupt_id="victim-i0"),
+            pause("fileref", 0, payload={"response_schema": {"$ref": secret.as_uri()}}),
+            pause("httpref", 0, payload={
+                "response_schema": {"$ref": f"http://127.0.0.1:{port}/schema.json"}}),
+            pause("slow", 0, payload={"response_schema": {"type": "string",
+                                                          "pattern": "^(a+)+$"}}),
+        ]))
+        await quiesce(names.group("pauses"), names.agent_events, [router])
+        # 3. The attacker answers with its own token, then the real reviewer with the real one.
+        await produce(names.resume_requests, [
+            (b"victim-i0", answer("victim-i0", "forged", "pwned", "attacker"), []),
+            (None, answer("ghost", "forged", "pwned", "attacker-ghost"), TICKET),
+            (b"victim-i0", answer("victim-i0", "token-of-victim-i0", "real", "reviewer"), []),
+            (b"fileref-i0", answer("fileref-i0", "token-of-fileref", "x", "file"), []),
+            (b"httpref-i0", answer("httpref-i0", "token-of-httpref", "x", "http"), []),
+            (b"slow-i0", answer("slow-i0", "token-of-slow", "a" * 40 + "!", "slow"), []),
+        ])
+        await wait_consumed(intake_group, names.resume_requests)
+        await wait_consumed(group, names.pause_registrations)
+        await stop_gracefully(validator)
+        resumes = await read_consumed_to_end(
+            names.resumes, group=group, source=names.pause_registrations, processes=[validator]
+        )
+        rejections = await read_consumed_to_end(
+            names.resume_rejections, group=group, source=names.pause_registrations,
+            processes=[validator],
+        )
+    finally:
+        trap.close()
+        router.stop()
+        validator.stop()
+    [resume] = [orjson.loads(r.value or b"") for r in resumes]
+    assert (resume["run_id"], resume["answer"], resume["responder"]) == (
+        "victim", "real", "reviewer"
+    ), validator.log()
+    refused = [orjson.loads(r.value or b"") for r in rejections]
+    by_responder = {r["responder"]: r["reason"] for r in refused if r["responder"]}
+    assert by_responder == {
+        "attacker": "bad_token",
+        "attacker-ghost": "unknown_ticket",
+        "file": "invalid_answer",
+        "http": "invalid_answer",
+        "slow": "invalid_answer",
+    }
+    # The forged registrations were answers to the validator (malformed ones), nothing more.
+    forged = sorted((r["ticket_id"], r["reason"]) for r in refused if r["responder"] is None)
+    assert forged == [("ghost", "invalid_answer"), ("victim-i0", "invalid_answer")]
+    assert not any("TOP-SECRET" in r["detail"] for r in refused)
+    assert connections == [], "the validator fetched a schema over HTTP"

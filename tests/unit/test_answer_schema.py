@@ -1,0 +1,381 @@
+"""A ticket's response_schema is untrusted: what answer_schema refuses, and what it keeps.
+
+Hostile schemas are refused by kind (outside refs, size, depth, patterns RE2 cannot run,
+work past the step budget) and never make the validator read, fetch or show anything;
+ordinary schemas decide as jsonschema does. Outcomes only: no timing is asserted.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema.validators import Draft202012Validator
+
+from symfonic_stream.processors.pauses import answer_schema
+from symfonic_stream.processors.pauses.answer_schema import (
+    MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_PATTERNS,
+    NOWHERE,
+    OUTSIDE,
+    TOO_LONG,
+    answer_problem,
+    schema_problem,
+)
+
+
+def checked(answer: Any, schema: dict[str, Any] | None) -> str | None:
+    """What the validator does: the schema checked (once, at registration), then the
+    answer against it."""
+    return (schema_problem(schema) if schema is not None else None) or answer_problem(
+        answer, schema
+    )
+
+
+SECRET = "s3cr3t-contents-of-the-file"
+
+
+@pytest.fixture(autouse=True)
+def no_retrieval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """jsonschema's default retriever opens URLs (file: too) with urlopen: never here."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"urlopen called: {args!r}")
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A local TCP port that records whether anything connected to it."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
+        yield server
+
+
+def connected(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True
+
+
+def url_of(server: socket.socket, path: str = "/schema.json") -> str:
+    return f"http://127.0.0.1:{server.getsockname()[1]}{path}"
+
+
+APPROVAL = {
+    "type": "object",
+    "required": ["approved"],
+    "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}},
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize(
+    ("schema", "answer", "problem"),
+    [
+        (APPROVAL, {"approved": True}, None),
+        (APPROVAL, {"approved": "yes"}, "approved: 'yes' is not of type 'boolean'"),
+        (APPROVAL, {}, "answer: 'approved' is a required property"),
+        (APPROVAL, {"approved": True, "x": 1}, "answer: Additional properties are not allowed"),
+        ({"enum": ["red", "green"]}, "green", None),
+        ({"enum": ["red", "green"]}, "blue", "answer: 'blue' is not one of ['red', 'green']"),
+        ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}, 3, None),
+        ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n"}, "3", "answer: '3' is not"),
+        ({"$defs": {"n": {"$anchor": "num", "type": "integer"}}, "$ref": "#num"}, "3", "answer:"),
+        (
+            {"$id": "https://tickets.example.test/a", "$ref": "b",
+             "$defs": {"b": {"$id": "b", "type": "integer"}}},
+            "3",
+            "answer: '3' is not of type 'integer'",
+        ),
+        ({"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"}, "abc-12", None),
+        ({"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"}, "abc-1", "answer: 'abc-1' does not"),
+        (
+            {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+            {"x-a": 1},
+            None,
+        ),
+        (
+            {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+            {"x-a": "one"},
+            "x-a: 'one' is not of type 'integer'",
+        ),
+        (
+            {"patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": False},
+            {"x-a": 1, "b": 2},
+            "answer: 'b' does not match any of the regexes: '^x-'",
+        ),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "integer"}, 1, None),
+        ({"$schema": "http://json-schema.org/draft-04/schema#", "maximum": 3}, 4, "answer: 4 is"),
+        ({"unevaluatedProperties": False, "properties": {"a": {}}}, {"a": 1}, None),
+        ({"unevaluatedProperties": False, "properties": {"a": {}}}, {"b": 1}, "answer: Unevalu"),
+        ({"type": "array", "uniqueItems": True}, list(range(5000)), None),
+        ({"type": "array", "uniqueItems": True}, [*range(5000), 7], "answer: [0, 1, 2"),
+    ],
+)
+def test_ordinary_schemas_decide_as_before(schema: dict[str, Any], answer: Any,
+                                           problem: str | None) -> None:
+    found = checked(answer, schema)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(problem)
+
+
+def test_no_schema_takes_any_answer() -> None:
+    assert checked({"anything": [1, 2]}, None) is None
+
+
+def test_an_invalid_schema_is_refused_as_such() -> None:
+    assert checked(1, {"type": "objekt"}) == (
+        "the ticket's response_schema is not a valid JSON Schema: "
+        "'objekt' is not valid under any of the given schemas"
+    )
+
+
+def test_a_file_ref_is_refused_and_the_file_never_shown(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text(orjson.dumps({"const": SECRET}).decode())
+    uri = secret.as_uri()
+    # The second hides the URI as an $id in data, so only the registry stands in the way.
+    for schema in ({"$ref": uri}, {"const": {"$id": uri}, "anyOf": [{"$ref": uri}]}):
+        reason = checked(SECRET, schema)
+        assert reason == OUTSIDE
+        assert SECRET not in reason and "secret" not in reason
+
+
+def test_an_http_ref_is_refused_without_connecting(listener: socket.socket) -> None:
+    url = url_of(listener)
+    for schema in ({"$ref": url}, {"const": {"$id": url}, "anyOf": [{"$ref": url}]},
+                   {"properties": {"a": {"$ref": url + "#/x"}}}):
+        assert checked({"a": 1}, schema) == OUTSIDE
+    assert not connected(listener)
+
+
+def test_an_unknown_schema_dialect_is_refused_without_connecting(
+    listener: socket.socket,
+) -> None:
+    reason = checked(1, {"$schema": url_of(listener), "type": "integer"})
+    assert reason is not None and "$schema is not a draft" in reason
+    assert not connected(listener)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "https://json-schema.org/draft/2020-12/schema",
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2020-12/meta/core#meta",
+        "other.json",
+        "http://[broken",
+    ],
+)
+def test_refs_to_other_documents_even_bundled_metaschemas_are_refused(ref: str) -> None:
+    assert checked({}, {"$ref": ref}) == OUTSIDE
+
+
+def test_an_id_naming_a_bundled_metaschema_is_refused() -> None:
+    schema = {"$defs": {"m": {"$id": "https://json-schema.org/draft/2020-12/schema"}},
+              "$ref": "https://json-schema.org/draft/2020-12/schema"}
+    assert checked({}, schema) == OUTSIDE
+
+
+def test_a_ref_to_nowhere_inside_the_schema_cannot_be_applied() -> None:
+    assert checked(1, {"$ref": "#/$defs/missing"}) == NOWHERE
+
+
+def test_a_schema_over_the_size_cap_is_refused() -> None:
+    schema = {"enum": ["x" * 1000 for _ in range(70)]}  # ~70 KiB
+    assert len(orjson.dumps(schema)) > MAX_SCHEMA_BYTES
+    assert checked("x", schema) == (
+        f"the ticket's response_schema is too large (over {MAX_SCHEMA_BYTES} bytes)"
+    )
+
+
+def test_a_schema_over_the_depth_cap_is_refused() -> None:
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(40):
+        schema = {"items": schema}
+    assert checked([], schema) == (
+        f"the ticket's response_schema is too deep (over {MAX_SCHEMA_DEPTH} levels of nesting)"
+    )
+
+
+def test_catastrophic_backtracking_is_answered_within_a_small_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On Python's re this match takes minutes, in C, where no budget can stop it.
+    monkeypatch.setattr(answer_schema, "MAX_ANSWER_STEPS", 20_000)
+    schema = {"type": "string", "pattern": "^(a+)+$"}
+    assert checked("a" * 40 + "!", schema) == (
+        "answer: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!' does not match '^(a+)+$'"
+    )
+    assert checked("a" * 40, schema) is None
+    by_name = {"patternProperties": {"^(a+)+$": {"type": "integer"}},
+               "additionalProperties": False}
+    assert checked({"a" * 40 + "!": 1}, by_name) is not None
+    # A $ref to the root (which names its draft) stays on RE2 too.
+    rooted = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+              "properties": {"again": {"$ref": "#"}}, "pattern": "^(a+)+$"}
+    assert checked({"again": "a" * 40 + "!"}, rooted) is not None
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "(a)\\1"},
+        {"patternProperties": {"(?=x)": {}}},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "patternProperties": {"(a)\\1": {}}},
+    ],
+)
+def test_a_pattern_re2_cannot_compile_refuses_the_schema(schema: dict[str, Any]) -> None:
+    reason = checked({"a": "aa"}, schema)
+    assert reason is not None
+    assert reason.startswith("the ticket's response_schema's pattern ")
+    assert "is not supported: " in reason
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"properties": {"a": {"$schema": "http://json-schema.org/draft-07/schema#"}}},
+         "a $schema inside it"),
+        ({"unevaluatedProperties": False, "patternProperties": {"^a": {}}},
+         "unevaluatedProperties with patternProperties"),
+    ],
+)
+def test_what_would_leave_re2_is_refused(schema: dict[str, Any], why: str) -> None:
+    assert checked({}, schema) == f"the ticket's response_schema is not supported: {why}"
+
+
+def nested_any_of_bomb(levels: int = 24) -> dict[str, Any]:
+    """2**levels branches, each failing, in about a kilobyte."""
+    defs: dict[str, Any] = {"l0": {"type": "integer"}}
+    for level in range(1, levels + 1):
+        below = {"$ref": f"#/$defs/l{level - 1}"}
+        defs[f"l{level}"] = {"anyOf": [below, below]}
+    return {"$defs": defs, "$ref": f"#/$defs/l{levels}"}
+
+
+@pytest.mark.parametrize(
+    ("schema", "answer"),
+    [
+        (nested_any_of_bomb(), "not an integer"),
+        ({"type": "array", "uniqueItems": True}, [{"n": n} for n in range(5000)]),
+        ({"$defs": {"loop": {"$ref": "#/$defs/loop"}}, "$ref": "#/$defs/loop"}, 1),
+        ({"allOf": [{} for _ in range(20_000)]}, 1),  # ~60 KiB the metaschema check crawls
+    ],
+    ids=["anyOf-bomb", "uniqueItems-5000-objects", "ref-loop", "wide-allOf"],
+)
+def test_work_past_the_step_budget_is_refused(schema: dict[str, Any], answer: Any) -> None:
+    assert checked(answer, schema) == TOO_LONG
+
+
+def test_regex_work_past_its_budget_is_refused() -> None:
+    # RE2 is linear, not fast: out of DFA memory, this takes seconds on a long answer.
+    schema = {"type": "string", "pattern": "a{500}b"}
+    assert checked("a" * 100_000, schema) == TOO_LONG
+    assert checked("a" * 1_000, schema) is not None
+    assert checked("a" * 500 + "b", schema) is None
+
+
+def test_a_schema_with_too_many_patterns_is_refused() -> None:
+    many = {"anyOf": [{"pattern": f"^x{n}$"} for n in range(MAX_SCHEMA_PATTERNS + 1)]}
+    assert checked("x1", many) == (
+        f"the ticket's response_schema is too large (over {MAX_SCHEMA_PATTERNS} patterns)"
+    )
+    assert checked("x1", {"anyOf": many["anyOf"][:MAX_SCHEMA_PATTERNS]}) is None
+
+
+def test_the_budget_counts_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert checked({"approved": True}, APPROVAL) is None
+    monkeypatch.setattr(answer_schema, "MAX_SCHEMA_STEPS", 1_000)
+    assert schema_problem(APPROVAL) == TOO_LONG
+    monkeypatch.setattr(answer_schema, "MAX_ANSWER_STEPS", 50)
+    assert answer_problem({"approved": True}, APPROVAL) == TOO_LONG
+
+
+def test_a_large_ordinary_schema_fits_the_budget() -> None:
+    properties: dict[str, Any] = {}
+    answer: dict[str, Any] = {}
+    for n in range(200):
+        kind = n % 4
+        properties[f"p{n}"] = [
+            {"type": "string", "maxLength": 100, "pattern": "^[a-z ]*$"},
+            {"type": "integer", "minimum": 0},
+            {"enum": ["red", "green", "blue", "cyan"]},
+            {"type": "object", "required": ["ok"],
+             "properties": {"ok": {"type": "boolean"}, "xs": {"items": {"type": "number"}}}},
+        ][kind]
+        answer[f"p{n}"] = ["some text", 42, "cyan", {"ok": True, "xs": [1.5, 2]}][kind]
+    properties["rows"] = {"type": "array", "items": {
+        "type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}}
+    answer["rows"] = [{"id": n, "label": f"row {n}"} for n in range(1000)]
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    assert checked(answer, schema) is None
+    answer["rows"][999]["id"] = "last"
+    assert checked(answer, schema) == "rows/999/id: 'last' is not of type 'integer'"
+
+
+def test_a_message_about_the_answer_is_capped() -> None:
+    reason = checked("y", {"const": "x" * 2000})
+    assert reason is not None and reason.startswith("answer: 'xxx")
+    assert len(reason) == len("answer: ") + 512
+
+
+def test_the_callers_profiler_and_tracer_are_kept() -> None:
+    calls: list[str] = []
+
+    def profiler(frame: object, event: str, arg: object) -> None:
+        calls.append(event)
+
+    tracer = sys.gettrace()
+    sys.setprofile(profiler)
+    try:
+        checked({"approved": True}, APPROVAL)
+        checked({"approved": True}, {"type": "string", "pattern": "^(a+)+$"})
+        kept = sys.getprofile()
+    finally:
+        sys.setprofile(None)
+    assert kept is profiler
+    assert sys.gettrace() is tracer
+
+
+SCALARS = st.none() | st.booleans() | st.integers(-5, 5) | st.text("abxy09 -", max_size=6)
+ANSWERS = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner,
+                                                                 max_size=3),
+    max_leaves=6,
+)
+SCHEMAS = st.one_of(
+    st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"]).map(
+        lambda kind: {"type": kind}),
+    st.lists(SCALARS, min_size=1, max_size=3).map(lambda values: {"enum": values}),
+    st.sampled_from(["^[a-z]+$", "ab|xy", "^x", "[0-9]{2}", "^(a+)+b"]).map(
+        lambda pattern: {"type": "string", "pattern": pattern}),
+    st.fixed_dictionaries({"type": st.just("object"),
+                           "required": st.lists(st.sampled_from("abc"), unique=True),
+                           "patternProperties": st.just({"^[ab]$": {"type": "integer"}}),
+                           "additionalProperties": st.booleans()}),
+    st.integers(-3, 3).map(lambda low: {"minimum": low, "uniqueItems": True}),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(SCHEMAS, ANSWERS)
+def test_safe_schemas_decide_as_jsonschema_does(schema: dict[str, Any], answer: Any) -> None:
+    assert (checked(answer, schema) is None) == Draft202012Validator(schema).is_valid(
+        answer)

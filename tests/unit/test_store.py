@@ -1,0 +1,65 @@
+"""The state store on its own: dirty keys and tombstones, restore, and deadlines."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from symfonic_stream.engine.store import Codec, StateStore, restore_record, write_changes
+
+TEXT: Codec[str] = Codec(str.encode, bytes.decode)
+
+
+def test_changes_are_the_latest_value_of_each_dirty_key_or_a_tombstone() -> None:
+    store = StateStore("run", TEXT)
+    store.put("a", "1")
+    store.put("a", "2")
+    store.put("b", "x")
+    store.delete("b")
+    store.delete("never-there")
+    changes: dict[bytes, bytes | None] = {}
+    write_changes([store], changes)
+    assert changes == {b"run/a": b"2", b"run/b": None}
+    assert store.dirty == 0
+    again: dict[bytes, bytes | None] = {}
+    write_changes([store], again)
+    assert again == {}
+
+
+def test_a_store_restores_only_records_under_its_prefix() -> None:
+    runs, tickets = StateStore("run", TEXT), StateStore("ticket", TEXT)
+    assert restore_record([runs, tickets], b"ticket/t1", b"v")
+    assert restore_record([runs, tickets], b"run/r1", b"w")
+    assert not restore_record([runs, tickets], b"other/x", b"?")
+    assert restore_record([runs, tickets], b"run/r1", None)  # a tombstone
+    assert (tickets.get("t1"), runs.get("r1"), len(runs)) == ("v", None, 0)
+    with pytest.raises(ValueError):
+        StateStore("a/b", TEXT)
+
+
+def test_due_yields_each_current_deadline_once_earliest_first() -> None:
+    store = StateStore("run", TEXT)
+    for key, at in (("late", 30.0), ("early", 10.0), ("moved", 5.0)):
+        store.put(key, key)
+        store.schedule(key, at)
+    store.schedule("moved", 20.0)  # the entry at 5 is stale now
+    store.delete("late")
+    assert list(store.due(25.0)) == ["early", "moved"]
+    assert list(store.due(100.0)) == []
+    assert store.deadline("early") is None and store.next_due() is None
+    store.schedule("early", 10.0)  # a fired key can be scheduled again, even at its old time
+    assert store.deadline("early") == 10.0 and list(store.due(10.0)) == ["early"]
+
+
+def test_firing_and_rescheduling_keys_does_not_grow_the_deadline_table() -> None:
+    # A punctuation fires thousands of keys and schedules most again; with a million keys
+    # a dict that must resize costs tens of ms, so the table is overwritten, not churned.
+    store = StateStore("run", TEXT)
+    for n in range(10_000):
+        store.schedule(f"k{n}", 1.0)
+    size = sys.getsizeof(store._deadline)
+    for round_ in range(1, 20):
+        for key in list(store.due(float(round_))):
+            store.schedule(key, round_ + 1.0)
+    assert sys.getsizeof(store._deadline) == size
