@@ -202,7 +202,8 @@ SYMFONIC_ADMIN_TIMEOUT_S: {{ $v.engine.adminTimeoutSeconds | toString | quote }}
 {{- end -}}
 
 {{/*
-Container env and envFrom. Call with (dict "ctx" $ "configMap" name "routing" bool "extraEnv" list).
+Container env and envFrom. Call with (dict "ctx" $ "configMap" name "routing" bool "extraEnv" list
+"user" name): with "user" (strimzi.enabled) the SASL credentials are that KafkaUser's.
 */}}
 {{- define "symfonic-stream.env" -}}
 {{- $v := .ctx.Values -}}
@@ -215,7 +216,16 @@ envFrom:
 {{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
 {{- if or $sasl .routing $v.extraEnv .extraEnv }}
 env:
-  {{- if $sasl }}
+  {{- if and $sasl .user }}
+  {{- /* Its own Strimzi KafkaUser (kafkausers.yaml): the User Operator's Secret of that name. */}}
+  - name: SYMFONIC_SASL_USERNAME
+    value: {{ .user | quote }}
+  - name: SYMFONIC_SASL_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ .user }}
+        key: password
+  {{- else if $sasl }}
   - name: SYMFONIC_SASL_PASSWORD
     valueFrom:
       secretKeyRef:
@@ -387,10 +397,12 @@ priorityClassName: {{ . }}
 {{- if not $v.kafka.sasl.mechanism -}}
 {{- fail (printf "kafka.sasl.mechanism is required when kafka.securityProtocol is %s." $v.kafka.securityProtocol) -}}
 {{- end -}}
-{{- if not $v.kafka.sasl.username -}}
+{{- /* With strimzi.enabled each consumer has its own user; only the topics Job needs these. */ -}}
+{{- $shared := or (not $v.strimzi.enabled) (eq $v.topics.management "job") -}}
+{{- if and $shared (not $v.kafka.sasl.username) -}}
 {{- fail (printf "kafka.sasl.username is required when kafka.securityProtocol is %s." $v.kafka.securityProtocol) -}}
 {{- end -}}
-{{- if not $v.kafka.sasl.existingSecret -}}
+{{- if and $shared (not $v.kafka.sasl.existingSecret) -}}
 {{- fail (printf "kafka.sasl.existingSecret (a Secret holding the password under kafka.sasl.passwordKey) is required when kafka.securityProtocol is %s." $v.kafka.securityProtocol) -}}
 {{- end -}}
 {{- end -}}
