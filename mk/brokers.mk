@@ -77,7 +77,8 @@ else
 	  trap stop EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
 	  SYMFONIC_KAFKA_VERSION=$$version SYMFONIC_KAFKA_AUTH_PORT=$(ACLS_PORT) $(KAFKA) auth-start --fresh; \
 	  rc=0; \
-	  SYMFONIC_KAFKA_AUTH_PORT=$(ACLS_PORT) SYMFONIC_BOOTSTRAP_SERVERS=127.0.0.1:$$(($(ACLS_PORT) + 2)) \
+	  SYMFONIC_TEST_AUTHORIZER=1 SYMFONIC_KAFKA_AUTH_PORT=$(ACLS_PORT) \
+	    SYMFONIC_BOOTSTRAP_SERVERS=127.0.0.1:$$(($(ACLS_PORT) + 2)) \
 	    $(BIN)/pytest -p no:cacheprovider tests/integration/test_acls_live.py $(PYTEST_ARGS) || rc=$$?; \
 	  stop; trap - EXIT; \
 	  if [ "$$rc" -ne 0 ]; then echo "make: the ACL suite failed on Kafka $$version" >&2; exit "$$rc"; fi; \

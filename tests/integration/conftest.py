@@ -40,15 +40,20 @@ NewTopicFactory = Callable[..., Awaitable[str]]
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test in this directory ``kafka``, with a hang guard; deselect the
     ``cluster`` tests (they kill brokers) unless ``SYMFONIC_TEST_CLUSTER=1`` says the broker
-    is the project's 3-node cluster (``make test-cluster``)."""
+    is the project's 3-node cluster (``make test-cluster``), and the ``authorizer`` tests
+    unless ``SYMFONIC_TEST_AUTHORIZER=1`` says it is the authorizer broker (``make
+    test-acls``): each part of ``make test`` runs them on the broker they need."""
     on_cluster = bool(os.environ.get("SYMFONIC_TEST_CLUSTER"))
+    on_authorizer = bool(os.environ.get("SYMFONIC_TEST_AUTHORIZER"))
     kept, dropped = [], []
     for item in items:
         if _HERE in item.path.parents:
             item.add_marker(pytest.mark.kafka)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(_TEST_TIMEOUT_S))
-        if item.get_closest_marker("cluster") is not None and not on_cluster:
+        elsewhere = (item.get_closest_marker("cluster") is not None and not on_cluster) or (
+            item.get_closest_marker("authorizer") is not None and not on_authorizer)
+        if elsewhere:
             dropped.append(item)
         else:
             kept.append(item)

@@ -47,7 +47,7 @@ from symfonic_stream.sdk.reviewer import OutcomesUnavailable, Reviewer
 from .conftest import register_name
 from .harness import ConsumerProcess, run_cli, unique_prefix
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.authorizer, pytest.mark.timeout(240)]
 
 KAFKA_SH = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
 PARTITIONS = 2

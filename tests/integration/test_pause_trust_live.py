@@ -5,6 +5,7 @@ one, and answers tickets whose schemas reach for files, URLs and backtracking pa
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,14 @@ import pytest
 from symfonic_stream.models.names import INTAKE
 
 from .harness import ConsumerProcess, produce, unique_prefix
-from .observe import quiesce, read_consumed_to_end, stop_gracefully, wait_consumed
+from .observe import (
+    metric_value,
+    quiesce,
+    read_consumed_to_end,
+    stop_gracefully,
+    wait_consumed,
+    wait_until,
+)
 from .test_pauses_live import RULES, pause, records, setup
 
 pytestmark = pytest.mark.slow
@@ -118,3 +126,54 @@ async def test_forged_hijacking_and_hostile_schema_answers_yield_no_resume(
     assert forged == [("ghost", "invalid_answer"), ("victim-i0", "invalid_answer")]
     assert not any("TOP-SECRET" in r["detail"] for r in refused)
     assert connections == [], "the validator fetched a schema over HTTP"
+
+
+async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    prefix = unique_prefix()
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(RULES)
+    names = await setup(prefix, rules_path, tenant_queues=False)
+    # A ticket lives 6 s after its event, and is forgotten 6 s after that (or its answer).
+    short = {"closed_run_grace_s": "6", "ticket_max_lifetime_s": "6"}
+    router = ConsumerProcess("pauses", prefix, tmp_path, routing_rules=str(rules_path),
+                             **short).start()
+    validator = ConsumerProcess("resumes", prefix, tmp_path, **short).start()
+    event = {**pause("once", 0, interrupt_id="once-i0"), "timestamp": time.time()}
+    event["interrupt"]["expires_at"] = 1.79e308  # the kernel's: never; capped to 6 s
+    group = names.group("resumes")
+    try:
+        await asyncio.gather(router.wait_ready(), validator.wait_ready())
+        await produce(names.agent_events, records([event]))
+
+        async def held(process: ConsumerProcess, n: int) -> bool:
+            return await metric_value(process, "symfonic_stream_active_runs") == n
+
+        await wait_until(lambda: held(validator, 1), "the ticket is registered")
+        await produce(names.resume_requests, [
+            (b"once-i0", answer("once-i0", "token-of-once-i0", "first", "first"), [])])
+        # Past the capped expiry plus the grace, both forgot it ...
+        await wait_until(lambda: held(validator, 0), "the validator forgets the ticket")
+        await wait_until(lambda: held(router, 0), "the router forgets the run")
+        # ... and the kernel sends the same event again, and the reviewer answers again.
+        await produce(names.agent_events, records([event]))
+        await wait_until(lambda: held(validator, 1), "the re-sent ticket is registered")
+        await produce(names.resume_requests, [
+            (b"once-i0", answer("once-i0", "token-of-once-i0", "second", "second"), [])])
+        await wait_consumed(names.group(INTAKE), names.resume_requests)
+        await wait_consumed(group, names.pause_registrations)
+        await stop_gracefully(validator)
+        resumes = await read_consumed_to_end(
+            names.resumes, group=group, source=names.pause_registrations, processes=[validator]
+        )
+        rejections = await read_consumed_to_end(
+            names.resume_rejections, group=group, source=names.pause_registrations,
+            processes=[validator],
+        )
+    finally:
+        router.stop()
+        validator.stop()
+    assert [orjson.loads(r.value or b"")["answer"] for r in resumes] == ["first"]
+    assert [(orjson.loads(r.value or b"")["responder"], orjson.loads(r.value or b"")["reason"])
+            for r in rejections] == [("second", "expired")]

@@ -182,11 +182,14 @@ async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path
     ]
     stranger = pause("initech-1", 0, tenant="initech")  # not in `tenants`: queue made on use
     nobody = pause("nobody-1", 0, tenant=None)  # no tenant: no per-tenant queue to go to
+    # Tenants that are not one topic-name part (issue 17): `a.b` would share topics with
+    # tenant `a`'s queue `b.<queue>`, `a\n` is no topic name at all.
+    hostile = [pause("dotted-1", 0, tenant="a.b"), pause("newline-1", 0, tenant="a\n")]
     initech_queue = names.human_queue("default", "initech")
     assert initech_queue not in await list_topic_names(BOOTSTRAP)
     try:
         await router.wait_ready()
-        await produce(names.agent_events, records([*mixed, stranger, nobody]))
+        await produce(names.agent_events, records([*mixed, stranger, nobody, *hostile]))
         # The group committed the whole input: so the transactions that created initech's
         # queue on use and wrote its ticket (and the dead letter) are committed too.
         await quiesce(names.group("pauses"), names.agent_events, [router])
@@ -197,18 +200,22 @@ async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path
         globex = await read_tickets(
             names.human_queue("globex-questions", "globex"), names, [router]
         )
-        [letter] = await read_to_committed_end(
+        letters = await read_to_committed_end(
             names.dead_letter, group=names.group("pauses"), source=names.agent_events,
             processes=[router],
         )
         [initech] = await read_tickets(initech_queue, names, [router])
+        topics = await list_topic_names(BOOTSTRAP)
     finally:
         router.stop()
+    assert not [t for t in topics if t.startswith(names.tenant_queues_prefix("a"))], topics
     assert {t.tenant for t in acme} == {"acme"} and len(acme) == 20
     assert {t.tenant for t in globex} == {"globex"} and len(globex) == 20
     assert (initech.tenant, initech.run_id, initech.queue) == ("initech", "initech-1", "default")
-    assert dict(letter.headers)["symfonic-dlq-reason"] == b"unroutable"
-    assert orjson.loads(letter.value or b"")["run_id"] == "nobody-1"
+    assert {dict(letter.headers)["symfonic-dlq-reason"] for letter in letters} == {b"unroutable"}
+    assert sorted(orjson.loads(letter.value or b"")["run_id"] for letter in letters) == [
+        "dotted-1", "newline-1", "nobody-1"
+    ]
 
 
 async def test_answers_are_checked_once_even_across_a_validator_crash(
