@@ -23,6 +23,7 @@ from typing import Literal
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.processors.pauses.rules import is_topic_part
 
 ResourceType = Literal["TOPIC", "GROUP", "TRANSACTIONAL_ID", "CLUSTER"]
 PatternType = Literal["LITERAL", "PREFIXED"]
@@ -32,9 +33,6 @@ Operation = Literal[
 
 #: Kafka's name of the one cluster resource.
 CLUSTER_NAME = "kafka-cluster"
-#: A tenant or queue becomes part of a topic (and group) name: no ``.``, so that
-#: ``<prefix>.human.<tenant>.`` is exactly one tenant's queues (see TopicNames.human_queue).
-NAME_PART = re.compile(r"[A-Za-z0-9_-]+")
 #: ``User:name`` (Kafka's principal form: a type, a colon, a name).
 PRINCIPAL = re.compile(r"[A-Za-z][A-Za-z0-9]*:\S+")
 
@@ -81,10 +79,12 @@ class ReviewerSpec:
         """``TENANT`` or ``TENANT:QUEUE``; each part must be able to be part of a topic."""
         tenant, colon, queue = text.partition(":")
         for what, part in (("tenant", tenant), ("queue", queue)):
-            if (what == "tenant" or colon) and not NAME_PART.fullmatch(part):
+            # (The router's own check: no ``.``, so ``<prefix>.human.<tenant>.`` is
+            # exactly one tenant's queues, see TopicNames.human_queue.)
+            if (what == "tenant" or colon) and not is_topic_part(part):
                 raise AclPlanError(
                     f"{option} {text!r}: the {what} {part!r} cannot be part of a topic name "
-                    "(letters, digits, '_' and '-' only)"
+                    "(letters, digits, '_' and '-' only, at most 100)"
                 )
         return cls(tenant, queue or None)
 

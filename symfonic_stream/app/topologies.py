@@ -18,7 +18,7 @@ from symfonic_stream.processors.copier import Copier
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
-from symfonic_stream.processors.pauses.rules import RoutingRules, load_rules
+from symfonic_stream.processors.pauses.rules import NAME_PART, RoutingRules, load_rules
 from symfonic_stream.processors.pauses.validator import ResumeValidator
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 
@@ -65,7 +65,7 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
     names = TopicNames(settings.topic_prefix)
     rules = rules if rules is not None else load_rules(settings.routing_rules)
     tenant_queue = re.compile(
-        re.escape(names.human_queue("")) + r"[A-Za-z0-9_-]+\.(" + "|".join(
+        re.escape(names.human_queue("")) + NAME_PART + r"\.(" + "|".join(
             re.escape(queue) for queue in [*rules.queues(), "expired"]
         ) + r")"
     )

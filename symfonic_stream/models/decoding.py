@@ -136,10 +136,11 @@ def check_size(value: bytes | None, max_bytes: int | None) -> None:
 
 
 def parse_json(value: bytes | None, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
-    """Parse strict JSON of an acceptable shape, or raise ``DecodeError`` (invalid_json,
-    invalid_event)."""
+    """Parse strict JSON of an acceptable size and shape, or raise ``DecodeError``
+    (invalid_json, too_large, invalid_event)."""
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
+    check_size(value, limits.max_bytes)
     try:
         parsed = orjson.loads(value)
     except orjson.JSONDecodeError as exc:

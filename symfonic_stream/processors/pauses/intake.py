@@ -25,7 +25,6 @@ from symfonic_stream.models.decoding import (
     DEFAULT_LIMITS,
     DecodeError,
     DecodeLimits,
-    check_size,
     parse_json,
 )
 from symfonic_stream.models.headers import ANSWER_MARK, RECORD_TYPE_HEADER
@@ -38,7 +37,6 @@ ANSWER_OUTPUT = "answer"
 
 def ticket_id_of(value: bytes | None, limits: DecodeLimits) -> str:
     """The ``ticket_id`` an answer names, or ``DecodeError`` saying why there is none."""
-    check_size(value, limits.max_bytes)
     parsed = parse_json(value, limits)
     if not isinstance(parsed, dict):
         raise DecodeError(DeadLetterReason.INVALID_EVENT, "a resume request is a JSON object")

@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 #: without the dot, so ``<prefix>.human.<tenant>.<queue>`` is injective (tenant ``a.b`` +
 #: queue ``c`` and tenant ``a`` + queue ``b.c`` cannot both exist) and a tenant's queues
 #: are exactly the topics under ``<prefix>.human.<tenant>.`` (one prefix ACL).
-TOPIC_PART = r"^[A-Za-z0-9_-]{1,100}$"
-_TOPIC_PART = re.compile(r"[A-Za-z0-9_-]{1,100}")
+NAME_PART = r"[A-Za-z0-9_-]{1,100}"
+TOPIC_PART = f"^{NAME_PART}$"
+_TOPIC_PART = re.compile(NAME_PART)
 #: Kafka refuses longer topic names.
 MAX_TOPIC_NAME = 249
 DEFAULT_QUEUE = "default"

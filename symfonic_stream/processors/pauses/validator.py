@@ -40,7 +40,6 @@ from symfonic_stream.models.decoding import (
     DEFAULT_LIMITS,
     DecodeError,
     DecodeLimits,
-    check_size,
     describe_validation_error,
     parse_json,
 )
@@ -129,7 +128,6 @@ class ResumeValidator(ExpiringState[Registered]):
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
-            check_size(record.value, self._decode.max_bytes)
             parsed = parse_json(record.value, self._decode)
             record_type = _record_type(record)
             if record_type == TICKET_MARK:
