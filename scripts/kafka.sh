@@ -503,6 +503,18 @@ log_opts() { # $1 node dir, $2 broker|tools: the JVM option naming the logging c
 # ports and directories; the cluster replaces the quickstart's one-node replication settings
 # with a production cluster's; the single broker adds its secure listeners. Nothing else:
 # every other setting is Kafka's code default, as on a broker run with the shipped config.
+tls_stores_config() { # secure dir, store password: the broker's keystore and the CA truststore
+  cat <<EOF
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$1/broker.keystore.p12
+ssl.keystore.password=$2
+ssl.key.password=$2
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$1/truststore.p12
+ssl.truststore.password=$2
+EOF
+}
+
 write_config() { # dir kind(single|cluster|auth) node_id broker_port controller_port
   local dir="$1" kind="$2" id="$3" bport="$4" cport="$5" v="$KAFKA_VERSION" major voters="" m
   local listeners advertised recovery=1 qs="quickstart config/server.properties"
@@ -655,13 +667,7 @@ EOF
 # The broker's certificate (signed by this state directory's own CA, subjectAltName
 # 127.0.0.1 and localhost) and the CA that client certificates must be signed by, as PKCS12
 # stores made with openssl and keytool. Used by both TLS listeners.
-ssl.keystore.type=PKCS12
-ssl.keystore.location=$s/broker.keystore.p12
-ssl.keystore.password=$pw
-ssl.key.password=$pw
-ssl.truststore.type=PKCS12
-ssl.truststore.location=$s/truststore.p12
-ssl.truststore.password=$pw
+$(tls_stores_config "$s" "$pw")
 # Mutual TLS on the SSL listener only: a client without a certificate signed by the CA is
 # refused during the TLS handshake (the SASL_SSL listener asks for none).
 listener.name.ssl.ssl.client.auth=required
@@ -1370,13 +1376,7 @@ sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
 # principal User:ANONYMOUS would have to be a super user.
 listener.security.protocol.map=CONTROLLER:SSL,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 listener.name.controller.ssl.client.auth=required
-ssl.keystore.type=PKCS12
-ssl.keystore.location=$s/broker.keystore.p12
-ssl.keystore.password=$pw
-ssl.key.password=$pw
-ssl.truststore.type=PKCS12
-ssl.truststore.location=$s/truststore.p12
-ssl.truststore.password=$pw
+$(tls_stores_config "$s" "$pw")
 sasl.enabled.mechanisms=SCRAM-SHA-512
 # The server side ignores username/password; the broker's own client (inter-broker) uses them.
 listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$AUTH_ADMIN" password="$admin_pw";

@@ -18,12 +18,10 @@ from .harness import ConsumerProcess, produce, unique_prefix
 from .observe import (
     metric_value,
     quiesce,
-    read_consumed_to_end,
-    stop_gracefully,
     wait_consumed,
     wait_until,
 )
-from .test_pauses_live import RULES, pause, records, setup
+from .test_pauses_live import pause, read_after_resumes, records, setup
 
 pytestmark = pytest.mark.slow
 
@@ -50,9 +48,7 @@ async def test_forged_hijacking_and_hostile_schema_answers_yield_no_resume(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     prefix = unique_prefix()
-    rules_path = tmp_path / "rules.yaml"
-    rules_path.write_text(RULES)
-    names = await setup(prefix, rules_path, tenant_queues=False)
+    names, rules_path = await setup(prefix, tmp_path, tenant_queues=False)
     secret = tmp_path / "secret.json"
     secret.write_text('{"const": "TOP-SECRET-4711"}')
     connections: list[int] = []
@@ -94,15 +90,8 @@ async def test_forged_hijacking_and_hostile_schema_answers_yield_no_resume(
             (b"httpref-i0", answer("httpref-i0", "token-of-httpref", "x", "http"), []),
             (b"slow-i0", answer("slow-i0", "token-of-slow", "a" * 40 + "!", "slow"), []),
         ])
-        await wait_consumed(intake_group, names.resume_requests)
-        await wait_consumed(group, names.pause_registrations)
-        await stop_gracefully(validator)
-        resumes = await read_consumed_to_end(
-            names.resumes, group=group, source=names.pause_registrations, processes=[validator]
-        )
-        rejections = await read_consumed_to_end(
-            names.resume_rejections, group=group, source=names.pause_registrations,
-            processes=[validator],
+        resumes, rejections = await read_after_resumes(
+            names, [validator], names.resumes, names.resume_rejections
         )
     finally:
         trap.close()
@@ -132,9 +121,7 @@ async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     prefix = unique_prefix()
-    rules_path = tmp_path / "rules.yaml"
-    rules_path.write_text(RULES)
-    names = await setup(prefix, rules_path, tenant_queues=False)
+    names, rules_path = await setup(prefix, tmp_path, tenant_queues=False)
     # A ticket lives 6 s after its event, and is forgotten 6 s after that (or its answer).
     short = {"closed_run_grace_s": "6", "ticket_max_lifetime_s": "6"}
     router = ConsumerProcess("pauses", prefix, tmp_path, routing_rules=str(rules_path),
@@ -142,7 +129,6 @@ async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it
     validator = ConsumerProcess("resumes", prefix, tmp_path, **short).start()
     event = {**pause("once", 0, interrupt_id="once-i0"), "timestamp": time.time()}
     event["interrupt"]["expires_at"] = 1.79e308  # the kernel's: never; capped to 6 s
-    group = names.group("resumes")
     try:
         await asyncio.gather(router.wait_ready(), validator.wait_ready())
         await produce(names.agent_events, records([event]))
@@ -161,15 +147,8 @@ async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it
         await wait_until(lambda: held(validator, 1), "the re-sent ticket is registered")
         await produce(names.resume_requests, [
             (b"once-i0", answer("once-i0", "token-of-once-i0", "second", "second"), [])])
-        await wait_consumed(names.group(INTAKE), names.resume_requests)
-        await wait_consumed(group, names.pause_registrations)
-        await stop_gracefully(validator)
-        resumes = await read_consumed_to_end(
-            names.resumes, group=group, source=names.pause_registrations, processes=[validator]
-        )
-        rejections = await read_consumed_to_end(
-            names.resume_rejections, group=group, source=names.pause_registrations,
-            processes=[validator],
+        resumes, rejections = await read_after_resumes(
+            names, [validator], names.resumes, names.resume_rejections
         )
     finally:
         router.stop()

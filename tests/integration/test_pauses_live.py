@@ -17,7 +17,7 @@ from symfonic_stream.models.names import INTAKE, TopicNames
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
 
-from .conftest import list_topic_names
+from .conftest import Record, list_topic_names
 from .harness import (
     BOOTSTRAP,
     ConsumerProcess,
@@ -52,11 +52,28 @@ rules:
 """
 
 
-async def setup(prefix: str, rules_path: Path, tenant_queues: bool) -> TopicNames:
+async def setup(prefix: str, tmp_path: Path, tenant_queues: bool) -> tuple[TopicNames, Path]:
+    """The deployment's topics, queues from :data:`RULES` included; and the rules file."""
+    rules_path = tmp_path / "rules.yaml"
+    rules_path.write_text(RULES)
     settings = settings_for(prefix, routing_rules=rules_path, tenant_queues=tenant_queues)
     report = await ensure_topics(settings, required_topics(settings))  # queues from the rules
     assert report.ok, report.mismatches
-    return TopicNames(prefix)
+    return TopicNames(prefix), rules_path
+
+
+async def read_after_resumes(
+    names: TopicNames, validators: Sequence[ConsumerProcess], *topics: str
+) -> list[list[Record]]:
+    """Each of ``topics``, read to its committed end once both engines of the resumes
+    process consumed every committed record of their inputs and ``validators`` stopped
+    (their inputs end in commit markers: wait_consumed)."""
+    group, source = names.group("resumes"), names.pause_registrations
+    await wait_consumed(names.group(INTAKE), names.resume_requests)
+    await wait_consumed(group, source)
+    await stop_gracefully(*validators)
+    return [await read_consumed_to_end(topic, group=group, source=source, processes=validators)
+            for topic in topics]
 
 
 def pause(
@@ -118,9 +135,7 @@ async def test_routing_resends_and_a_router_crash_give_exactly_one_ticket_each(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     prefix = unique_prefix()
-    rules_path = tmp_path / "rules.yaml"
-    rules_path.write_text(RULES)
-    names = await setup(prefix, rules_path, tenant_queues=False)
+    names, rules_path = await setup(prefix, tmp_path, tenant_queues=False)
     env = {"routing_rules": str(rules_path)}
     first = ConsumerProcess("pauses", prefix, tmp_path, name="-first", **env).start()
     second = ConsumerProcess("pauses", prefix, tmp_path, name="-second", **env)
@@ -172,9 +187,7 @@ async def test_routing_resends_and_a_router_crash_give_exactly_one_ticket_each(
 
 async def test_per_tenant_queues_and_unroutable(bootstrap_servers: str, tmp_path: Path) -> None:
     prefix = unique_prefix()
-    rules_path = tmp_path / "rules.yaml"
-    rules_path.write_text(RULES)
-    names = await setup(prefix, rules_path, tenant_queues=True)
+    names, rules_path = await setup(prefix, tmp_path, tenant_queues=True)
     env = {"routing_rules": str(rules_path), "tenant_queues": "true"}
     router = ConsumerProcess("pauses", prefix, tmp_path, **env).start()
     mixed = [
@@ -222,9 +235,7 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     prefix = unique_prefix()
-    rules_path = tmp_path / "rules.yaml"
-    rules_path.write_text(RULES)
-    names = await setup(prefix, rules_path, tenant_queues=False)
+    names, rules_path = await setup(prefix, tmp_path, tenant_queues=False)
     settings = settings_for(prefix)
     schema = {
         "type": "object",
@@ -282,18 +293,8 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
                    "answer": "any key", "responder": "kim"}
         await produce(names.resume_requests, [(None, orjson.dumps(keyless), [])])
         await produce(names.resume_requests, [(b"a-i0", b"{broken", [])])
-        validators = [validator, restarted]
-        group, source = names.group("resumes"), names.pause_registrations
-        # Both of the process's engines consumed every committed record, then it stopped
-        # (their inputs end in commit markers: wait_consumed), then read.
-        await wait_consumed(names.group(INTAKE), names.resume_requests)
-        await wait_consumed(group, source)
-        await stop_gracefully(*validators)
-        [letter] = await read_consumed_to_end(
-            names.dead_letter, group=group, source=source, processes=validators
-        )
-        resumes = await read_consumed_to_end(
-            names.resumes, group=group, source=source, processes=validators
+        [letter], resumes = await read_after_resumes(
+            names, [validator, restarted], names.dead_letter, names.resumes
         )
     finally:
         for proc in (router, validator, restarted):
