@@ -1,8 +1,11 @@
-"""``symfonic-stream run <consumer>``: run one consumer until SIGTERM/SIGINT.
+"""``symfonic-stream run <consumer> [--workers N]``: run one consumer until SIGTERM/SIGINT.
 
 Exit status: 0 after a graceful shutdown; 2 when the configuration is invalid (the message
 names the variable, or the consumer's own configuration, such as the routing rules file);
-1 when the consumer cannot start (Kafka unreachable, topics missing) or crashed.
+1 when the consumer cannot start (Kafka unreachable, topics missing) or crashed. With N
+workers (``--workers`` or ``SYMFONIC_WORKERS``) above 1 this process supervises N worker
+processes of the consumer (``symfonic_stream.engine.workers``): 0 when all of them stopped
+gracefully, 1 when one exited on its own.
 """
 
 from __future__ import annotations
@@ -16,18 +19,32 @@ from symfonic_stream.app.topologies import TOPOLOGIES
 from symfonic_stream.config import ConfigError, load_settings
 
 EXIT_USAGE = 2
+#: Where a worker's metrics server listens: only its supervisor asks it.
+WORKER_HOST = "127.0.0.1"
 
 
 @click.command("run")
 @click.argument("consumer", type=click.Choice(list(TOPOLOGIES)))
-def command(consumer: str) -> None:
+@click.option(
+    "--workers",
+    # Validated as SYMFONIC_WORKERS is (by the settings), so the message names the setting.
+    type=str,
+    default=None,
+    metavar="N",
+    help="Worker processes (1 to 64; default SYMFONIC_WORKERS, else 1). Above 1, this "
+    "process supervises N processes of CONSUMER and serves their merged metrics.",
+)
+def command(consumer: str, workers: str | None) -> None:
     """Run CONSUMER (typed, chunks, pauses, resumes, or copier, the benchmark baseline).
 
     Configuration comes from SYMFONIC_* environment variables; metrics and health are
     served on SYMFONIC_METRICS_PORT (0 turns the server off).
     """
+    from symfonic_stream.engine.workers import supervise, worker_index
+
     try:
-        settings = load_settings()
+        settings = load_settings(**({} if workers is None else {"workers": workers}))
+        index = worker_index()
     except ConfigError as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -40,12 +57,16 @@ def command(consumer: str) -> None:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
 
-    configure_logging(consumer, settings.log_level, secrets=settings.secrets())
+    configure_logging(consumer, settings.log_level, secrets=settings.secrets(), worker=index)
     try:
         # What the topology reads besides the settings (the pause router's rules file) is
-        # validated here, so such errors are usage errors with a message, not a crash.
+        # validated here, so such errors are usage errors with a message, not a crash
+        # (by the supervisor too, before it starts any worker).
         topologies = TOPOLOGIES[consumer](settings)
     except Exception as exc:
         click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    sys.exit(asyncio.run(serve(topologies, settings)))
+    if settings.workers > 1:
+        sys.exit(asyncio.run(supervise(consumer, settings)))
+    host = "0.0.0.0" if index is None else WORKER_HOST
+    sys.exit(asyncio.run(serve(topologies, settings, host=host)))

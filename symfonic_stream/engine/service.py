@@ -34,9 +34,13 @@ log = logging.getLogger(__name__)
 EXIT_FAILURE = 1
 
 
-async def serve(topologies: Sequence[Topology], settings: Settings) -> int:
+async def serve(
+    topologies: Sequence[Topology], settings: Settings, *, host: str = "0.0.0.0"
+) -> int:
     """Run ``topologies`` (one engine each, in this process) until SIGTERM/SIGINT, or until
-    one of them stops (then the others are stopped too); returns the exit status."""
+    one of them stops (then the others are stopped too); returns the exit status. The
+    metrics and health server binds ``host`` (a worker of ``run --workers N``: 127.0.0.1,
+    its supervisor asks it there)."""
     # A commit may legitimately wait up to the transaction timeout: liveness must not
     # restart a pod that is slow but still making progress.
     stale_after = max(DEFAULT_STALE_AFTER_S, 2 * settings.transaction_timeout_ms / 1000)
@@ -48,7 +52,7 @@ async def serve(topologies: Sequence[Topology], settings: Settings) -> int:
         parts.append((topology.consumer, health))
     health_view = parts[0][1] if len(parts) == 1 else HealthOfMany(parts)
     server = await start_configured_health_server(
-        settings.metrics_port, engines[0].metrics.registry, health_view
+        settings.metrics_port, engines[0].metrics.registry, health_view, host
     )
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)

@@ -13,6 +13,10 @@ path       answer
 /readyz    200 ``ready`` once ``set_ready(True)`` (partitions assigned, state restored);
            503 ``not ready: <why>`` before (waiting for Kafka, restoring, ...)
 =========  ======================================================================
+
+What the three paths answer comes from a :class:`Probes`: a registry and a health state
+(:func:`start_health_server`), or anything else that can answer them, such as the
+supervisor of worker processes (``symfonic_stream.engine.workers``), which asks its workers.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -135,6 +139,36 @@ class HealthOfMany:
 HealthView = HealthState | HealthOfMany
 
 
+class Probes(Protocol):
+    """What the server answers: ``/metrics``' body, and whether ``/healthz`` and ``/readyz``
+    are 200 (with the reason when not)."""
+
+    async def metrics(self) -> bytes: ...
+
+    async def liveness(self) -> tuple[bool, str]: ...
+
+    async def readiness(self) -> tuple[bool, str]: ...
+
+
+class LocalProbes:
+    """The probes of this process: its registry and its engines' health."""
+
+    def __init__(self, registry: CollectorRegistry, health: HealthView) -> None:
+        self._registry = registry
+        self._health = health
+
+    async def metrics(self) -> bytes:
+        # Collection is in-process and quick; doing it on the loop keeps one code path.
+        return generate_latest(self._registry)
+
+    async def liveness(self) -> tuple[bool, str]:
+        alive = self._health.alive
+        return alive, "" if alive else "stale"
+
+    async def readiness(self) -> tuple[bool, str]:
+        return self._health.ready, self._health.reason
+
+
 async def start_health_server(
     port: int,
     registry: CollectorRegistry,
@@ -147,10 +181,15 @@ async def start_health_server(
     ``SYMFONIC_METRICS_PORT=0`` meaning "off" is :func:`start_configured_health_server`'s
     business. Stop with ``server.close(); await server.wait_closed()``.
     """
+    return await start_probe_server(port, LocalProbes(registry, health), host)
+
+
+async def start_probe_server(port: int, probes: Probes, host: str = "0.0.0.0") -> asyncio.Server:
+    """Like :func:`start_health_server`, answering from any :class:`Probes`."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            await _handle(reader, writer, registry, health)
+            await _handle(reader, writer, probes)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
         except Exception:  # one bad request must never take the server down
@@ -182,10 +221,7 @@ def server_port(server: asyncio.Server) -> int:
 
 
 async def _handle(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    registry: CollectorRegistry,
-    health: HealthView,
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, probes: Probes
 ) -> None:
     try:
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), REQUEST_TIMEOUT_S)
@@ -207,22 +243,20 @@ async def _handle(
     head_only = method == "HEAD"
     path = target.split("?", 1)[0]
     if path == "/metrics":
-        # Collection is in-process and quick; doing it on the loop keeps one code path.
         try:
-            body = generate_latest(registry)
+            body = await probes.metrics()
         except Exception:
             log.exception("metrics collection failed")
             await _respond(writer, 500, b"metrics collection failed\n", head_only=head_only)
             return
         await _respond(writer, 200, body, CONTENT_TYPE_LATEST, head_only=head_only)
     elif path == "/healthz":
-        ok = health.alive
-        await _respond(
-            writer, 200 if ok else 503, b"ok\n" if ok else b"stale\n", head_only=head_only
-        )
+        ok, why = await probes.liveness()
+        body = b"ok\n" if ok else f"{why}\n".encode()
+        await _respond(writer, 200 if ok else 503, body, head_only=head_only)
     elif path == "/readyz":
-        ok = health.ready
-        body = b"ready\n" if ok else f"not ready: {health.reason}\n".encode()
+        ok, why = await probes.readiness()
+        body = b"ready\n" if ok else f"not ready: {why}\n".encode()
         await _respond(writer, 200 if ok else 503, body, head_only=head_only)
     else:
         await _respond(writer, 404, b"not found\n", head_only=head_only)

@@ -1,8 +1,9 @@
 """JSON logs: one object per line on stderr, with secrets redacted (SPEC §8).
 
-Each line has ``time`` (ISO-8601 UTC, milliseconds), ``level``, ``consumer``, ``logger`` and
-``message``, then whatever context the call passed with ``extra={...}`` (topic, partition,
-offset, …), and ``exception`` / ``stack`` when present. Usage::
+Each line has ``time`` (ISO-8601 UTC, milliseconds), ``level``, ``consumer`` (and ``worker``,
+the index of a worker process of ``run --workers N``), ``logger`` and ``message``, then
+whatever context the call passed with ``extra={...}`` (topic, partition, offset, …), and
+``exception`` / ``stack`` when present. Usage::
 
     log.warning("dead-lettered", extra={"topic": t, "partition": p, "offset": o})
 
@@ -80,9 +81,13 @@ def _text(value: Any) -> str:
 class JsonFormatter(logging.Formatter):
     """Formats a record as one JSON object (no newline inside) with secrets redacted."""
 
-    def __init__(self, consumer: str) -> None:
+    def __init__(self, consumer: str, worker: int | None = None) -> None:
         super().__init__()
         self.consumer = consumer
+        self.worker = worker
+        # A worker's index is a fixed field too; elsewhere ``worker`` is ordinary context
+        # (the supervisor's lines about one of its workers).
+        self._own: tuple[str, ...] = _OWN_FIELDS if worker is None else (*_OWN_FIELDS, "worker")
 
     def format(self, record: logging.LogRecord) -> str:
         payload: dict[str, Any] = {
@@ -91,12 +96,14 @@ class JsonFormatter(logging.Formatter):
             .replace("+00:00", "Z"),
             "level": record.levelname,
             "consumer": self.consumer,
-            "logger": record.name,
-            "message": redact_text(record.getMessage()),
         }
+        if self.worker is not None:
+            payload["worker"] = self.worker
+        payload["logger"] = record.name
+        payload["message"] = redact_text(record.getMessage())
         for key, value in vars(record).items():
             # The fixed fields win: an ``extra`` cannot forge the level or the consumer.
-            if key not in _STANDARD_ATTRS and key not in _OWN_FIELDS:
+            if key not in _STANDARD_ATTRS and key not in self._own:
                 payload[key] = redact(value, key)
         if record.exc_info:
             payload["exception"] = redact_text(self.formatException(record.exc_info))
@@ -155,6 +162,7 @@ def configure_logging(
     *,
     stream: IO[str] | None = None,
     secrets: tuple[str, ...] = (),
+    worker: int | None = None,
 ) -> logging.Handler:
     """Send every log record of the process as JSON lines to ``stream`` (default stderr).
 
@@ -162,15 +170,15 @@ def configure_logging(
     root logger's existing handlers are replaced, so calling this again reconfigures rather
     than duplicates lines: a process's logging is configured here and nowhere else.
     Python ``warnings`` are routed into the log too. ``secrets`` (the SASL password, the
-    TLS key's path) are replaced wherever a message holds them. Returns the installed
-    handler.
+    TLS key's path) are replaced wherever a message holds them. ``worker``, a worker
+    process's index, is on every line. Returns the installed handler.
     """
     levels = logging.getLevelNamesMapping()
     numeric = levels.get(level.upper())
     if numeric is None:
         raise ValueError(f"unknown log level {level!r}")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler.setFormatter(JsonFormatter(consumer))
+    handler.setFormatter(JsonFormatter(consumer, worker))
     handler.addFilter(_DemoteConnectFailures(numeric))
     shown = tuple(value for value in secrets if len(value) >= 4)
     if shown:

@@ -203,7 +203,8 @@ SYMFONIC_ADMIN_TIMEOUT_S: {{ $v.engine.adminTimeoutSeconds | toString | quote }}
 
 {{/*
 Container env and envFrom. Call with (dict "ctx" $ "configMap" name "routing" bool "extraEnv" list
-"user" name): with "user" (strimzi.enabled) the SASL credentials are that KafkaUser's.
+"workers" int "user" name): with "user" (strimzi.enabled) the SASL credentials are that
+KafkaUser's; "workers" above 1 sets SYMFONIC_WORKERS (1, the default, sets nothing).
 */}}
 {{- define "symfonic-stream.env" -}}
 {{- $v := .ctx.Values -}}
@@ -214,7 +215,8 @@ envFrom:
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
-{{- if or $sasl .routing $v.extraEnv .extraEnv }}
+{{- $workers := .workers | default 1 | int64 }}
+{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv }}
 env:
   {{- if and $sasl .user }}
   {{- /* Its own Strimzi KafkaUser (kafkausers.yaml): the User Operator's Secret of that name. */}}
@@ -235,6 +237,10 @@ env:
   {{- if .routing }}
   - name: SYMFONIC_ROUTING_RULES
     value: {{ include "symfonic-stream.routing.path" .ctx | quote }}
+  {{- end }}
+  {{- if gt $workers 1 }}
+  - name: SYMFONIC_WORKERS
+    value: {{ $workers | toString | quote }}
   {{- end }}
   {{- with $v.extraEnv }}
   {{- toYaml . | nindent 2 }}
@@ -376,8 +382,12 @@ priorityClassName: {{ . }}
 {{- range $name := splitList " " (include "symfonic-stream.consumerNames" $) -}}
 {{- $c := index $v.consumers $name -}}
 {{- if $c.enabled -}}
+{{- $workers := $c.workers | default 1 | int64 -}}
 {{- if gt ($c.replicaCount | int64) $partitions -}}
 {{- fail (printf "consumers.%s.replicaCount (%d) exceeds topics.partitions (%d): a consumer group cannot use more members than partitions." $name ($c.replicaCount | int64) $partitions) -}}
+{{- end -}}
+{{- if and (gt $workers 1) (not (include "symfonic-stream.autoscalingEnabled" $)) (gt (mul ($c.replicaCount | int64) $workers) $partitions) -}}
+{{- fail (printf "consumers.%s.replicaCount (%d) times its workers (%d) exceeds topics.partitions (%d): every worker is a member of the consumer group, which cannot use more members than partitions." $name ($c.replicaCount | int64) $workers $partitions) -}}
 {{- end -}}
 {{- if include "symfonic-stream.autoscalingEnabled" $ -}}
 {{- $as := fromYaml (include "symfonic-stream.autoscaling" (dict "ctx" $ "consumer" $name)) -}}
@@ -386,6 +396,9 @@ priorityClassName: {{ . }}
 {{- end -}}
 {{- if gt ($as.maxReplicas | int64) $partitions -}}
 {{- fail (printf "autoscaling: maxReplicas of %s (%d) exceeds topics.partitions (%d): a consumer group cannot use more members than partitions." $name ($as.maxReplicas | int64) $partitions) -}}
+{{- end -}}
+{{- if and (gt $workers 1) (gt (mul ($as.maxReplicas | int64) $workers) $partitions) -}}
+{{- fail (printf "autoscaling: maxReplicas of %s (%d) times its workers (%d) exceeds topics.partitions (%d): every worker is a member of the consumer group, which cannot use more members than partitions." $name ($as.maxReplicas | int64) $workers $partitions) -}}
 {{- end -}}
 {{- if gt ($as.minReplicas | int64) ($as.maxReplicas | int64) -}}
 {{- fail (printf "autoscaling: minReplicas of %s (%d) exceeds its maxReplicas (%d)." $name ($as.minReplicas | int64) ($as.maxReplicas | int64)) -}}
