@@ -134,6 +134,26 @@ class Consumer:
                     entry["sum"] = entry.get("sum", 0.0) + sample.value
         return found
 
+    def engine_time(self) -> dict[str, float]:
+        """Seconds per commit step and per consume-loop activity, from ``/metrics``
+        (``commit.<step>``, ``loop.<activity>``); empty for a process without them."""
+        status, body = self._get("/metrics")
+        if status != 200:
+            return {}
+        wanted = {"symfonic_stream_commit_step_seconds": ("commit", "step"),
+                  "symfonic_stream_loop_seconds": ("loop", "activity"),
+                  "symfonic_stream_transactions": ("transactions", "outcome")}
+        found: dict[str, float] = {}
+        for family in text_string_to_metric_families(body.decode()):
+            if family.name not in wanted:
+                continue
+            head, label = wanted[family.name]
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    name = f"{head}.{sample.labels[label]}"
+                    found[name] = found.get(name, 0.0) + sample.value
+        return found
+
     def cpu_seconds(self) -> float:
         """User + system CPU seconds of the process so far."""
         assert self._ps is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,15 +98,21 @@ async def measure_latency(
     seconds: float,
     log_dir: Path,
     settle_s: float = 1.0,
+    factory: Callable[[Settings, Path], Consumer] | None = None,
 ) -> Latency:
     """One latency run of ``row`` at ``rate`` events/s for ``seconds`` (0: the whole
-    workload once)."""
+    workload once). ``factory`` builds the process of a row that ``symfonic-stream run``
+    does not know (a peer: one process, writing to the stream-events topic)."""
     partitions = 4
     settings = prefix_settings(base, prefix, partitions)
     names = TopicNames(prefix)
     await create_topics(settings)
-    consumers = ROWS[row]
-    procs = [Consumer(name, settings, log_dir).start() for name in consumers]
+    consumers = ROWS.get(row, (row,))
+    procs = [
+        (factory(settings, log_dir) if factory is not None else Consumer(name, settings, log_dir))
+        .start()
+        for name in consumers
+    ]
     samples: list[tuple[float, float]] = []
     tickets: list[tuple[float, int, int]] = []
 
@@ -127,7 +134,8 @@ async def measure_latency(
     def encode(i: int, now: float) -> tuple[bytes, bytes]:
         return keys[i], with_timestamp(events[i], now)
 
-    topics = [t for name in consumers for t in _output_topics(names, name)]
+    topics = ([names.stream_events] if factory is not None
+              else [t for name in consumers for t in _output_topics(names, name)])
     reader = OutputReader(settings, topics, partitions, on_batch)
     try:
         for proc in procs:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.consumers import Consumer
@@ -54,6 +54,13 @@ class Throughput:
     #: saturated: a Python consumer cannot use more), and the whole machine (broker too).
     consumer_cores: float = 0.0
     machine_busy_cores: float = 0.0
+    #: The rate between 10 % and 90 % of the input committed: start-up and the last
+    #: stragglers left out (a peer's start-up can be seconds), and its CPU per event.
+    steady_events_per_s: float = 0.0
+    steady_cpu_s_per_million: float = 0.0
+    #: The engine's own account at the end (seconds per commit step and loop activity,
+    #: summed over the row's processes; :meth:`bench.consumers.Consumer.engine_time`).
+    engine_time: dict[str, float] = field(default_factory=dict)
 
 
 async def timed_consumption(
@@ -82,6 +89,8 @@ async def timed_consumption(
     last_zero: list[Point] = [(time.monotonic(), 0, 0.0, 0.0) for _ in procs]
     first: list[Point | None] = [None] * len(procs)
     done: list[Point | None] = [None] * len(procs)
+    traces: list[list[Point]] = [[] for _ in procs]
+    engine_time: dict[str, float] = {}
     deadline = time.monotonic() + within
     try:
         async with OffsetWatcher(settings, names.agent_events) as watcher:
@@ -94,6 +103,7 @@ async def timed_consumption(
                     committed = await watcher.committed(group)
                     point = (time.monotonic(), committed, proc.cpu_seconds(),
                              machine_busy_seconds())
+                    traces[i].append(point)
                     if committed == 0:
                         last_zero[i] = point
                     elif first[i] is None:
@@ -101,6 +111,8 @@ async def timed_consumption(
                     if committed >= total:
                         done[i] = point
                         proc.sample_rss()
+                        for name, seconds in proc.engine_time().items():
+                            engine_time[name] = engine_time.get(name, 0.0) + seconds
                 if time.monotonic() > deadline:
                     raise RuntimeError(
                         f"{consumers} did not finish {total} events within {within:.0f}s"
@@ -133,7 +145,11 @@ async def timed_consumption(
             machine_cores = (end[3] - start[3]) / elapsed
         timed = max(timed, n)
         seconds = max(seconds, elapsed)
+    steady = [_steady(trace, total) for trace in traces]
     return Throughput(
+        steady_events_per_s=min(rate for rate, _ in steady),
+        steady_cpu_s_per_million=sum(cpu for _, cpu in steady),
+        engine_time={k: round(v, 3) for k, v in sorted(engine_time.items())},
         events=timed,
         seconds=seconds,
         events_per_s=min(rates),
@@ -142,6 +158,17 @@ async def timed_consumption(
         consumer_cores=cores,
         machine_busy_cores=machine_cores,
     )
+
+
+def _steady(trace: list[tuple[float, int, float, float]], total: int) -> tuple[float, float]:
+    """(events/s, CPU s per million) between the polls that first saw 10 % and 90 %
+    of ``total`` committed."""
+    low = next(p for p in trace if p[1] >= 0.1 * total)
+    high = next(p for p in trace if p[1] >= 0.9 * total)
+    if high[1] <= low[1]:  # one commit took it past both: nothing finer to see
+        low = next(p for p in reversed(trace) if p[1] < low[1])
+    n = high[1] - low[1]
+    return n / (high[0] - low[0]), (high[2] - low[2]) / n * 1e6
 
 
 async def measure_throughput_round(

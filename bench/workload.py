@@ -62,12 +62,14 @@ class Workload:
         }
 
 
-def make_workload(events: int, seed: int = 7, pause_share: float = 0.03) -> Workload:
+def make_workload(events: int, seed: int = 7, pause_share: float = 0.03,
+                  reorder: bool = True) -> Workload:
     """About ``events`` raw events (the last slice is cut) from whole, damaged runs.
 
     Timestamps are moved to the present, so a pause's ``expires_at`` is an hour ahead of
     now (a live ticket, not an expired one) and the kernel timestamps look current.
     ``pause_share`` is the share of runs that end in a pause (``ask_user``/``interrupt``).
+    ``reorder=False`` delivers every run in kernel order (re-sent duplicates kept).
     """
     per_slice = max(5, min(_RUNS_PER_SLICE, events // _MEAN_RUN_EVENTS))
     shape = RunShape(pause_share=pause_share)
@@ -79,7 +81,7 @@ def make_workload(events: int, seed: int = 7, pause_share: float = 0.03) -> Work
             seed + slice_number,
             per_slice,
             shape=shape,
-            damage=Damage(),
+            damage=Damage() if reorder else Damage(reorder_share=0.0),
             run_prefix=f"bench{slice_number}",
         )
         for event in stream:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.faults import fault_point
@@ -232,3 +232,20 @@ async def start_producer(
 def _check(cancelled: Callable[[], bool]) -> None:
     if cancelled():
         raise Superseded
+
+
+Rebalanced = Callable[[set[TopicPartition]], Awaitable[None]]
+
+
+class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Forwards aiokafka's rebalance callbacks to the engine."""
+
+    def __init__(self, on_revoked: Rebalanced, on_assigned: Rebalanced) -> None:
+        self._on_revoked = on_revoked
+        self._on_assigned = on_assigned
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._on_revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        await self._on_assigned(set(assigned))

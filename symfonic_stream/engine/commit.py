@@ -57,6 +57,9 @@ from symfonic_stream.observability.metrics import ConsumerMetrics
 
 log = logging.getLogger(__name__)
 
+#: Each commit step's wall-clock seconds, for ``symfonic_stream_commit_step_seconds_total``.
+Steps = list[tuple[str, float]]
+
 
 class CommitOutcome(enum.Enum):
     """What became of one transaction."""
@@ -114,8 +117,9 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
             log.exception("creating an on-demand output topic failed", extra=task.log_context())
             return _aborted(task, 0.0)
     offsets = None if next_offset is None else {task.tp: next_offset}
+    steps: Steps = [("write_state", time.monotonic() - started)]
     try:
-        await transact(task.producer, task.topology, out, offsets)  # steps 3-7
+        await transact(task.producer, task.topology, out, offsets, steps)  # steps 3-7
     except ProducerUnusable as unusable:
         log.warning("producer unusable; partition given back to the group",
                     extra={**task.log_context(), "fenced": unusable.fenced, "error": str(unusable)})
@@ -133,6 +137,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
     # 9. report
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)
+        task.metrics.add_commit_steps(steps)
         report_commit(task.metrics, task.tp.topic, out, batch.consumed)
     except Exception:  # bookkeeping must never turn a commit into a failure
         log.exception("metrics update failed", extra=task.log_context())
@@ -155,33 +160,56 @@ async def transact(
     topology: Topology,
     out: Collector,
     offsets: Mapping[TopicPartition, int] | None,
+    steps: Steps | None = None,
 ) -> None:
     """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction.
 
     Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
     :class:`ProducerUnusable` when the producer must be dropped: the one place a failure
-    becomes an outcome.
+    becomes an outcome. ``steps`` receives each step's wall-clock seconds.
     """
     sends: Sends = []
+    lap = _Lap(steps)
     try:
         # 3. begin
         batches = await producer.begin()
+        lap("begin")
         sends = batches.sends
         # 4. produce
         await _produce(topology, producer, batches, out)
+        lap("produce")
         # 5. send offsets
         if topology.bounded is None and offsets:
             await producer.send_offsets(offsets, topology.group_id)
+            lap("send_offsets")
         # 6. await the sends
         await producer.await_sends(sends)
+        lap("await_sends")
         fault_point("in_transaction")
         # 7. commit
         await producer.commit()
+        lap("commit")
         fault_point("commit_logged")
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         raise await producer.abort_after(exc, sends) from exc  # or raises ProducerUnusable
+
+
+class _Lap:
+    """Appends ``(step, seconds since the previous lap)`` to ``steps`` (if given)."""
+
+    __slots__ = ("_mark", "_steps")
+
+    def __init__(self, steps: Steps | None) -> None:
+        self._steps = steps
+        self._mark = time.monotonic()
+
+    def __call__(self, step: str) -> None:
+        if self._steps is not None:
+            now = time.monotonic()
+            self._steps.append((step, now - self._mark))
+            self._mark = now
 
 
 async def _produce(

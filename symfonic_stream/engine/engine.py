@@ -21,13 +21,14 @@ import logging
 import time
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import (
     EngineError,
     Prepared,
+    RebalanceListener,
     Superseded,
     check_topics,
     prepare_tasks,
@@ -142,7 +143,8 @@ class Engine:
     async def _start_consumer(self) -> AIOKafkaConsumer:
         topology = self.topology
         consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, topology.group_id))
-        consumer.subscribe([topology.source_topic], listener=_Listener(self))
+        consumer.subscribe([topology.source_topic],
+                           listener=RebalanceListener(self._on_revoked, self._on_assigned))
         self.readiness.reason = "waiting for the group to assign partitions"
         return await self._started(consumer)
 
@@ -192,11 +194,14 @@ class Engine:
                 for task in self.tasks.values():
                     task.hurry()
                 self._taken.clear()
+                waited = time.monotonic()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._taken.wait(), IDLE_POLL_MS / 1000)
+                self.metrics.add_loop_time("waiting_for_room", time.monotonic() - waited)
                 self._maybe_punctuate(consumer)
                 continue
             epoch = self._epoch
+            fetching = time.monotonic()
             try:
                 batch = await consumer.getmany(timeout_ms=IDLE_POLL_MS, max_records=room)
             except ConsumerStoppedError:
@@ -208,6 +213,8 @@ class Engine:
                 await asyncio.sleep(RETRY_BACKOFF_S)
                 continue
             self.readiness.progress()
+            absorbing = time.monotonic()
+            self.metrics.add_loop_time("fetching", absorbing - fetching)
             if batch:
                 fault_point("fetched")
                 async with self._lock:
@@ -215,6 +222,7 @@ class Engine:
                     if epoch == self._epoch:
                         await self._absorb(consumer, batch)
                         self._update_gauges(consumer)
+                self.metrics.add_loop_time("absorbing", time.monotonic() - absorbing)
             await self._after_fetch(consumer)
             self._maybe_punctuate(consumer)
             self.readiness.refresh(setting_up=[tp.partition for tp in self._to_set_up],
@@ -339,13 +347,12 @@ class Engine:
 
     def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
         settings = self.settings
-        task = StreamTask(
+        return StreamTask(
             self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
             metrics=self.metrics, max_record_bytes=settings.max_record_bytes,
             max_records=settings.batch_max_records, linger_s=settings.batch_max_latency_ms / 1000,
             on_taken=self._taken, on_demand=self._on_demand, position=ready.position,
         )
-        return task
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         fault_point("revoking")
@@ -385,16 +392,3 @@ class Engine:
     @property
     def owned_partitions(self) -> list[int]:
         return sorted(tp.partition for tp in self.tasks)
-
-
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Forwards aiokafka's rebalance callbacks to the engine."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._engine._on_revoked(set(revoked))
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        await self._engine._on_assigned(set(assigned))

@@ -5,6 +5,12 @@ A library the engine calls; it knows nothing of Kafka. One process builds one
 server with :func:`start_configured_health_server` and calls :func:`configure_logging` once.
 """
 
+from symfonic_stream.observability.families import (
+    COUNT_KEYS,
+    DEAD_LETTER_REASONS,
+    LATENCY_BUCKETS,
+    RESUME_OUTCOMES,
+)
 from symfonic_stream.observability.health import (
     HealthState,
     server_port,
@@ -17,13 +23,7 @@ from symfonic_stream.observability.logs import (
     redact,
     redact_text,
 )
-from symfonic_stream.observability.metrics import (
-    COUNT_KEYS,
-    DEAD_LETTER_REASONS,
-    LATENCY_BUCKETS,
-    RESUME_OUTCOMES,
-    ConsumerMetrics,
-)
+from symfonic_stream.observability.metrics import ConsumerMetrics
 
 __all__ = [
     "COUNT_KEYS",

@@ -1,4 +1,6 @@
-"""Prometheus metrics of one consumer: the only place a metric is named.
+"""Prometheus metrics of one consumer (and of a supervisor of workers); their names,
+help texts and buckets are :mod:`~symfonic_stream.observability.families`, the only place a
+metric is named.
 
 Every series carries a ``consumer`` label (typed, chunks, pauses, resumes, copier, …) and
 never a run id: labels stay bounded whatever the traffic (SPEC §8). The engine calls the
@@ -13,189 +15,20 @@ families, where registering the families twice would fail.
 from __future__ import annotations
 
 import contextlib
-import platform
-import threading
-import weakref
 from collections.abc import Iterable, Mapping
-from importlib import metadata
-from typing import Final
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
-from symfonic_stream import __version__
-from symfonic_stream.models.dead_letter import DeadLetterReason
-from symfonic_stream.observability.histogram import BatchHistogram
-
-PREFIX: Final = "symfonic_stream_"
-
-#: End-to-end and transaction latency: 1 ms up to the 60 s transaction timeout.
-LATENCY_BUCKETS: Final = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    10,
-    30,
-    60,
+from symfonic_stream.observability.families import (
+    COUNT_KEYS,
+    DEAD_LETTER_REASONS,
+    PREFIX,
+    RESUME_OUTCOMES,
+    RESUMES_CONSUMER,
+    _families,
 )
-#: State restore replays a changelog partition: seconds to many minutes on a large store.
-RESTORE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
-#: Dead-letter reasons, SPEC §6; anything else is a programming error, not a new label.
-DEAD_LETTER_REASONS: Final = frozenset(reason.value for reason in DeadLetterReason)
-#: Resume outcomes, SPEC §7: ``accepted`` or a rejection reason.
-RESUME_OUTCOMES: Final = frozenset(
-    {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "invalid_answer"}
-)
-#: The keys of ``Collector.counts`` (engine/records.py) and the counter each one feeds.
-COUNT_KEYS: Final = frozenset({
-    "duplicates", "gaps", "unknown_kind", "abandoned_runs", "evicted_runs",
-    "punctuations_cut_short",
-})
-#: The consumer whose resume outcomes are pre-initialised (only it ever resumes).
-RESUMES_CONSUMER: Final = "resumes"
-
-
-class _Families:
-    """The metric families of one registry, each labelled by consumer and bounded labels."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-        self._records()
-        self._state()
-        self._engine()
-        self._process()
-
-    def _counter(self, name: str, doc: str, *labels: str) -> Counter:
-        # prometheus-client appends ``_total`` to a counter's name itself.
-        return Counter(PREFIX + name, doc, ("consumer", *labels), registry=self._registry)
-
-    def _gauge(self, name: str, doc: str, *labels: str) -> Gauge:
-        return Gauge(PREFIX + name, doc, ("consumer", *labels), registry=self._registry)
-
-    def _histogram(self, name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
-        return Histogram(PREFIX + name, doc, ("consumer",), buckets=buckets,
-                         registry=self._registry)
-
-    def _records(self) -> None:
-        """Records in and out, dead letters, and the guard's counts."""
-        counter = self._counter
-        self.records_in = counter(
-            "records_in", "Records consumed, by what the consumer read them as.", "topic", "type"
-        )
-        self.records_out = counter(
-            "records_out", "Records produced, by output record type.", "topic", "type"
-        )
-        self.dead_letters = counter(
-            "dead_letters", "Records sent to the dead-letter topic.", "reason"
-        )
-        self.duplicates = counter(
-            "duplicates", "Input events dropped as duplicates by the ordering guard."
-        )
-        self.gaps = counter("gaps", "Gap records written for holes that never filled.")
-        self.unknown_kinds = counter(
-            "unknown_kinds", "Input events of an unknown kind (projected to nothing)."
-        )
-        self.abandoned_runs = counter(
-            "abandoned_runs", "Runs ended `abandoned`: no event for the idle timeout."
-        )
-        self.evicted_runs = counter(
-            "evicted_runs", "Runs the guard could not go on with: held events dead-lettered."
-        )
-        self.punctuations_cut_short = counter(
-            "punctuations_cut_short", "Punctuations that stopped at their time budget."
-        )
-
-    def _state(self) -> None:
-        """What the stores hold, and where the consumer stands."""
-        gauge = self._gauge
-        self.buffered = gauge("buffered_events", "Events held behind holes by the ordering guard.")
-        self.active_runs = gauge("active_runs", "Runs held in the state store.")
-        self.lag = gauge(
-            "consumer_lag_records",
-            "Records between the consumer position and the last stable offset.",
-            "topic",
-            "partition",
-        )
-        self.assigned = gauge(
-            "partition_assigned",
-            "1 for each input partition this instance owns, set up and consuming.",
-            "topic",
-            "partition",
-        )
-
-    def _engine(self) -> None:
-        """Latency, transactions, fencing, rebalances, restores, tickets, resumes."""
-        counter, histogram = self._counter, self._histogram
-        # Observed for every output record: a transaction's worth in one call.
-        self.end_to_end = BatchHistogram(
-            PREFIX + "end_to_end_latency_seconds",
-            "Kernel timestamp of the source event to the commit of its output.",
-            "consumer",
-            LATENCY_BUCKETS,
-            self._registry,
-        )
-        self.txn_duration = histogram(
-            "transaction_duration_seconds",
-            "Begin to commit or abort of one Kafka transaction.",
-            LATENCY_BUCKETS,
-        )
-        self.transactions = counter("transactions", "Kafka transactions, by outcome.", "outcome")
-        self.fenced = counter("producers_fenced", "Times this instance's producer was fenced.")
-        self.rebalances = counter("rebalances", "Consumer group rebalances seen.")
-        self.restore_duration = histogram(
-            "state_restore_duration_seconds",
-            "Time to restore one partition's state from its changelog.",
-            RESTORE_BUCKETS,
-        )
-        self.restored = counter("state_records_restored", "Changelog records replayed into state.")
-        self.tickets = counter(
-            "tickets_routed", "Tickets written to human queues.", "queue", "kind"
-        )
-        self.resumes = counter("resumes", "Resume requests, by outcome.", "outcome")
-
-    def _process(self) -> None:
-        """The process: ready or not, and what it is."""
-        self.ready = self._gauge(
-            "ready", "1 when partitions are assigned, state restored and consuming."
-        )
-        # The one family without a consumer label: it describes the process, not a consumer.
-        build_info = Gauge(
-            PREFIX + "build_info",
-            "Always 1; the labels say what is running.",
-            ("version", "python_version", "aiokafka_version"),
-            registry=self._registry,
-        )
-        build_info.labels(__version__, platform.python_version(), _aiokafka_version()).set(1)
-
-
-def _aiokafka_version() -> str:
-    # Read from the installed metadata: importing aiokafka just for a label is wasteful.
-    try:
-        return metadata.version("aiokafka")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-_FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()
-_FAMILIES_LOCK = threading.Lock()
-
-
-def _families(registry: CollectorRegistry) -> _Families:
-    with _FAMILIES_LOCK:
-        families = _FAMILIES.get(registry)
-        if families is None:
-            families = _FAMILIES[registry] = _Families(registry)
-        return families
-
+__all__ = ["ConsumerMetrics", "SupervisorMetrics"]
 
 class ConsumerMetrics:
     """The metrics one consumer reports, with its ``consumer`` label bound.
@@ -219,6 +52,8 @@ class ConsumerMetrics:
         # which is measurable on the per-record path.
         self._records_in: dict[tuple[str, str], Counter] = {}
         self._records_out: dict[tuple[str, str], Counter] = {}
+        self._commit_steps: dict[str, Counter] = {}
+        self._loop_time: dict[str, Counter] = {}
         self._dead_letters = {
             reason: f.dead_letters.labels(consumer, reason) for reason in DEAD_LETTER_REASONS
         }
@@ -342,6 +177,21 @@ class ConsumerMetrics:
         if committed:
             self.transactions_committed += 1
 
+    def add_commit_steps(self, steps: Iterable[tuple[str, float]]) -> None:
+        """One transaction's time per commit step (docs/engine.md names the steps)."""
+        children = self._commit_steps
+        for step, seconds in steps:
+            child = children.get(step)
+            if child is None:
+                child = children[step] = self._f.commit_steps.labels(self.consumer, step)
+            child.inc(seconds)
+
+    def add_loop_time(self, activity: str, seconds: float) -> None:
+        child = self._loop_time.get(activity)
+        if child is None:
+            child = self._loop_time[activity] = self._f.loop_time.labels(self.consumer, activity)
+        child.inc(seconds)
+
     def observe_transaction_duration(self, seconds: float) -> None:
         """An aborted transaction's duration (the abort itself: :meth:`count_abort`)."""
         self._txn_duration.observe(max(0.0, seconds))
@@ -390,3 +240,21 @@ class ConsumerMetrics:
     def set_ready(self, ready: bool) -> None:
         """1 when partitions are assigned, state restored and the loop consuming."""
         self._ready.set(1 if ready else 0)
+
+
+class SupervisorMetrics:
+    """The supervisor of ``run --workers N``'s own gauges, on a registry of their own (its
+    ``/metrics`` is its workers', merged: ``symfonic_stream.observability.aggregate``)."""
+
+    def __init__(self, consumer: str, workers: int) -> None:
+        self.registry = CollectorRegistry()
+        labels = ("consumer",)
+        self._workers = Gauge(PREFIX + "workers", "Worker processes configured.", labels,
+                              registry=self.registry).labels(consumer)
+        self._up = Gauge(PREFIX + "workers_up", "Worker processes whose /metrics answered the "
+                         "last scrape.", labels, registry=self.registry).labels(consumer)
+        self._workers.set(workers)
+
+    def set_up(self, workers: int) -> None:
+        """``workers`` answered this scrape; the others' series are missing from it."""
+        self._up.set(workers)
