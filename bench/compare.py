@@ -5,7 +5,8 @@
 Rows (all exactly-once, 4 partitions, the same input, each in its own consumer group):
 ``naive-copier`` and ``naive-typed`` (:mod:`bench.peers.naive`), ``quix`` and ``quix-0.1s``
 (Quix Streams at its default 5 s and at a 0.1 s commit interval, :mod:`bench.peers.quix_app`),
-and the project's ``copier`` and ``typed``. Per round:
+and the project's ``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``, on a
+second prefix with the same stream: it is the typed group again). Per round:
 
 1. **throughput**: a fresh prefix with the stream published before timing; every row
    consumes all of it in turn (:func:`bench.throughput.timed_consumption`). *events/s*
@@ -57,7 +58,9 @@ from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
 
-ROWS = ("copier", "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed")
+ROWS = ("copier", "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", "typed-w2")
+#: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
+WORKERS_ROW = "typed-w2"
 LATENCY_ROWS = ("copier", "naive-typed", "quix-0.1s", "quix", "typed")
 #: ``quix`` (5 s commits) only at the fixed rates: its latency is its commit interval.
 FIXED_RATES = (200.0, 5000.0)
@@ -68,7 +71,7 @@ def outputs_per_event(row: str, records: list[tuple[bytes, bytes]]) -> float:
     """Output records per input event of ``row`` on this stream, counted offline."""
     if row in ("copier", "naive-copier"):
         return 1.0
-    if row != "typed":
+    if row not in ("typed", WORKERS_ROW):
         project = Projection()
         return sum(len(project(value)) for _, value in records) / len(records)
     settings = Settings(topic_prefix="count", partitions=PARTITIONS)
@@ -86,9 +89,19 @@ def outputs_per_event(row: str, records: list[tuple[bytes, bytes]]) -> float:
     return count / len(records)
 
 
+class _Workers(Consumer):
+    """``run typed --workers 2`` (its group is the typed projector's)."""
+
+    def __init__(self, settings: Settings, log_dir: Path) -> None:
+        super().__init__("typed", settings, log_dir)
+        self.command = [*self.command, "--workers", "2"]
+
+
 def _factory(row: str) -> Any:
     if row in PEERS:
         return lambda settings, log_dir: PeerConsumer(row, settings, log_dir)
+    if row == WORKERS_ROW:
+        return _Workers
     return lambda settings, log_dir: Consumer(row, settings, log_dir)
 
 
@@ -102,8 +115,13 @@ async def throughput_round(base: Settings, prefix: str, records: list[tuple[byte
     say(f"  published {total:,} events in {publish_s:.1f}s ({prefix})")
     got: dict[str, Throughput] = {}
     for row in rows:
-        result = await timed_consumption(settings, (row,), total, log_dir,
-                                         max(120.0, total / 500), factory=_factory(row))
+        if row == WORKERS_ROW:
+            settings = prefix_settings(base, f"{prefix}-w2", PARTITIONS)
+            await create_topics(settings)
+            await publish(settings, records)
+        result = await timed_consumption(settings, ("typed" if row == WORKERS_ROW else row,),
+                                         total, log_dir, max(120.0, total / 500),
+                                         factory=_factory(row))
         got[row] = result
         say(f"  {row:<13} {result.events_per_s:>9,.0f} ev/s  steady "
             f"{result.steady_events_per_s:>9,.0f} ev/s  cpu {result.cpu_s_per_million:5.1f} "
@@ -218,7 +236,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for round_no in range(args.rounds):
             say(f"round {round_no + 1}/{args.rounds}: throughput")
             prefix = f"{run_id}-r{round_no}"
-            prefixes.append(prefix)
+            prefixes += [prefix, f"{prefix}-w2"]
             tp = await throughput_round(base, prefix, records, rows, log_dir)
             for row, value in tp.items():
                 result["throughput"][row].append(asdict(value))

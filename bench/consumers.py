@@ -155,10 +155,17 @@ class Consumer:
         return found
 
     def cpu_seconds(self) -> float:
-        """User + system CPU seconds of the process so far."""
+        """User + system CPU seconds of the process and of its live children (the
+        workers of ``run --workers N``) so far."""
         assert self._ps is not None
-        times = self._ps.cpu_times()
-        return float(times.user + times.system)
+        total = 0.0
+        for proc in (self._ps, *self._ps.children(recursive=True)):
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:  # a child that just exited
+                continue
+            total += times.user + times.system
+        return total
 
     def sample_rss(self) -> int:
         """Peak RSS so far: ``VmHWM`` on Linux, else the highest sample seen."""

@@ -187,10 +187,14 @@ class Engine:
             await self._settle_failures(consumer)
             if self._finished():
                 return
-            room = settings.batch_max_records - sum(t.pending_records for t in self.tasks.values())
+            # SYMFONIC_BATCH_MAX_RECORDS per owned partition: each task can have its next
+            # transaction's worth ready while its previous one commits.
+            tasks = self.tasks.values()
+            room = settings.batch_max_records * max(1, len(tasks)) - sum(
+                t.pending_records for t in tasks)
             if room <= 0:
-                # Back-pressure: a transaction's worth waits; fetch more once a committer
-                # took it (and none lingers for records that cannot come).
+                # Back-pressure: the transactions' worth waits; fetch more once a committer
+                # took some (and none lingers for records that cannot come).
                 for task in self.tasks.values():
                     task.hurry()
                 self._taken.clear()
