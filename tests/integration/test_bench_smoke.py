@@ -90,7 +90,10 @@ def test_zero_cost_experiment_reports_its_five_consumers(bootstrap_servers: str)
     assert list(rows) == ["copier", "typed", "typed-replay", "typed-json-floor",
                           "typed-decode-floor"]
     for name, (rate, ratio, cpu, cpu_ratio) in rows.items():
-        assert rate > 0 and ratio > 0 and cpu > 0 and cpu_ratio > 0, name
+        assert rate > 0 and ratio > 0 and cpu >= 0 and cpu_ratio >= 0, name
+    # 2,000 events take some 50 ms of a consumer's CPU, which psutil reads in 10 ms clock
+    # ticks: one row may read 0 (CI of 4d5477c: typed-json-floor), not every one.
+    assert sum(1 for _, _, cpu, _ in rows.values() if cpu > 0) >= 3
     assert rows["copier"][1] == 1.0
 
 
