@@ -240,7 +240,7 @@ def main() -> None:
         rate = statistics.median(t.events_per_s for t in runs)
         cpu = statistics.median(t.cpu_s_per_million for t in runs)
         print(f"{name:<18} {rate:>9,.0f} {rate / base_rate:>9.2f} {cpu:>8.1f} "
-              f"{cpu / base_cpu:>9.2f}")
+              f"{cpu / base_cpu if base_cpu else 0.0:>9.2f}")
 
 
 if __name__ == "__main__":
