@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +22,10 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.workers import free_port
 
 #: The benchmark's consumers: ``symfonic-stream run`` name → its consumer group suffix.
 GROUP_SUFFIX = {"copier": "copier", "typed": "typed", "chunks": "chunks", "pauses": "pauses"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def consumer_env(settings: Settings, port: int) -> dict[str, str]:

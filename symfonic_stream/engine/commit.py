@@ -110,14 +110,16 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
     except Exception:
         log.exception("writing the state changes failed", extra=task.log_context())
         return _aborted(task, 0.0)
+    steps: Steps = [("write_state", time.monotonic() - started)]
     if task.on_demand is not None:  # (before 3: topics a transaction cannot create)
+        creating = time.monotonic()
         try:
             await task.on_demand.ensure(out)
         except Exception:
             log.exception("creating an on-demand output topic failed", extra=task.log_context())
             return _aborted(task, 0.0)
+        steps.append(("create_topics", time.monotonic() - creating))
     offsets = None if next_offset is None else {task.tp: next_offset}
-    steps: Steps = [("write_state", time.monotonic() - started)]
     try:
         await transact(task.producer, task.topology, out, offsets, steps)  # steps 3-7
     except ProducerUnusable as unusable:

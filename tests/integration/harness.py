@@ -13,7 +13,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.workers import free_port
 from symfonic_stream.kafka.admin import ensure_topics, group_offsets
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -126,12 +126,6 @@ async def create_topics(prefix: str, *, with_copier: bool = True) -> Settings:
     finally:
         await admin.close()
     return settings
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ConsumerProcess:
