@@ -70,6 +70,23 @@ class Settings(BaseSettings):
     workers: int = Field(1, ge=1, le=64)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
+    # The SSE gateway (`symfonic-stream gateway`, docs/gateway.md)
+    gateway_port: int = Field(8400, ge=0, le=65535)
+    gateway_host: str = Field("0.0.0.0", min_length=1)
+    gateway_lookback_s: float = Field(86_400.0, ge=0)
+    gateway_cache_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    gateway_max_runs: int = Field(200_000, ge=1)
+    gateway_run_wait_s: float = Field(30.0, ge=0)
+    gateway_heartbeat_s: float = Field(15.0, gt=0)
+    gateway_send_timeout_s: float = Field(10.0, gt=0)
+    gateway_max_clients: int = Field(10_000, ge=1)
+    gateway_cors_origins: str = ""
+    gateway_auth: Literal["none", "jwt"] = "none"
+    gateway_jwt_key: SecretStr | None = None
+    gateway_jwks_file: Path | None = None
+    gateway_jwt_audience: str | None = None
+    gateway_jwt_issuer: str | None = None
+
     # Topic creation (`topics ensure`)
     partitions: int = Field(12, ge=1)
     replication_factor: int = Field(1, ge=1)
@@ -102,6 +119,8 @@ class Settings(BaseSettings):
             found.append(self.sasl_password.get_secret_value())
         if self.ssl_keyfile is not None:
             found.append(str(self.ssl_keyfile))
+        if self.gateway_jwt_key is not None:
+            found.append(self.gateway_jwt_key.get_secret_value())
         return tuple(found)
 
     @model_validator(mode="after")
@@ -122,7 +141,13 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}MIN_INSYNC_REPLICAS ({self.min_insync_replicas}) cannot exceed "
                 f"{ENV_PREFIX}REPLICATION_FACTOR ({self.replication_factor})"
             )
-        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        if self.gateway_auth == "jwt" and (self.gateway_jwt_key is None) == (
+                self.gateway_jwks_file is None):
+            raise ValueError(
+                f"{ENV_PREFIX}GATEWAY_AUTH=jwt needs exactly one of {ENV_PREFIX}GATEWAY_JWT_KEY "
+                f"(an HS256 secret) and {ENV_PREFIX}GATEWAY_JWKS_FILE (a JWKS file)"
+            )
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "gateway_jwks_file"):
             path = getattr(self, name)
             if path is not None and not path.is_file():
                 raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file: {path}")
@@ -143,6 +168,7 @@ def load_settings(**overrides: object) -> Settings:
                 problems.append(message.removeprefix("Value error, "))
             else:
                 value = error.get("input")
-                shown = "<secret>" if "password" in variable.lower() else repr(value)
+                secret = "password" in variable.lower() or variable.endswith("_JWT_KEY")
+                shown = "<secret>" if secret else repr(value)
                 problems.append(f"{variable}={shown}: {message}")
         raise ConfigError("invalid configuration: " + "; ".join(problems)) from None

@@ -33,6 +33,8 @@ def _register() -> None:
     main.add_command(demo.command)
     from symfonic_stream.cli import acls
     main.add_command(acls.command)
+    from symfonic_stream.cli import gateway
+    main.add_command(gateway.command)
 
 
 _register()

@@ -1,0 +1,147 @@
+"""The gateway's HTTP side: a Starlette app serving one run's stream as server-sent events.
+
+=========================================  ==================================================
+``GET /v1/runs/{run_id}/events``           the run's typed envelopes (stream-events topic)
+``GET /v1/runs/{run_id}/chunks``           the run's chunk envelopes (stream-chunks topic)
+=========================================  ==================================================
+
+``Last-Event-ID: n`` or ``?after_seq=n`` resumes after seq n. A run not yet seen is waited
+for up to ``SYMFONIC_GATEWAY_RUN_WAIT_S``, then 404. docs/gateway.md has the protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sse_starlette.sse import EventSourceResponse, SendTimeoutError
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from symfonic_stream.config import Settings
+from symfonic_stream.gateway.metrics import GatewayMetrics
+from symfonic_stream.gateway.runs import Run
+from symfonic_stream.gateway.sse import BadRequest, check_run_id, resume_after
+from symfonic_stream.gateway.tail import TopicTail
+from symfonic_stream.gateway.viewer import Viewing, envelopes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GatewayState:
+    """What the routes read: the settings, one tail per stream, the metrics."""
+
+    settings: Settings
+    tails: dict[str, TopicTail]
+    metrics: GatewayMetrics
+    #: Requests being answered now (waiting for a run, or streaming).
+    open_requests: int = 0
+
+
+class _RunStream(EventSourceResponse):
+    """An SSE response that pins its run while it streams and counts how it ended."""
+
+    def __init__(self, state: GatewayState, stream: str, run: Run, after: int) -> None:
+        self._state, self._stream, self._run = state, stream, run
+        self.viewing = Viewing()
+        settings = state.settings
+        super().__init__(
+            envelopes(state.tails[stream], run, after, self.viewing,
+                      lambda offset: state.metrics.read_backs.labels(stream).inc()),
+            ping=settings.gateway_heartbeat_s,
+            send_timeout=settings.gateway_send_timeout_s,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        metrics, stream = self._state.metrics, self._stream
+        self._run.viewers += 1
+        metrics.viewers.labels(stream).inc()
+        ending = "disconnected"
+        try:
+            await super().__call__(scope, receive, send)
+            if self.viewing.run_ended:
+                ending = "run_ended"
+        except SendTimeoutError:
+            ending = "too_slow"
+            log.info("viewer dropped: a send took longer than SYMFONIC_GATEWAY_SEND_TIMEOUT_S",
+                     extra={"stream": stream})
+        finally:
+            self._run.viewers -= 1
+            metrics.viewers.labels(stream).dec()
+            metrics.streams.labels(stream, ending).inc()
+            metrics.messages.labels(stream).inc(self.viewing.sent)
+            if self.viewing.first_sent is not None:
+                metrics.first_event.labels(stream).observe(
+                    self.viewing.first_sent - self.viewing.started)
+
+
+def _refuse(state: GatewayState, stream: str, status: int, reason: str, detail: str) -> Response:
+    state.metrics.refused.labels(stream, reason).inc()
+    return JSONResponse({"error": reason, "detail": detail}, status_code=status)
+
+
+async def _run_stream(request: Request, stream: str) -> Response:
+    state: GatewayState = request.app.state.gateway
+    settings = state.settings
+    try:
+        run_id = check_run_id(request.path_params["run_id"])
+        after = resume_after(request.headers.get("last-event-id"),
+                             request.query_params.get("after_seq"))
+    except BadRequest as exc:
+        return _refuse(state, stream, 400, "bad_request", str(exc))
+    if state.open_requests >= settings.gateway_max_clients:
+        return _refuse(state, stream, 503, "too_many_clients",
+                       f"SYMFONIC_GATEWAY_MAX_CLIENTS={settings.gateway_max_clients} reached")
+    tail = state.tails[stream]
+    state.open_requests += 1
+    try:
+        run = await _find(tail, run_id, settings.gateway_run_wait_s)
+        if run is None:
+            return _refuse(state, stream, 404, "not_found",
+                           f"no record of run {run_id!r} within the gateway's window after "
+                           f"waiting {settings.gateway_run_wait_s:g} s")
+        return _RunStream(state, stream, run, after)
+    finally:
+        state.open_requests -= 1
+
+
+async def _find(tail: TopicTail, run_id: str, wait_s: float) -> Run | None:
+    run = tail.store.get(run_id)
+    if run is not None:
+        return run
+    # (during start-up the run may be further on in the window than the tail has read)
+    return await tail.store.wait_for(run_id, wait_s)
+
+
+async def _events(request: Request) -> Response:
+    return await _run_stream(request, "events")
+
+
+async def _chunks(request: Request) -> Response:
+    return await _run_stream(request, "chunks")
+
+
+def create_app(state: GatewayState) -> Starlette:
+    origins = [o.strip() for o in state.settings.gateway_cors_origins.split(",") if o.strip()]
+    middleware = [Middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET"],
+                             allow_headers=["Last-Event-ID", "Authorization"])] if origins else []
+    app = Starlette(routes=[
+        Route("/v1/runs/{run_id:str}/events", _events, methods=["GET"]),
+        Route("/v1/runs/{run_id:str}/chunks", _chunks, methods=["GET"]),
+    ], middleware=middleware)
+    app.state.gateway = state
+    return app
+
+
+def describe(state: GatewayState) -> dict[str, Any]:
+    """The tails' sizes, for the metrics refresh (and a log line at start)."""
+    return {stream: {"runs": len(t.store), "held_bytes": t.store.held_bytes}
+            for stream, t in state.tails.items()}

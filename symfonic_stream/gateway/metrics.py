@@ -1,0 +1,63 @@
+"""The gateway's metrics (docs/metrics.md, "Gateway"): viewers, messages, the tails.
+
+Labels are bounded: ``stream`` is ``events`` or ``chunks``, ``outcome`` one of the fixed
+sets below. No run id is ever a label.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from symfonic_stream.observability.families import PREFIX
+
+STREAMS: Final = ("events", "chunks")
+#: How a viewer's stream ended.
+ENDINGS: Final = ("run_ended", "disconnected", "too_slow", "shutdown")
+#: What became of a request before any stream began.
+REFUSALS: Final = ("bad_request", "not_found", "too_many_clients")
+#: What the tail did with a record.
+FILINGS: Final = ("filed", "repeated", "skipped")
+FIRST_EVENT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                              2.5, 5, 10, 30)
+
+
+class GatewayMetrics:
+    """The gateway process's families, in its own registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        reg = self.registry
+        self.viewers = Gauge(f"{PREFIX}gateway_viewers", "Streams open now.", ["stream"],
+                             registry=reg)
+        self.streams = Counter(f"{PREFIX}gateway_streams", "Streams ended, by how.",
+                               ["stream", "ending"], registry=reg)
+        self.refused = Counter(f"{PREFIX}gateway_refused", "Requests refused before a stream.",
+                               ["stream", "reason"], registry=reg)
+        self.messages = Counter(f"{PREFIX}gateway_messages", "SSE messages sent.", ["stream"],
+                                registry=reg)
+        self.read_backs = Counter(f"{PREFIX}gateway_read_backs",
+                                  "Reads of a run's records no longer held in memory.",
+                                  ["stream"], registry=reg)
+        self.records = Counter(f"{PREFIX}gateway_records", "Records the tails read, by fate.",
+                               ["stream", "outcome"], registry=reg)
+        self.runs = Gauge(f"{PREFIX}gateway_runs", "Runs indexed.", ["stream"], registry=reg)
+        self.held_bytes = Gauge(f"{PREFIX}gateway_held_bytes",
+                                "Bytes of records held in memory.", ["stream"], registry=reg)
+        self.first_event = Histogram(
+            f"{PREFIX}gateway_first_event_seconds",
+            "Request to the first message of its stream sent.", ["stream"],
+            buckets=FIRST_EVENT_BUCKETS, registry=reg)
+        for stream in STREAMS:
+            self.viewers.labels(stream)
+            self.messages.labels(stream)
+            self.read_backs.labels(stream)
+            self.runs.labels(stream)
+            self.held_bytes.labels(stream)
+            for ending in ENDINGS:
+                self.streams.labels(stream, ending)
+            for reason in REFUSALS:
+                self.refused.labels(stream, reason)
+            for outcome in FILINGS:
+                self.records.labels(stream, outcome)

@@ -1,0 +1,171 @@
+"""The gateway's recent-runs store: one output topic's runs, indexed and held in memory.
+
+The topic's tail (:mod:`.tail`) appends every record to its run here; every viewer of a run
+reads from the same held records with a cursor of its own (its next seq), so a thousand
+viewers of a run cost one copy of it, and a slow viewer slows nobody but itself.
+
+Two bounds, both settings:
+
+* ``SYMFONIC_GATEWAY_CACHE_BYTES``: the records held. Over it, the least recently active
+  runs lose their held records first (the newest run its oldest half); the run stays
+  indexed, and a viewer that needs those records reads them back from Kafka, from the
+  run's first offset (:func:`.tail.read_back`), never from offset 0.
+* ``SYMFONIC_GATEWAY_MAX_RUNS``: the runs indexed. Over it, the least recently active run
+  without a viewer is forgotten; opening it again waits like an unknown run.
+
+Pure bookkeeping: no I/O; an ``asyncio.Event`` per run wakes its viewers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from symfonic_stream.gateway.sse import Envelope
+
+#: Bookkeeping bytes of one held record on top of its value (the tuple, the int, the str).
+HELD_OVERHEAD = 120
+
+
+@dataclass(slots=True)
+class Held:
+    """One envelope as on the topic, ready to send."""
+
+    seq: int
+    name: str
+    data: bytes
+    closes: bool
+
+
+def _seq_of(held: Held) -> int:
+    return held.seq
+
+
+@dataclass(slots=True)
+class Run:
+    """One run of the topic: where it starts in its partition, and its recent records."""
+
+    run_id: str
+    partition: int
+    #: The offset of the first record of this run the gateway saw.
+    first_offset: int
+    #: That record's seq: 0 unless the run began before the gateway's window.
+    first_seq: int
+    next_seq: int
+    held: list[Held] = field(default_factory=list)
+    held_bytes: int = 0
+    closed: bool = False
+    viewers: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def held_from(self) -> int:
+        """The lowest seq held in memory (``next_seq`` when none is)."""
+        return self.held[0].seq if self.held else self.next_seq
+
+    def held_after(self, seq: int) -> list[Held]:
+        """The held records with a seq above ``seq``, in order."""
+        held = self.held
+        if not held or seq < held[0].seq:
+            return held[:]
+        if held[-1].seq - held[0].seq == len(held) - 1:  # dense, as the projectors write
+            return held[seq + 1 - held[0].seq:]
+        # A jump (a hole on the topic): the seqs still only grow.
+        return held[bisect.bisect_right(held, seq, key=_seq_of):]
+
+    def wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+class RunStore:
+    """The runs of one output topic, least recently active first."""
+
+    def __init__(self, *, cache_bytes: int, max_runs: int) -> None:
+        self._cache_bytes = cache_bytes
+        self._max_runs = max_runs
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self.held_bytes = 0
+        #: Records below their run's next seq (repeats: counted, not held) and above it
+        #: (a hole on the topic: held, the viewer sees the jump in ``id``).
+        self.repeated = 0
+        self.jumped = 0
+        self._arrivals: dict[str, asyncio.Event] = {}
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def get(self, run_id: str) -> Run | None:
+        return self._runs.get(run_id)
+
+    def append(self, partition: int, offset: int, envelope: Envelope, data: bytes) -> Run:
+        """File one record under its run (creating the run at its first record)."""
+        run = self._runs.get(envelope.run_id)
+        if run is None:
+            run = self._runs[envelope.run_id] = Run(
+                envelope.run_id, partition, offset, envelope.seq, envelope.seq)
+            arrival = self._arrivals.pop(envelope.run_id, None)
+            if arrival is not None:
+                arrival.set()
+            self._forget_beyond_max_runs()
+        else:
+            self._runs.move_to_end(envelope.run_id)
+        if envelope.seq < run.next_seq:
+            self.repeated += 1
+            return run
+        if envelope.seq > run.next_seq:
+            self.jumped += 1
+        run.held.append(Held(envelope.seq, envelope.name, data, envelope.closes))
+        size = len(data) + HELD_OVERHEAD
+        run.held_bytes += size
+        self.held_bytes += size
+        run.next_seq = max(run.next_seq, envelope.seq + 1)
+        run.closed = run.closed or envelope.closes
+        self._trim_to_budget(run)
+        run.wake()
+        return run
+
+    async def wait_for(self, run_id: str, timeout_s: float) -> Run | None:
+        """The run, waiting up to ``timeout_s`` for its first record."""
+        run = self._runs.get(run_id)
+        if run is not None or timeout_s <= 0:
+            return run
+        arrival = self._arrivals.setdefault(run_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(arrival.wait(), timeout_s)
+        except TimeoutError:
+            if self._arrivals.get(run_id) is arrival and not arrival.is_set():
+                del self._arrivals[run_id]
+            return None
+        return self._runs.get(run_id)
+
+    def _trim_to_budget(self, newest: Run) -> None:
+        """Drop held records until the held bytes fit: the least recently active runs'
+        first, then the oldest half of the newest run's own."""
+        for run in list(self._runs.values()):
+            if self.held_bytes <= self._cache_bytes:
+                return
+            if run is newest:
+                break
+            self._drop_held(run, len(run.held))
+        while self.held_bytes > self._cache_bytes and len(newest.held) > 1:
+            self._drop_held(newest, max(1, len(newest.held) // 2))
+
+    def _drop_held(self, run: Run, count: int) -> None:
+        dropped = sum(len(h.data) + HELD_OVERHEAD for h in run.held[:count])
+        del run.held[:count]
+        run.held_bytes -= dropped
+        self.held_bytes -= dropped
+
+    def _forget_beyond_max_runs(self) -> None:
+        if len(self._runs) <= self._max_runs:
+            return
+        for run in self._runs.values():
+            if run.viewers == 0:
+                break
+        else:
+            return  # every run has a viewer: the viewers' bound holds the index
+        self._drop_held(run, len(run.held))
+        del self._runs[run.run_id]

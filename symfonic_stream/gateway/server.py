@@ -1,0 +1,144 @@
+"""The gateway process: its two tails, the HTTP server, and the probes.
+
+Start-up waits for Kafka within ``SYMFONIC_STARTUP_TIMEOUT_S`` like every consumer;
+``/readyz`` says ready once both tails have read their window to the end offsets of start
+(until then a request for a run waits, it is not refused). ``/metrics`` and the probes are
+on ``SYMFONIC_METRICS_PORT``, the streams on ``SYMFONIC_GATEWAY_PORT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Callable
+
+import uvicorn
+
+from symfonic_stream.config import Settings
+from symfonic_stream.gateway.app import GatewayState, create_app
+from symfonic_stream.gateway.metrics import FILINGS, GatewayMetrics
+from symfonic_stream.gateway.runs import RunStore
+from symfonic_stream.gateway.tail import TopicTail
+from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.observability.health import HealthState, start_configured_health_server
+
+log = logging.getLogger(__name__)
+
+#: How often the gauges and the health are refreshed.
+REFRESH_S = 1.0
+#: A stream still open at shutdown is cut after this long (the client reconnects elsewhere).
+GRACEFUL_SHUTDOWN_S = 5
+
+
+class Gateway:
+    """The gateway, started and stopped by :func:`serve` (or by a test, in its loop)."""
+
+    def __init__(self, settings: Settings, metrics: GatewayMetrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or GatewayMetrics()
+        names = TopicNames(settings.topic_prefix)
+        self.tails = {
+            stream: TopicTail(
+                settings, topic,
+                RunStore(cache_bytes=settings.gateway_cache_bytes,
+                         max_runs=settings.gateway_max_runs),
+                on_record=_counter(self.metrics, stream),
+            )
+            for stream, topic in (("events", names.stream_events),
+                                  ("chunks", names.stream_chunks))
+        }
+        self.state = GatewayState(settings, self.tails, self.metrics)
+        self.health = HealthState()
+        self._socket: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def port(self) -> int:
+        assert self._socket is not None, "start() first"
+        return int(self._socket.getsockname()[1])
+
+    async def start(self) -> None:
+        """Start the tails (waiting for Kafka) and bind the HTTP port."""
+        settings = self.settings
+        self.health.set_ready(False, "waiting for Kafka")
+        for tail in self.tails.values():
+            await retrying(f"starting the gateway's tail of {tail.topic}", tail.start,
+                           timeout_s=settings.startup_timeout_s)
+        self._socket = socket.create_server((settings.gateway_host, settings.gateway_port),
+                                            reuse_port=False)
+        config = uvicorn.Config(create_app(self.state), log_config=None, access_log=False,
+                                lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+        self._server = uvicorn.Server(config)
+        self.health.set_ready(False, "reading the topics' recent records")
+        for tail in self.tails.values():
+            self._tasks.append(asyncio.create_task(tail.run(), name=f"tail-{tail.topic}"))
+        self._tasks.append(asyncio.create_task(self._refresh(), name="gateway-refresh"))
+
+    async def serve(self) -> None:
+        """Serve until :meth:`stop` (or SIGINT/SIGTERM, which uvicorn catches)."""
+        assert self._server is not None and self._socket is not None, "start() first"
+        await self._server.serve(sockets=[self._socket])
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for tail in self.tails.values():
+            await tail.stop()
+        if self._socket is not None:
+            self._socket.close()
+
+    async def _refresh(self) -> None:
+        while True:
+            caught_up = all(t.caught_up.is_set() for t in self.tails.values())
+            if caught_up != self.health.ready:
+                self.health.set_ready(caught_up, "reading the topics' recent records")
+                if caught_up:
+                    log.info("gateway caught up", extra={
+                        s: len(t.store) for s, t in self.tails.items()})
+            stale = max(time.monotonic() - t.last_progress for t in self.tails.values())
+            if stale < self.health.stale_after_s:
+                self.health.mark_progress()
+            for stream, tail in self.tails.items():
+                self.metrics.runs.labels(stream).set(len(tail.store))
+                self.metrics.held_bytes.labels(stream).set(tail.store.held_bytes)
+            await asyncio.sleep(REFRESH_S)
+
+
+def _counter(metrics: GatewayMetrics, stream: str) -> Callable[[str], None]:
+    """The tail's ``on_record``: each record's fate counted (children bound once)."""
+    children = {outcome: metrics.records.labels(stream, outcome) for outcome in FILINGS}
+    return lambda outcome: children[outcome].inc()
+
+
+async def serve(settings: Settings) -> int:
+    """Run the gateway until SIGTERM/SIGINT: 0 after a clean stop, 1 when it cannot start."""
+    gateway = Gateway(settings)
+    probes = await start_configured_health_server(settings.metrics_port,
+                                                  gateway.metrics.registry, gateway.health)
+    try:
+        try:
+            await gateway.start()
+        except (KafkaUnavailable, RuntimeError, OSError) as exc:
+            log.error("gateway cannot start", extra={"error": str(exc)})
+            return 1
+        log.info("gateway listening", extra={"port": gateway.port,
+                                             "metrics_port": settings.metrics_port})
+        await gateway.serve()
+        return 0
+    finally:
+        await gateway.close()
+        if probes is not None:
+            probes.close()
+            await probes.wait_closed()

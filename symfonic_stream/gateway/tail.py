@@ -1,0 +1,171 @@
+"""The gateway's Kafka side: one tail per output topic, and the read-back of a run.
+
+:class:`TopicTail` reads every partition of one output topic with one consumer (no group:
+every gateway replica reads all of it), ``read_committed``, from ``SYMFONIC_GATEWAY_
+LOOKBACK_S`` ago (``offsets_for_times``), and files each record under its run
+(:class:`~.runs.RunStore`). Opening a run is then a dictionary lookup, however many records
+its partition holds before it.
+
+:func:`read_back` reads one run's records that are no longer held in memory, from the
+run's first offset in its partition up to where the tail has read: the only Kafka read a
+viewer causes, and it never starts at offset 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from symfonic_stream.config import Settings
+from symfonic_stream.gateway.runs import RunStore
+from symfonic_stream.gateway.sse import Envelope, read_envelope
+from symfonic_stream.kafka.admin import partition_counts
+from symfonic_stream.kafka.clients import client_kwargs
+
+log = logging.getLogger(__name__)
+
+#: One fetch's wait for new records: bounds how late a stop is noticed.
+POLL_MS = 500
+FETCH_MAX_RECORDS = 2000
+
+
+class TopicMissing(RuntimeError):
+    """An output topic the gateway reads does not exist."""
+
+
+def _consumer(settings: Settings, name: str) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(
+        **client_kwargs(settings, name),
+        group_id=None,
+        enable_auto_commit=False,
+        # A viewer never sees a record that is later aborted.
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        fetch_max_bytes=settings.batch_max_bytes,
+        max_partition_fetch_bytes=settings.batch_max_bytes,
+    )
+
+
+class TopicTail:
+    """One output topic, read from ``lookback_s`` ago to its end and then live."""
+
+    def __init__(self, settings: Settings, topic: str, store: RunStore, *,
+                 on_record: Callable[[str], None] | None = None) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.store = store
+        #: Per partition, the offset after the last record filed (read-back's end).
+        self.positions: dict[int, int] = {}
+        #: Set once every partition was read to the end offset it had at start.
+        self.caught_up = asyncio.Event()
+        self.last_progress = time.monotonic()
+        self._on_record = on_record or (lambda outcome: None)
+        self._consumer: AIOKafkaConsumer | None = None
+        self._catch_up_to: dict[int, int] = {}
+
+    async def start(self) -> None:
+        """Connect, assign every partition and seek to the window's start."""
+        counts = await partition_counts(self.settings, [self.topic],
+                                        timeout_s=self.settings.admin_timeout_s)
+        if self.topic not in counts:
+            raise TopicMissing(f"topic {self.topic} does not exist (run `topics ensure`)")
+        consumer = _consumer(self.settings, "gateway")
+        await consumer.start()
+        self._consumer = consumer
+        try:
+            tps = [TopicPartition(self.topic, p) for p in range(counts[self.topic])]
+            consumer.assign(tps)
+            ends = await consumer.end_offsets(tps)
+            since_ms = int((time.time() - self.settings.gateway_lookback_s) * 1000)
+            found = await consumer.offsets_for_times({tp: since_ms for tp in tps})
+            for tp in tps:
+                start = found[tp].offset if found.get(tp) is not None else ends[tp]
+                consumer.seek(tp, start)
+                self.positions[tp.partition] = start
+                if ends[tp] > start:
+                    self._catch_up_to[tp.partition] = ends[tp]
+        except BaseException:
+            await self.stop()
+            raise
+        self._check_caught_up()
+
+    async def run(self) -> None:
+        """File records until cancelled; a poll error is logged and retried."""
+        assert self._consumer is not None, "start() first"
+        while True:
+            try:
+                batch = await self._consumer.getmany(timeout_ms=POLL_MS,
+                                                     max_records=FETCH_MAX_RECORDS)
+            except KafkaError as exc:
+                log.warning("gateway poll failed", extra={"topic": self.topic,
+                                                          "error": repr(exc)})
+                await asyncio.sleep(1.0)
+                continue
+            self.last_progress = time.monotonic()
+            for tp, records in batch.items():
+                for record in records:
+                    self._file(tp.partition, record.offset, record.key, record.value)
+                if records:
+                    self.positions[tp.partition] = records[-1].offset + 1
+            if self._catch_up_to:  # (commit markers move the position past the records)
+                for partition in list(self._catch_up_to):
+                    tp = TopicPartition(self.topic, partition)
+                    self.positions[partition] = max(self.positions[partition],
+                                                    await self._consumer.position(tp))
+                self._check_caught_up()
+            await asyncio.sleep(0)
+
+    def _file(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+        envelope = read_envelope(value)
+        if envelope is None or key != envelope.run_id.encode():
+            self._on_record("skipped")  # not an envelope of its key's run: never sent
+            return
+        assert value is not None
+        repeated = self.store.repeated
+        self.store.append(partition, offset, envelope, value)
+        self._on_record("repeated" if self.store.repeated != repeated else "filed")
+
+    def _check_caught_up(self) -> None:
+        for partition, end in list(self._catch_up_to.items()):
+            if self.positions.get(partition, 0) >= end:
+                del self._catch_up_to[partition]
+        if not self._catch_up_to:
+            self.caught_up.set()
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await consumer.stop()
+
+
+async def read_back(
+    settings: Settings, topic: str, partition: int, run_id: str, start: int, until: int
+) -> AsyncGenerator[tuple[int, Envelope, bytes], None]:
+    """``run_id``'s records in ``[start, until)`` of one partition, with their offsets."""
+    if start >= until:
+        return
+    consumer = _consumer(settings, "gateway-read-back")
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        key = run_id.encode()
+        while True:
+            batch = await consumer.getmany(tp, timeout_ms=POLL_MS, max_records=FETCH_MAX_RECORDS)
+            for record in batch.get(tp, ()):
+                if record.offset >= until:
+                    return
+                envelope = read_envelope(record.value)
+                if record.key == key and envelope is not None and envelope.run_id == run_id:
+                    assert record.value is not None
+                    yield record.offset, envelope, record.value
+            if await consumer.position(tp) >= until:
+                return
+    finally:
+        await consumer.stop()

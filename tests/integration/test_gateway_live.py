@@ -1,0 +1,227 @@
+"""The SSE gateway against the real broker: real projectors write the topics, a real HTTP
+server (uvicorn) serves them, an HTTP client reads the streams as a browser would."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from symfonic_stream.app.topologies import projector_topology
+from symfonic_stream.config import Settings
+from symfonic_stream.gateway.server import Gateway
+
+from .harness import (
+    InProcessEngine,
+    TopicReader,
+    create_topics,
+    prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
+    produce,
+    settings_for,
+)
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
+
+FAR_FUTURE = 4_102_444_800.0
+
+
+def _event(run_id: str, index: int, kind: str, **fields: Any) -> dict[str, Any]:
+    return {"run_id": run_id, "index": index, "kind": kind, "timestamp": 1.0 + index, **fields}
+
+
+def _ask(run_id: str, index: int) -> dict[str, Any]:
+    return _event(run_id, index, "ask_user", interrupt={
+        "name": "ask_user", "kind": "ask_user", "payload": {"questions": ["ok?"]},
+        "token": "t", "tool_call_id": "c", "interrupt_id": f"{run_id}-{index}",
+        "run_id": run_id, "session_id": "s", "expires_at": FAR_FUTURE, "resumable": True})
+
+
+def _run(run_id: str, start: int, texts: int, *, done: bool = True) -> list[dict[str, Any]]:
+    events = [_event(run_id, start + i, "text_delta", text=f"t{start + i}")
+              for i in range(texts)]
+    if done:
+        events.append(_event(run_id, start + texts, "done",
+                             result={"text": "fin", "duration_ms": 5.0,
+                                     "usage": {"input_tokens": 3, "output_tokens": 4,
+                                               "total_tokens": 7}}))
+    return events
+
+
+async def _publish(prefix: str, events: list[dict[str, Any]]) -> None:
+    await produce(f"{prefix}.agent-events",
+                  [(e["run_id"].encode(), orjson.dumps(e), []) for e in events])
+
+
+async def read_sse(client: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None,
+                   until_seq: int | None = None, within: float = 30.0
+                   ) -> tuple[int, list[dict[str, str]]]:
+    """(status, messages) of one stream, read until the server closes it (or ``until_seq``)."""
+    messages: list[dict[str, str]] = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            async with client.stream("GET", url, headers=headers) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    return response.status_code, [{"body": response.text}]
+                current: dict[str, str] = {}
+                async for line in response.aiter_lines():
+                    if line == "":
+                        if current:
+                            messages.append(current)
+                            if until_seq is not None and current.get("id") == str(until_seq):
+                                return 200, messages
+                        current = {}
+                    elif not line.startswith(":"):
+                        name, _, value = line.partition(": ")
+                        current[name] = value
+                return 200, messages
+    raise AssertionError(f"stream of {url} still open after {within} s: {messages[-3:]}")
+
+
+@contextlib.asynccontextmanager
+async def running_gateway(settings: Settings) -> AsyncIterator[tuple[Gateway, str]]:
+    gateway = Gateway(settings)
+    await gateway.start()
+    serving = asyncio.create_task(gateway.serve())
+    try:
+        deadline = time.monotonic() + 30
+        while not gateway.health.ready:
+            assert time.monotonic() < deadline, "gateway not ready"
+            await asyncio.sleep(0.05)
+        yield gateway, f"http://127.0.0.1:{gateway.port}"
+    finally:
+        gateway.stop()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(serving, 15)
+        await gateway.close()
+
+
+def _gateway_settings(prefix: str, **overrides: Any) -> Settings:
+    return settings_for(prefix, **{"gateway_port": 0, "gateway_host": "127.0.0.1",
+                                   "gateway_run_wait_s": 20.0, **overrides})
+
+
+@contextlib.asynccontextmanager
+async def projectors(prefix: str) -> AsyncIterator[None]:
+    settings = settings_for(prefix)
+    async with InProcessEngine(projector_topology("typed", settings), settings), \
+            InProcessEngine(projector_topology("chunks", settings), settings):
+        yield
+
+
+async def _topic_values(prefix: str, topic: str, run_id: str, count: int) -> list[bytes]:
+    """The run's record values on ``topic``, once ``count`` of them were committed."""
+    key = run_id.encode()
+    async with TopicReader(f"{prefix}.{topic}") as reader:
+        deadline = time.monotonic() + 60
+        while sum(r.key == key for r in reader.records) < count:
+            assert time.monotonic() < deadline, f"{run_id}: fewer than {count} on {topic}"
+            await reader.poll()
+    return [r.value for r in reader.records if r.key == key and r.value is not None]
+
+
+async def test_resume_from_every_seq_gives_exactly_the_records_after_it(prefix: str) -> None:
+    await create_topics(prefix)
+    run_id = "run-resume"
+    events = _run(run_id, 0, 12)
+    async with projectors(prefix):
+        await _publish(prefix, events)
+        # 12 text deltas, usage, response_complete, end: seqs 0-14 on the typed topic.
+        on_topic = await _topic_values(prefix, "stream-events", run_id, 15)
+        async with running_gateway(_gateway_settings(prefix)) as (_, base), \
+                httpx.AsyncClient(timeout=30) as client:
+            url = f"{base}/v1/runs/{run_id}/events"
+            for after in range(-1, 15):
+                query = "" if after < 0 else f"?after_seq={after}"
+                status, messages = await read_sse(client, url + query)
+                assert status == 200
+                assert [m["id"] for m in messages] == [str(s) for s in range(after + 1, 15)]
+                assert [m["data"].encode() for m in messages] == on_topic[after + 1:]
+            status, messages = await read_sse(client, url, headers={"Last-Event-ID": "11"})
+            assert [m["event"] for m in messages] == ["usage", "response_complete", "end"]
+            status, chunks = await read_sse(client, f"{base}/v1/runs/{run_id}/chunks")
+            assert [m["event"] for m in chunks] == ["text"] * 12 + ["final", "end"]
+            assert [orjson.loads(m["data"])["seq"] for m in chunks] == list(range(14))
+
+
+async def test_a_run_published_while_a_client_waits_is_streamed(prefix: str) -> None:
+    await create_topics(prefix)
+    run_id = "run-late"
+    async with projectors(prefix), running_gateway(_gateway_settings(prefix)) as (_, base), \
+            httpx.AsyncClient(timeout=30) as client:
+        reading = asyncio.create_task(read_sse(client, f"{base}/v1/runs/{run_id}/events"))
+        await asyncio.sleep(1.0)
+        assert not reading.done()
+        await _publish(prefix, _run(run_id, 0, 3))
+        status, messages = await reading
+        assert status == 200
+        assert [m["id"] for m in messages] == [str(s) for s in range(6)]
+        assert orjson.loads(messages[-1]["data"])["end"]["status"] == "completed"
+
+
+async def test_a_paused_run_stays_open_and_goes_on_when_continued(prefix: str) -> None:
+    await create_topics(prefix)
+    run_id = "run-paused"
+    async with projectors(prefix), running_gateway(_gateway_settings(prefix)) as (_, base), \
+            httpx.AsyncClient(timeout=30) as client:
+        await _publish(prefix, [*_run(run_id, 0, 2, done=False), _ask(run_id, 2)])
+        reading = asyncio.create_task(read_sse(client, f"{base}/v1/runs/{run_id}/events"))
+        await asyncio.sleep(3.0)
+        assert not reading.done(), "a paused run's stream must stay open"
+        await _publish(prefix, _run(run_id, 3, 2))
+        status, messages = await reading
+        assert status == 200
+        names = [m["event"] for m in messages]
+        assert names == ["text_delta", "text_delta", "ask_user", "end",
+                         "text_delta", "text_delta", "usage", "response_complete", "end"]
+        assert [m["id"] for m in messages] == [str(s) for s in range(9)]
+        ends = [orjson.loads(m["data"])["end"]["status"] for m in messages if m["event"] == "end"]
+        assert ends == ["paused", "completed"]
+
+
+async def test_records_no_longer_held_are_read_back_from_the_runs_first_offset(
+    prefix: str,
+) -> None:
+    await create_topics(prefix)
+    runs = [f"run-{i}" for i in range(6)]
+    settings = _gateway_settings(prefix, gateway_cache_bytes=2048)
+    async with projectors(prefix):
+        await _publish(prefix, [e for r in runs for e in _run(r, 0, 8)])
+        for run_id in runs:
+            await _topic_values(prefix, "stream-events", run_id, 11)
+        async with running_gateway(settings) as (gateway, base), \
+                httpx.AsyncClient(timeout=30) as client:
+            store = gateway.tails["events"].store
+            assert store.held_bytes <= 2048
+            first = store.get(runs[0])
+            assert first is not None and first.held_from > 0  # it must come from Kafka
+            for run_id in runs:
+                status, messages = await read_sse(client, f"{base}/v1/runs/{run_id}/events")
+                assert status == 200
+                assert [m["id"] for m in messages] == [str(s) for s in range(11)], run_id
+            read_backs = gateway.metrics.registry.get_sample_value(
+                "symfonic_stream_gateway_read_backs_total", {"stream": "events"})
+            assert read_backs is not None and read_backs >= 1
+
+
+async def test_unknown_runs_and_bad_requests_are_refused(prefix: str) -> None:
+    await create_topics(prefix)
+    settings = _gateway_settings(prefix, gateway_run_wait_s=0.5)
+    async with running_gateway(settings) as (gateway, base), \
+            httpx.AsyncClient(timeout=30) as client:
+        status, body = await read_sse(client, f"{base}/v1/runs/nobody/events")
+        assert status == 404 and "not_found" in body[0]["body"]
+        status, body = await read_sse(client, f"{base}/v1/runs/x/events?after_seq=-3")
+        assert status == 400 and "after_seq" in body[0]["body"]
+        status, body = await read_sse(client, f"{base}/v1/runs/x/chunks",
+                                      headers={"Last-Event-ID": "one"})
+        assert status == 400 and "Last-Event-ID" in body[0]["body"]
+        refused = gateway.metrics.registry.get_sample_value(
+            "symfonic_stream_gateway_refused_total", {"stream": "events", "reason": "not_found"})
+        assert refused == 1.0

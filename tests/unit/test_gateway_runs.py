@@ -1,0 +1,124 @@
+"""The gateway's recent-runs store: filing, cursors, and both bounds (pure: no broker)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from symfonic_stream.gateway.runs import HELD_OVERHEAD, RunStore
+from symfonic_stream.gateway.sse import Envelope
+
+
+def _file(store: RunStore, run_id: str, seq: int, *, offset: int = 0, size: int = 10,
+          closes: bool = False, partition: int = 0) -> None:
+    envelope = Envelope(run_id, seq, "end" if closes else "text_delta", closes)
+    store.append(partition, offset, envelope, b"x" * size)
+
+
+def test_a_run_is_indexed_at_its_first_record() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "a", 0, offset=41, partition=2)
+    _file(store, "a", 1, offset=45, partition=2)
+    run = store.get("a")
+    assert run is not None
+    assert (run.partition, run.first_offset, run.first_seq, run.next_seq) == (2, 41, 0, 2)
+    assert [h.seq for h in run.held_after(-1)] == [0, 1]
+    assert [h.seq for h in run.held_after(0)] == [1]
+    assert run.held_after(1) == []
+
+
+def test_a_run_first_seen_mid_way_starts_at_that_seq() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "a", 5, offset=7)
+    run = store.get("a")
+    assert run is not None and (run.first_seq, run.held_from, run.next_seq) == (5, 5, 6)
+
+
+def test_repeats_are_counted_not_held_and_jumps_are_held() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    for seq in (0, 1, 1, 0, 4, 5):
+        _file(store, "a", seq)
+    run = store.get("a")
+    assert run is not None
+    assert [h.seq for h in run.held] == [0, 1, 4, 5]
+    assert (store.repeated, store.jumped) == (2, 1)
+    # After a jump the cursor still finds the right place.
+    assert [h.seq for h in run.held_after(1)] == [4, 5]
+    assert [h.seq for h in run.held_after(2)] == [4, 5]
+    assert [h.seq for h in run.held_after(4)] == [5]
+
+
+def test_a_closing_record_closes_the_run() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "a", 0)
+    _file(store, "a", 1, closes=True)
+    run = store.get("a")
+    assert run is not None and run.closed
+
+
+def test_the_byte_budget_drops_the_least_recently_active_runs_records_first() -> None:
+    record = 100 + HELD_OVERHEAD
+    store = RunStore(cache_bytes=5 * record, max_runs=10)
+    for seq in range(2):
+        _file(store, "old", seq, size=100)
+    for seq in range(3):
+        _file(store, "new", seq, size=100)
+    assert store.held_bytes == 5 * record
+    _file(store, "new", 3, size=100)  # over: "old" loses what it held, stays indexed
+    old, new = store.get("old"), store.get("new")
+    assert old is not None and new is not None
+    assert old.held == [] and old.held_from == old.next_seq == 2 and old.first_offset == 0
+    assert [h.seq for h in new.held] == [0, 1, 2, 3]
+    assert store.held_bytes == 4 * record
+
+
+def test_one_run_over_the_budget_keeps_its_newest_records() -> None:
+    record = 100 + HELD_OVERHEAD
+    store = RunStore(cache_bytes=4 * record, max_runs=10)
+    for seq in range(9):
+        _file(store, "big", seq, size=100)
+    run = store.get("big")
+    assert run is not None
+    assert store.held_bytes <= 4 * record
+    assert run.held[-1].seq == 8 and run.held_from > 0
+    assert [h.seq for h in run.held] == list(range(run.held_from, 9))
+
+
+def test_the_run_bound_forgets_the_oldest_run_without_a_viewer() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=2)
+    _file(store, "a", 0)
+    _file(store, "b", 0)
+    viewed = store.get("a")
+    assert viewed is not None
+    viewed.viewers = 1
+    _file(store, "c", 0)
+    assert store.get("a") is viewed and store.get("b") is None and store.get("c") is not None
+    assert len(store) == 2
+
+
+async def test_waiting_for_a_run_returns_it_when_it_arrives() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    waiting = asyncio.create_task(store.wait_for("late", 5.0))
+    await asyncio.sleep(0.01)
+    _file(store, "late", 0)
+    run = await asyncio.wait_for(waiting, 1.0)
+    assert run is not None and run.run_id == "late"
+
+
+async def test_waiting_for_a_run_that_never_comes_times_out() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    assert await store.wait_for("never", 0.05) is None
+    assert await store.wait_for("never", 0) is None
+
+
+async def test_viewers_are_woken_by_each_record() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "a", 0)
+    run = store.get("a")
+    assert run is not None
+    changed = run.changed
+    woken = asyncio.create_task(changed.wait())
+    await asyncio.sleep(0)
+    assert not woken.done()
+    _file(store, "a", 1)
+    await asyncio.wait_for(woken, 1.0)
+    assert run.changed is not changed and not run.changed.is_set()
