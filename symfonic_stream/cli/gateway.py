@@ -24,9 +24,12 @@ def command() -> None:
     (default 8400); resume with Last-Event-ID or ?after_seq=N. Metrics and health on
     SYMFONIC_METRICS_PORT. See docs/gateway.md.
     """
+    from symfonic_stream.gateway.auth import TokenCheck
+
     try:
         settings = load_settings()
-    except ConfigError as exc:
+        TokenCheck.from_settings(settings)  # the JWKS file is read and checked here
+    except (ConfigError, ValueError) as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     from symfonic_stream.gateway.server import serve

@@ -25,11 +25,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from symfonic_stream.config import Settings
-from symfonic_stream.gateway.metrics import GatewayMetrics
+from symfonic_stream.gateway.auth import AuthError, TokenCheck, bearer, check_tenant
+from symfonic_stream.gateway.page import page
 from symfonic_stream.gateway.runs import Run
 from symfonic_stream.gateway.sse import BadRequest, check_run_id, resume_after
 from symfonic_stream.gateway.tail import TopicTail
-from symfonic_stream.gateway.viewer import Viewing, envelopes
+from symfonic_stream.gateway.viewer import Viewing, agui_messages, envelope_messages, records
+from symfonic_stream.observability.gateway import GatewayMetrics
 
 log = logging.getLogger(__name__)
 
@@ -41,20 +43,35 @@ class GatewayState:
     settings: Settings
     tails: dict[str, TopicTail]
     metrics: GatewayMetrics
-    #: Requests being answered now (waiting for a run, or streaming).
-    open_requests: int = 0
+    #: Verifies bearer tokens (``SYMFONIC_GATEWAY_AUTH=jwt``); None: anyone may read.
+    tokens: TokenCheck | None = None
+    #: Requests waiting for their run, and streams open: together at most
+    #: ``SYMFONIC_GATEWAY_MAX_CLIENTS``.
+    waiting: int = 0
+    streaming: int = 0
 
 
 class _RunStream(EventSourceResponse):
     """An SSE response that pins its run while it streams and counts how it ended."""
 
-    def __init__(self, state: GatewayState, stream: str, run: Run, after: int) -> None:
+    def __init__(self, state: GatewayState, stream: str, run: Run, after: int,
+                 ag_ui: bool) -> None:
         self._state, self._stream, self._run = state, stream, run
-        self.viewing = Viewing()
+        self.viewing = viewing = Viewing()
         settings = state.settings
+        tail = state.tails[stream]
+
+        def read_back(offset: int) -> None:
+            state.metrics.read_backs.labels(stream).inc()
+
+        if ag_ui:  # translated from the run's start, sent from after ``after``
+            items = records(tail, run, -1, viewing, read_back)
+            content = agui_messages(items, run.run_id, after, viewing)
+        else:
+            content = envelope_messages(records(tail, run, after, viewing, read_back),
+                                        run.run_id, viewing)
         super().__init__(
-            envelopes(state.tails[stream], run, after, self.viewing,
-                      lambda offset: state.metrics.read_backs.labels(stream).inc()),
+            content,
             ping=settings.gateway_heartbeat_s,
             send_timeout=settings.gateway_send_timeout_s,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -62,6 +79,7 @@ class _RunStream(EventSourceResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         metrics, stream = self._state.metrics, self._stream
+        self._state.streaming += 1
         self._run.viewers += 1
         metrics.viewers.labels(stream).inc()
         ending = "disconnected"
@@ -74,6 +92,7 @@ class _RunStream(EventSourceResponse):
             log.info("viewer dropped: a send took longer than SYMFONIC_GATEWAY_SEND_TIMEOUT_S",
                      extra={"stream": stream})
         finally:
+            self._state.streaming -= 1
             self._run.viewers -= 1
             metrics.viewers.labels(stream).dec()
             metrics.streams.labels(stream, ending).inc()
@@ -85,7 +104,8 @@ class _RunStream(EventSourceResponse):
 
 def _refuse(state: GatewayState, stream: str, status: int, reason: str, detail: str) -> Response:
     state.metrics.refused.labels(stream, reason).inc()
-    return JSONResponse({"error": reason, "detail": detail}, status_code=status)
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": reason, "detail": detail}, status_code=status, headers=headers)
 
 
 async def _run_stream(request: Request, stream: str) -> Response:
@@ -95,22 +115,41 @@ async def _run_stream(request: Request, stream: str) -> Response:
         run_id = check_run_id(request.path_params["run_id"])
         after = resume_after(request.headers.get("last-event-id"),
                              request.query_params.get("after_seq"))
+        ag_ui = _format(request.query_params.get("format"), stream)
     except BadRequest as exc:
         return _refuse(state, stream, 400, "bad_request", str(exc))
-    if state.open_requests >= settings.gateway_max_clients:
+    try:  # a bad token is refused before any wait
+        claims = None if state.tokens is None else state.tokens.claims(
+            bearer(request.headers.get("authorization"), request.query_params.get("access_token")))
+    except AuthError as exc:
+        return _refuse(state, stream, exc.status, exc.reason, exc.detail)
+    if state.waiting + state.streaming >= settings.gateway_max_clients:
         return _refuse(state, stream, 503, "too_many_clients",
                        f"SYMFONIC_GATEWAY_MAX_CLIENTS={settings.gateway_max_clients} reached")
-    tail = state.tails[stream]
-    state.open_requests += 1
+    state.waiting += 1
     try:
-        run = await _find(tail, run_id, settings.gateway_run_wait_s)
-        if run is None:
-            return _refuse(state, stream, 404, "not_found",
-                           f"no record of run {run_id!r} within the gateway's window after "
-                           f"waiting {settings.gateway_run_wait_s:g} s")
-        return _RunStream(state, stream, run, after)
+        run = await _find(state.tails[stream], run_id, settings.gateway_run_wait_s)
     finally:
-        state.open_requests -= 1
+        state.waiting -= 1
+    if run is None:
+        return _refuse(state, stream, 404, "not_found",
+                       f"no record of run {run_id!r} within the gateway's window after "
+                       f"waiting {settings.gateway_run_wait_s:g} s")
+    if claims is not None:
+        try:
+            check_tenant(claims, run.tenant)
+        except AuthError as exc:
+            return _refuse(state, stream, exc.status, exc.reason, exc.detail)
+    return _RunStream(state, stream, run, after, ag_ui)
+
+
+def _format(name: str | None, stream: str) -> bool:
+    """Whether the stream is AG-UI events (only the typed one can be) or envelopes."""
+    if name in (None, "", "envelope"):
+        return False
+    if name == "ag-ui" and stream == "events":
+        return True
+    raise BadRequest(f"format must be envelope or (for /events) ag-ui, got {name[:40]!r}")
 
 
 async def _find(tail: TopicTail, run_id: str, wait_s: float) -> Run | None:
@@ -134,6 +173,7 @@ def create_app(state: GatewayState) -> Starlette:
     middleware = [Middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET"],
                              allow_headers=["Last-Event-ID", "Authorization"])] if origins else []
     app = Starlette(routes=[
+        Route("/", page, methods=["GET"]),
         Route("/v1/runs/{run_id:str}/events", _events, methods=["GET"]),
         Route("/v1/runs/{run_id:str}/chunks", _chunks, methods=["GET"]),
     ], middleware=middleware)

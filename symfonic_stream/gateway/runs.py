@@ -57,6 +57,8 @@ class Run:
     held: list[Held] = field(default_factory=list)
     held_bytes: int = 0
     closed: bool = False
+    #: The ``symfonic-tenant`` header of the run's first record that had one.
+    tenant: str | None = None
     viewers: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -100,7 +102,8 @@ class RunStore:
     def get(self, run_id: str) -> Run | None:
         return self._runs.get(run_id)
 
-    def append(self, partition: int, offset: int, envelope: Envelope, data: bytes) -> Run:
+    def append(self, partition: int, offset: int, envelope: Envelope, data: bytes,
+               tenant: str | None = None) -> Run:
         """File one record under its run (creating the run at its first record)."""
         run = self._runs.get(envelope.run_id)
         if run is None:
@@ -115,6 +118,8 @@ class RunStore:
         if envelope.seq < run.next_seq:
             self.repeated += 1
             return run
+        if run.tenant is None:
+            run.tenant = tenant
         if envelope.seq > run.next_seq:
             self.jumped += 1
         run.held.append(Held(envelope.seq, envelope.name, data, envelope.closes))

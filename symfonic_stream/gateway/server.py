@@ -19,11 +19,12 @@ import uvicorn
 
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway.app import GatewayState, create_app
-from symfonic_stream.gateway.metrics import FILINGS, GatewayMetrics
+from symfonic_stream.gateway.auth import TokenCheck
 from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.tail import TopicTail
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.observability.gateway import FILINGS, GatewayMetrics
 from symfonic_stream.observability.health import HealthState, start_configured_health_server
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,9 @@ class Gateway:
             for stream, topic in (("events", names.stream_events),
                                   ("chunks", names.stream_chunks))
         }
-        self.state = GatewayState(settings, self.tails, self.metrics)
+        # (a JWKS file that is no JWKS fails here, at start, naming the setting)
+        self.state = GatewayState(settings, self.tails, self.metrics,
+                                  TokenCheck.from_settings(settings))
         self.health = HealthState()
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -26,6 +26,7 @@ from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.sse import Envelope, read_envelope
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import client_kwargs
+from symfonic_stream.models.headers import TENANT_HEADER
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +110,8 @@ class TopicTail:
             self.last_progress = time.monotonic()
             for tp, records in batch.items():
                 for record in records:
-                    self._file(tp.partition, record.offset, record.key, record.value)
+                    self._file(tp.partition, record.offset, record.key, record.value,
+                               record.headers)
                 if records:
                     self.positions[tp.partition] = records[-1].offset + 1
             if self._catch_up_to:  # (commit markers move the position past the records)
@@ -120,14 +122,15 @@ class TopicTail:
                 self._check_caught_up()
             await asyncio.sleep(0)
 
-    def _file(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+    def _file(self, partition: int, offset: int, key: bytes | None, value: bytes | None,
+              headers: Sequence[tuple[str, bytes | None]] | None) -> None:
         envelope = read_envelope(value)
         if envelope is None or key != envelope.run_id.encode():
             self._on_record("skipped")  # not an envelope of its key's run: never sent
             return
         assert value is not None
         repeated = self.store.repeated
-        self.store.append(partition, offset, envelope, value)
+        self.store.append(partition, offset, envelope, value, tenant_of(headers))
         self._on_record("repeated" if self.store.repeated != repeated else "filed")
 
     def _check_caught_up(self) -> None:
@@ -141,6 +144,17 @@ class TopicTail:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             await consumer.stop()
+
+
+def tenant_of(headers: Sequence[tuple[str, bytes | None]] | None) -> str | None:
+    """The ``symfonic-tenant`` header's value (None when absent or not UTF-8)."""
+    for name, value in headers or ():
+        if name == TENANT_HEADER and value:
+            try:
+                return value.decode()
+            except UnicodeDecodeError:
+                return None
+    return None
 
 
 async def read_back(

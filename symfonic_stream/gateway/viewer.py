@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
 
-from symfonic_stream.gateway.runs import Run
+import orjson
+
+from symfonic_stream.gateway.agui import AgUiRun
+from symfonic_stream.gateway.agui import sse as agui_sse
+from symfonic_stream.gateway.runs import Held, Run
 from symfonic_stream.gateway.sse import control, message
 from symfonic_stream.gateway.tail import TopicTail, read_back
 
@@ -29,15 +33,23 @@ class Viewing:
     run_ended: bool = False
 
 
-async def envelopes(tail: TopicTail, run: Run, after: int, viewing: Viewing,
-                    on_read_back: Callable[[int], None] | None = None) -> AsyncIterator[bytes]:
-    """The messages for ``run`` with a seq above ``after``. ``on_read_back`` is told the
-    offset each read from Kafka starts at."""
+@dataclass(frozen=True, slots=True)
+class Truncated:
+    """Seqs ``from_seq``-``to_seq`` cannot be served: said, never skipped silently."""
+
+    from_seq: int
+    to_seq: int
+    reason: str
+
+
+async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
+                  on_read_back: Callable[[int], None] | None = None
+                  ) -> AsyncGenerator[Held | Truncated, None]:
+    """``run``'s records with a seq above ``after``, then live, until its closing end.
+    ``on_read_back`` is told the offset each read from Kafka starts at."""
     next_seq = after + 1
     if next_seq < run.first_seq:
-        yield control("truncated", {"run_id": run.run_id, "from_seq": next_seq,
-                                    "to_seq": run.first_seq - 1,
-                                    "reason": "before the gateway's window"})
+        yield Truncated(next_seq, run.first_seq - 1, "before the gateway's window")
         next_seq = run.first_seq
     offset = run.first_offset  # where a read-back starts (moves on as it reads)
     while True:
@@ -45,14 +57,14 @@ async def envelopes(tail: TopicTail, run: Run, after: int, viewing: Viewing,
             until = tail.positions[run.partition]
             if on_read_back is not None:
                 on_read_back(offset)
-            records = read_back(tail.settings, tail.topic, run.partition, run.run_id,
+            reading = read_back(tail.settings, tail.topic, run.partition, run.run_id,
                                 offset, until)
-            async with contextlib.aclosing(records):
-                async for at, envelope, data in records:
+            async with contextlib.aclosing(reading):
+                async for at, envelope, data in reading:
                     offset = at + 1
                     if envelope.seq < next_seq:
                         continue
-                    yield _sent(viewing, message(envelope.seq, envelope.name, data))
+                    yield Held(envelope.seq, envelope.name, data, envelope.closes)
                     next_seq = envelope.seq + 1
                     if envelope.closes:
                         viewing.run_ended = True
@@ -63,14 +75,12 @@ async def envelopes(tail: TopicTail, run: Run, after: int, viewing: Viewing,
                     offset = until  # read to the tail's position
             if next_seq < run.held_from and offset >= until:
                 # Kafka no longer has them either (retention): say so, never skip silently.
-                yield control("truncated", {"run_id": run.run_id, "from_seq": next_seq,
-                                            "to_seq": run.held_from - 1,
-                                            "reason": "no longer on the topic"})
+                yield Truncated(next_seq, run.held_from - 1, "no longer on the topic")
                 next_seq = run.held_from
             continue
         held = run.held_after(next_seq - 1)
         for record in held:
-            yield _sent(viewing, message(record.seq, record.name, record.data))
+            yield record
             next_seq = record.seq + 1
             if record.closes:
                 viewing.run_ended = True
@@ -81,6 +91,34 @@ async def envelopes(tail: TopicTail, run: Run, after: int, viewing: Viewing,
             viewing.run_ended = True
             return
         await run.changed.wait()
+
+
+async def envelope_messages(items: AsyncGenerator[Held | Truncated, None], run_id: str,
+                            viewing: Viewing) -> AsyncIterator[bytes]:
+    """The default format: one SSE message per envelope, exactly as on the topic."""
+    async with contextlib.aclosing(items):
+        async for item in items:
+            if isinstance(item, Held):
+                yield _sent(viewing, message(item.seq, item.name, item.data))
+            else:
+                yield _sent(viewing, control("truncated", {"run_id": run_id, **asdict(item)}))
+
+
+async def agui_messages(items: AsyncGenerator[Held | Truncated, None], run_id: str, after: int,
+                        viewing: Viewing) -> AsyncIterator[bytes]:
+    """``?format=ag-ui``: the run is translated from its start (:mod:`.agui`), and what
+    belongs to seqs up to ``after`` is not sent."""
+    translation = AgUiRun(run_id)
+    async with contextlib.aclosing(items):
+        async for item in items:
+            if isinstance(item, Truncated):
+                if item.to_seq > after:
+                    truncated = {"type": "CUSTOM", "name": "truncated", "value": asdict(item)}
+                    yield _sent(viewing, b"data: %s\n\n" % orjson.dumps(truncated))
+                continue
+            events = translation.translate(orjson.loads(item.data))
+            if item.seq > after and events:
+                yield _sent(viewing, agui_sse(events, item.seq))
 
 
 def _sent(viewing: Viewing, data: bytes) -> bytes:

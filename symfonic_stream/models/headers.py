@@ -12,3 +12,6 @@ QUEUE_HEADER = "symfonic-queue"
 KIND_HEADER = "symfonic-kind"
 #: On resumes and rejections: ``accepted`` or the rejection reason.
 OUTCOME_HEADER = "symfonic-outcome"
+#: On stream-events and stream-chunks records projected from an event with a
+#: ``scope.tenant``: that tenant (UTF-8), which the gateway checks a viewer's token against.
+TENANT_HEADER = "symfonic-tenant"

@@ -62,6 +62,14 @@ def test_the_password_only_comes_from_a_secret() -> None:
     assert "password" not in DEFAULTS["kafka"]["sasl"]
 
 
+def test_the_gateway_jwt_key_only_comes_from_a_secret() -> None:
+    text = _templates_text()
+    assert text.count("SYMFONIC_GATEWAY_JWT_KEY") == 1, "set in one place only"
+    block = text[text.index("- name: SYMFONIC_GATEWAY_JWT_KEY") :][:200]
+    assert "secretKeyRef" in block
+    assert set(DEFAULTS["gateway"]["auth"]["jwtKey"]) == {"existingSecret", "key"}
+
+
 def test_defaults_and_every_scenario_match_the_schema() -> None:
     assert _errors(DEFAULTS) == []
     for scenario in SCENARIOS:
@@ -80,6 +88,11 @@ def test_defaults_and_every_scenario_match_the_schema() -> None:
         ({"kafka": {"securityProtocol": "TLS"}}, "'TLS' is not one of"),
         ({"metrics": {"port": 0}}, "0 is less than the minimum of 1"),
         ({"containerSecurityContext": {"readOnlyRootFileSystem": True}}, "was unexpected"),
+        ({"gateway": {"auth": {"jwtKey": {"value": "s3cret"}}}}, "'value' was unexpected"),
+        ({"gateway": {"auth": {"mode": "basic"}}}, "'basic' is not one of"),
+        ({"gateway": {"port": 0}}, "0 is less than the minimum of 1"),
+        ({"gateway": {"corsOrigins": "https://a,https://b"}}, "is not of type 'array'"),
+        ({"gateway": {"ingress": {"hosts": [{"name": "a.example.com"}]}}}, "'host' is a required"),
     ],
 )
 def test_the_schema_rejects_unknown_keys_and_wrong_types(
@@ -117,7 +130,7 @@ def test_every_value_is_documented_and_the_tables_are_current() -> None:
 
 #: Schema keys with no default in values.yaml: optional Kubernetes fields and overrides.
 OPTIONAL_KEYS = re.compile(
-    r"^(consumers\.\w+\.autoscaling|consumers\.\w+\.resources|topics\.ensureJob\.resources"
+    r"^(consumers\.\w+\.autoscaling|consumers\.\w+\.resources|topics\.ensureJob\.resources|gateway\.resources"
     r"|podSecurityContext|containerSecurityContext|updateStrategy)\."
 )
 

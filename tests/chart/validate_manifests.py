@@ -8,7 +8,8 @@ are errors) with kubernetes-validate's bundled schemas for each version. Custom 
 without a schema is an error, not a skip. On top of the schemas, every pod template is
 checked for the chart's security promises, and no env var may carry a literal secret. The
 settings ConfigMaps must load with the application's own settings model, and rendered
-routing rules files must parse with its own rules parser.
+routing rules files must parse with its own rules parser; the gateway's ConfigMap loads on top
+of the shared one, as its pods read them.
 """
 
 from __future__ import annotations
@@ -76,38 +77,65 @@ def security_problems(doc: dict[str, Any]) -> list[str]:
             if "emptyDir" not in volumes.get(mounts.get("/tmp", ""), {}):
                 problems.append(f"{name}: /tmp is not an emptyDir")
             for env in container.get("env") or []:
-                secretish = any(w in env["name"].upper() for w in ("PASSWORD", "SECRET", "TOKEN"))
+                upper = env["name"].upper()
+                # ..._KEY: SYMFONIC_GATEWAY_JWT_KEY (the HS256 secret), API keys
+                secretish = upper.endswith("_KEY") or any(
+                    w in upper for w in ("PASSWORD", "SECRET", "TOKEN")
+                )
                 if secretish and "value" in env:
                     problems.append(f"{name}: env {env['name']} has a literal value")
     return problems
 
 
-def app_problems(doc: dict[str, Any], tmp: Path) -> list[str]:
-    """ConfigMaps the application reads: settings via config.py, routing rules via rules.py."""
+def _settings_problems(data: dict[str, str], tmp: Path) -> list[str]:
+    overrides: dict[str, object] = {
+        key.removeprefix(ENV_PREFIX).lower(): value for key, value in data.items()
+    }
+    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        if name in overrides:  # mounted from a Secret in the pod: stand in a file here
+            (tmp / name).write_text("PEM")
+            overrides[name] = str(tmp / name)
+    if str(overrides.get("security_protocol", "")).startswith("SASL_"):
+        overrides["sasl_password"] = "from-the-secret"
+    if overrides.get("gateway_auth") == "jwt":
+        # The key (secretKeyRef) or the JWKS file (a mount) comes from the pod spec; the
+        # chart's own check makes it exactly one of them.
+        overrides["gateway_jwt_key"] = "from-the-secret"
+    try:
+        load_settings(**overrides)
+    except ConfigError as exc:
+        return [f"settings do not load: {exc}"]
+    return []
+
+
+def app_problems(doc: dict[str, Any], tmp: Path, shared: dict[str, str]) -> list[str]:
+    """ConfigMaps the application reads: settings via config.py, routing rules via rules.py.
+    ``shared`` is the release's settings ConfigMap, which the gateway reads under its own."""
     if doc.get("kind") != "ConfigMap":
         return []
     data = doc.get("data") or {}
     problems = []
     if f"{ENV_PREFIX}BOOTSTRAP_SERVERS" in data:
-        overrides: dict[str, object] = {
-            key.removeprefix(ENV_PREFIX).lower(): value for key, value in data.items()
-        }
-        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
-            if name in overrides:  # mounted from a Secret in the pod: stand in a file here
-                (tmp / name).write_text("PEM")
-                overrides[name] = str(tmp / name)
-        if str(overrides.get("security_protocol", "")).startswith("SASL_"):
-            overrides["sasl_password"] = "from-the-secret"
-        try:
-            load_settings(**overrides)
-        except ConfigError as exc:
-            problems.append(f"settings do not load: {exc}")
+        problems += _settings_problems(data, tmp)
+    elif f"{ENV_PREFIX}GATEWAY_PORT" in data:
+        if not shared:
+            problems.append("the gateway's settings without the shared settings ConfigMap")
+        else:
+            problems += _settings_problems({**shared, **data}, tmp)
     if "routing.yaml" in data:
         try:
             parse_rules(data["routing.yaml"], "routing.yaml")
         except RulesError as exc:
             problems.append(f"routing rules do not parse: {exc}")
     return problems
+
+
+def _is_shared_settings(doc: Any) -> bool:
+    """The release's settings ConfigMap (not the topics Job's hook copy of it)."""
+    if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap":
+        return False
+    hook = "helm.sh/hook" in (doc.get("metadata", {}).get("annotations") or {})
+    return not hook and f"{ENV_PREFIX}BOOTSTRAP_SERVERS" in (doc.get("data") or {})
 
 
 def main() -> int:
@@ -125,6 +153,7 @@ def main() -> int:
             failures += 1
             continue
         before = failures
+        shared = next((d["data"] for d in docs if _is_shared_settings(d)), {})
         checked: Counter[str] = Counter()
         skipped: Counter[str] = Counter()
         for doc in docs:
@@ -134,7 +163,7 @@ def main() -> int:
                 continue
             kind = doc.get("kind", "?")
             ident = f"{path.name}: {kind}/{doc.get('metadata', {}).get('name', '?')}"
-            for problem in security_problems(doc) + app_problems(doc, tmp):
+            for problem in security_problems(doc) + app_problems(doc, tmp, shared):
                 print(f"ERROR {ident}: {problem}")
                 failures += 1
             if kind in CRD_KINDS:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import jwt
 import orjson
 import pytest
 
@@ -18,6 +20,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.gateway.server import Gateway
 
 from .harness import (
+    ConsumerProcess,
     InProcessEngine,
     TopicReader,
     create_topics,
@@ -225,3 +228,134 @@ async def test_unknown_runs_and_bad_requests_are_refused(prefix: str) -> None:
         refused = gateway.metrics.registry.get_sample_value(
             "symfonic_stream_gateway_refused_total", {"stream": "events", "reason": "not_found"})
         assert refused == 1.0
+
+
+async def test_ag_ui_format_resumes_where_the_browser_left_off(prefix: str) -> None:
+    await create_topics(prefix)
+    run_id = "run-agui"
+    async with projectors(prefix):
+        await _publish(prefix, _run(run_id, 0, 4))
+        await _topic_values(prefix, "stream-events", run_id, 7)
+        async with running_gateway(_gateway_settings(prefix)) as (_, base), \
+                httpx.AsyncClient(timeout=30) as client:
+            url = f"{base}/v1/runs/{run_id}/events?format=ag-ui"
+            status, whole = await read_sse(client, url)
+            assert status == 200
+            types = [orjson.loads(m["data"])["type"] for m in whole]
+            assert types == ["RUN_STARTED", "TEXT_MESSAGE_START", *["TEXT_MESSAGE_CONTENT"] * 4,
+                             "TEXT_MESSAGE_END", "CUSTOM", "RUN_FINISHED"]
+            ids = [m.get("id") for m in whole]
+            # seq 0 opens the run and the message; usage (seq 4) closes the message.
+            assert ids == [None, None, "0", "1", "2", "3", None, "4", "6"]
+            status, resumed = await read_sse(client, url, headers={"Last-Event-ID": "2"})
+            assert [m["data"] for m in resumed] == [m["data"] for m in whole[5:]]
+            status, body = await read_sse(client, f"{base}/v1/runs/{run_id}/chunks?format=ag-ui")
+            assert status == 400 and "format" in body[0]["body"]
+
+
+async def test_a_killed_and_restarted_projector_leaves_a_connected_viewer_whole(
+    prefix: str, tmp_path: Any,
+) -> None:
+    await create_topics(prefix)
+    run_id = "run-crash"
+    events = _run(run_id, 0, 400)
+    typed = ConsumerProcess("typed", prefix, tmp_path, batch_max_latency_ms=20).start()
+    try:
+        await typed.wait_ready()
+        async with running_gateway(_gateway_settings(prefix)) as (_, base), \
+                httpx.AsyncClient(timeout=60) as client:
+            reading = asyncio.create_task(read_sse(client, f"{base}/v1/runs/{run_id}/events",
+                                                   within=120))
+            publishing = asyncio.create_task(produce(
+                f"{prefix}.agent-events",
+                [(e["run_id"].encode(), orjson.dumps(e), []) for e in events], rate=100))
+            await asyncio.sleep(1.5)
+            typed.kill()  # mid-run, transactions open
+            typed = ConsumerProcess("typed", prefix, tmp_path, "-again").start()
+            await typed.wait_ready()
+            await publishing
+            status, messages = await reading
+        assert status == 200
+        seqs = [int(m["id"]) for m in messages]
+        assert seqs == list(range(403)), f"lost or repeated: {sorted(set(range(403)) ^ set(seqs))}"
+    finally:
+        typed.stop()
+
+
+async def test_a_slow_viewer_is_dropped_and_the_others_go_on(prefix: str) -> None:
+    await create_topics(prefix)
+    run_id = "run-big"
+    big = [_event(run_id, i, "text_delta", text="x" * 200_000) for i in range(60)]
+    settings = _gateway_settings(prefix, gateway_send_timeout_s=1.0)
+    async with projectors(prefix):
+        await _publish(prefix, [*big, *_run(run_id, 60, 0)])
+        await _topic_values(prefix, "stream-events", run_id, 63)
+        async with running_gateway(settings) as (gateway, base), \
+                httpx.AsyncClient(timeout=60) as client:
+            # A viewer that never reads: the socket buffers (a small window here, at most
+            # a few MB on the server's side) fill long before 12 MB, a send stalls past 1 s.
+            slow = socket.socket()
+            slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+            slow.connect(("127.0.0.1", gateway.port))
+            reader, writer = await asyncio.open_connection(sock=slow)
+            writer.write(f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            await writer.drain()
+            status, messages = await read_sse(client, f"{base}/v1/runs/{run_id}/events")
+            assert status == 200 and len(messages) == 63
+            dropped = None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                dropped = gateway.metrics.registry.get_sample_value(
+                    "symfonic_stream_gateway_streams_total",
+                    {"stream": "events", "ending": "too_slow"})
+                if dropped:
+                    break
+                await asyncio.sleep(0.2)
+            assert dropped == 1.0
+            # Reading what was in flight ends at the close (EOF), not at a timeout.
+            await asyncio.wait_for(_drain(reader), 30)
+            writer.close()
+
+
+async def _drain(reader: asyncio.StreamReader) -> None:
+    while await reader.read(1 << 20):
+        pass
+
+
+async def test_jwt_a_token_reads_only_its_tenants_runs(prefix: str) -> None:
+    await create_topics(prefix)
+    secret = "a-test-secret-that-is-long-enough-for-hs256"
+    scope = {"tenant": "acme", "principal": "u1"}
+    events = [{**e, "scope": scope} for e in _run("run-acme", 0, 2)]
+    events += _run("run-nobody", 0, 1)  # no tenant: no token may read it
+    settings = _gateway_settings(prefix, gateway_auth="jwt", gateway_jwt_key=secret)
+
+    def token(tenant: str) -> str:
+        return jwt.encode({"tenant": tenant, "exp": int(time.time()) + 300}, secret,
+                          algorithm="HS256")
+
+    async with projectors(prefix):
+        await _publish(prefix, events)
+        await _topic_values(prefix, "stream-events", "run-acme", 5)
+        await _topic_values(prefix, "stream-events", "run-nobody", 4)
+        async with running_gateway(settings) as (gateway, base), \
+                httpx.AsyncClient(timeout=30) as client:
+            url = f"{base}/v1/runs/run-acme/events"
+            status, messages = await read_sse(
+                client, url, headers={"Authorization": f"Bearer {token('acme')}"})
+            assert status == 200 and [m["id"] for m in messages] == [str(s) for s in range(5)]
+            # EventSource cannot set headers: the query parameter does the same.
+            status, messages = await read_sse(client, f"{url}?access_token={token('acme')}")
+            assert status == 200 and len(messages) == 5
+            status, body = await read_sse(
+                client, url, headers={"Authorization": f"Bearer {token('globex')}"})
+            assert status == 403 and "forbidden" in body[0]["body"]
+            status, body = await read_sse(client, url)
+            assert status == 401
+            status, body = await read_sse(
+                client, f"{base}/v1/runs/run-nobody/events?access_token={token('acme')}")
+            assert status == 403 and "no tenant" in body[0]["body"]
+            refused = {reason: gateway.metrics.registry.get_sample_value(
+                "symfonic_stream_gateway_refused_total", {"stream": "events", "reason": reason})
+                for reason in ("unauthorized", "forbidden")}
+            assert refused == {"unauthorized": 1.0, "forbidden": 2.0}

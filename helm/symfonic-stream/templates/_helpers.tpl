@@ -8,6 +8,20 @@ Kubernetes recommended labels and the bitnami/common conventions.
 typed chunks pauses resumes
 {{- end -}}
 
+{{/*
+The enabled Deployments, space-separated: the enabled consumers in their order, then the
+gateway. Each has a metrics Service, a PodDisruptionBudget and a place in the monitor and the
+NetworkPolicy. Use as: include "symfonic-stream.components" $ | splitList " " | compact
+*/}}
+{{- define "symfonic-stream.components" -}}
+{{- $names := list -}}
+{{- range $name := splitList " " (include "symfonic-stream.consumerNames" .) -}}
+{{- if (index $.Values.consumers $name).enabled }}{{ $names = append $names $name }}{{ end -}}
+{{- end -}}
+{{- if .Values.gateway.enabled }}{{ $names = append $names "gateway" }}{{ end -}}
+{{- join " " $names -}}
+{{- end -}}
+
 {{- define "symfonic-stream.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
@@ -143,6 +157,29 @@ rules:
 {{- if and (include "symfonic-stream.tlsEnabled" .) .Values.kafka.tls.existingSecret }}true{{ end -}}
 {{- end -}}
 
+{{- define "symfonic-stream.gateway.name" -}}
+{{- include "symfonic-stream.componentName" (dict "ctx" . "suffix" "gateway") -}}
+{{- end -}}
+
+{{- define "symfonic-stream.gateway.configMapName" -}}
+{{- include "symfonic-stream.componentName" (dict "ctx" . "suffix" "gateway-config") -}}
+{{- end -}}
+
+{{/* "true" when the gateway checks bearer tokens (gateway.auth.mode jwt). */}}
+{{- define "symfonic-stream.gateway.jwt" -}}
+{{- if eq .Values.gateway.auth.mode "jwt" }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when the gateway mounts a JWKS file (from gateway.auth.jwks). */}}
+{{- define "symfonic-stream.gateway.jwks" -}}
+{{- $j := .Values.gateway.auth.jwks -}}
+{{- if and (include "symfonic-stream.gateway.jwt" .) (or $j.existingConfigMap $j.existingSecret) }}true{{ end -}}
+{{- end -}}
+
+{{- define "symfonic-stream.gateway.jwksPath" -}}
+/etc/symfonic-stream/jwks/{{ .Values.gateway.auth.jwks.key }}
+{{- end -}}
+
 {{/*
 Every non-secret SYMFONIC_* setting, as ConfigMap data (strings). The SASL password is the
 only secret and never appears here: it comes from kafka.sasl.existingSecret via secretKeyRef.
@@ -202,21 +239,79 @@ SYMFONIC_ADMIN_TIMEOUT_S: {{ $v.engine.adminTimeoutSeconds | toString | quote }}
 {{- end -}}
 
 {{/*
+The gateway's own settings (config.py's gateway_ fields), as ConfigMap data. They live in a
+ConfigMap of their own, read by the gateway besides the shared one, so that changing them
+rolls only the gateway: a consumer's restart costs a rebalance and a state restore. Its
+secret, the HS256 key, comes from gateway.auth.jwtKey.existingSecret via secretKeyRef, and
+SYMFONIC_GATEWAY_JWKS_FILE is set only where the JWKS is mounted (see "symfonic-stream.env").
+*/}}
+{{- define "symfonic-stream.gateway.configData" -}}
+{{- $g := .Values.gateway -}}
+SYMFONIC_GATEWAY_PORT: {{ $g.port | int64 | toString | quote }}
+SYMFONIC_GATEWAY_HOST: {{ $g.host | quote }}
+SYMFONIC_GATEWAY_LOOKBACK_S: {{ $g.lookbackSeconds | toString | quote }}
+SYMFONIC_GATEWAY_CACHE_BYTES: {{ $g.cacheBytes | int64 | toString | quote }}
+SYMFONIC_GATEWAY_MAX_RUNS: {{ $g.maxRuns | int64 | toString | quote }}
+SYMFONIC_GATEWAY_RUN_WAIT_S: {{ $g.runWaitSeconds | toString | quote }}
+SYMFONIC_GATEWAY_HEARTBEAT_S: {{ $g.heartbeatSeconds | toString | quote }}
+SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
+SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}
+SYMFONIC_GATEWAY_CORS_ORIGINS: {{ join "," $g.corsOrigins | quote }}
+SYMFONIC_GATEWAY_AUTH: {{ $g.auth.mode | quote }}
+{{- if include "symfonic-stream.gateway.jwt" . }}
+{{- with $g.auth.audience }}
+SYMFONIC_GATEWAY_JWT_AUDIENCE: {{ . | quote }}
+{{- end }}
+{{- with $g.auth.issuer }}
+SYMFONIC_GATEWAY_JWT_ISSUER: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The gateway's checksum: the shared settings and its own (no routing rules: it reads none). */}}
+{{- define "symfonic-stream.gateway.configChecksum" -}}
+{{- printf "%s\n%s" (include "symfonic-stream.configData" .) (include "symfonic-stream.gateway.configData" .) | sha256sum -}}
+{{- end -}}
+
+{{/* Startup and liveness on /healthz, readiness on /readyz, all on the metrics port (every Deployment's). */}}
+{{- define "symfonic-stream.probes" -}}
+{{- range $probe := list (list "startup" "/healthz") (list "liveness" "/healthz") (list "readiness" "/readyz") }}
+{{- with index $.Values.probes (index $probe 0) }}
+{{- if .enabled }}
+{{ index $probe 0 }}Probe:
+  httpGet:
+    path: {{ index $probe 1 }}
+    port: metrics
+  periodSeconds: {{ .periodSeconds }}
+  timeoutSeconds: {{ .timeoutSeconds }}
+  failureThreshold: {{ .failureThreshold }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
 Container env and envFrom. Call with (dict "ctx" $ "configMap" name "routing" bool "extraEnv" list
-"workers" int "user" name): with "user" (strimzi.enabled) the SASL credentials are that
-KafkaUser's; "workers" above 1 sets SYMFONIC_WORKERS (1, the default, sets nothing).
+"workers" int "user" name "gateway" bool): with "user" (strimzi.enabled) the SASL credentials are
+that KafkaUser's; "workers" above 1 sets SYMFONIC_WORKERS (1, the default, sets nothing);
+"gateway" adds the gateway's ConfigMap and its JWT key (secretKeyRef) or JWKS file.
 */}}
 {{- define "symfonic-stream.env" -}}
 {{- $v := .ctx.Values -}}
+{{- $jwt := and .gateway (include "symfonic-stream.gateway.jwt" .ctx) -}}
 envFrom:
   - configMapRef:
       name: {{ .configMap }}
+  {{- if .gateway }}
+  - configMapRef:
+      name: {{ include "symfonic-stream.gateway.configMapName" .ctx }}
+  {{- end }}
   {{- with $v.extraEnvFrom }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
 {{- $workers := .workers | default 1 | int64 }}
-{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv }}
+{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv $jwt }}
 env:
   {{- if and $sasl .user }}
   {{- /* Its own Strimzi KafkaUser (kafkausers.yaml): the User Operator's Secret of that name. */}}
@@ -242,6 +337,17 @@ env:
   - name: SYMFONIC_WORKERS
     value: {{ $workers | toString | quote }}
   {{- end }}
+  {{- if and $jwt $v.gateway.auth.jwtKey.existingSecret }}
+  - name: SYMFONIC_GATEWAY_JWT_KEY
+    valueFrom:
+      secretKeyRef:
+        name: {{ $v.gateway.auth.jwtKey.existingSecret }}
+        key: {{ $v.gateway.auth.jwtKey.key }}
+  {{- end }}
+  {{- if and .gateway (include "symfonic-stream.gateway.jwks" .ctx) }}
+  - name: SYMFONIC_GATEWAY_JWKS_FILE
+    value: {{ include "symfonic-stream.gateway.jwksPath" .ctx | quote }}
+  {{- end }}
   {{- with $v.extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
@@ -251,7 +357,7 @@ env:
 {{- end }}
 {{- end -}}
 
-{{/* Container volumeMounts. Call with (dict "ctx" $ "routing" bool). */}}
+{{/* Container volumeMounts. Call with (dict "ctx" $ "routing" bool "jwks" bool). */}}
 {{- define "symfonic-stream.volumeMounts" -}}
 {{- $v := .ctx.Values -}}
 volumeMounts:
@@ -267,12 +373,17 @@ volumeMounts:
     mountPath: /etc/symfonic-stream/routing
     readOnly: true
   {{- end }}
+  {{- if .jwks }}
+  - name: gateway-jwks
+    mountPath: {{ dir (include "symfonic-stream.gateway.jwksPath" .ctx) }}
+    readOnly: true
+  {{- end }}
   {{- with $v.extraVolumeMounts }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
 {{- end -}}
 
-{{/* Pod volumes. Call with (dict "ctx" $ "routing" bool "routingConfigMap" name). */}}
+{{/* Pod volumes. Call with (dict "ctx" $ "routing" bool "routingConfigMap" name "jwks" bool). */}}
 {{- define "symfonic-stream.volumes" -}}
 {{- $v := .ctx.Values -}}
 volumes:
@@ -299,6 +410,24 @@ volumes:
       items:
         - key: {{ include "symfonic-stream.routing.key" .ctx }}
           path: {{ include "symfonic-stream.routing.key" .ctx }}
+  {{- end }}
+  {{- if .jwks }}
+  {{- $j := $v.gateway.auth.jwks }}
+  - name: gateway-jwks
+    {{- if $j.existingSecret }}
+    secret:
+      secretName: {{ $j.existingSecret }}
+      defaultMode: 0440
+      items:
+        - key: {{ $j.key }}
+          path: {{ $j.key }}
+    {{- else }}
+    configMap:
+      name: {{ $j.existingConfigMap }}
+      items:
+        - key: {{ $j.key }}
+          path: {{ $j.key }}
+    {{- end }}
   {{- end }}
   {{- with $v.extraVolumes }}
   {{- toYaml . | nindent 2 }}
@@ -436,5 +565,29 @@ priorityClassName: {{ . }}
 {{- end -}}
 {{- if gt ($v.topics.minInsyncReplicas | int64) ($v.topics.replicationFactor | int64) -}}
 {{- fail (printf "topics.minInsyncReplicas (%d) cannot exceed topics.replicationFactor (%d)." ($v.topics.minInsyncReplicas | int64) ($v.topics.replicationFactor | int64)) -}}
+{{- end -}}
+{{- if $v.gateway.enabled -}}
+{{- include "symfonic-stream.validateGateway" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gateway's cross-field rules (config.py's own check, and what an SSE proxy needs). */}}
+{{- define "symfonic-stream.validateGateway" -}}
+{{- $g := .Values.gateway -}}
+{{- $jwks := $g.auth.jwks -}}
+{{- if and $jwks.existingConfigMap $jwks.existingSecret -}}
+{{- fail "gateway.auth.jwks.existingConfigMap and gateway.auth.jwks.existingSecret are alternatives: name the one that holds the JWKS." -}}
+{{- end -}}
+{{- if and (include "symfonic-stream.gateway.jwt" .) (eq (empty $g.auth.jwtKey.existingSecret) (and (empty $jwks.existingConfigMap) (empty $jwks.existingSecret))) -}}
+{{- fail "gateway.auth.mode jwt needs exactly one of gateway.auth.jwtKey.existingSecret (a Secret with the HS256 key) and gateway.auth.jwks (a ConfigMap or Secret with the JWKS)." -}}
+{{- end -}}
+{{- if $g.ingress.enabled -}}
+{{- if not $g.ingress.hosts -}}
+{{- fail "gateway.ingress.enabled needs at least one gateway.ingress.hosts entry: an Ingress rule without a host would take every host of its class." -}}
+{{- end -}}
+{{- $timeout := get ($g.ingress.annotations | default dict) "nginx.ingress.kubernetes.io/proxy-read-timeout" | toString -}}
+{{- if and (regexMatch "^[0-9]+$" $timeout) (le ($timeout | float64) ($g.heartbeatSeconds | float64)) -}}
+{{- fail (printf "gateway.ingress.annotations: nginx.ingress.kubernetes.io/proxy-read-timeout (%s s) must exceed gateway.heartbeatSeconds (%v s), or the proxy cuts every quiet stream." $timeout $g.heartbeatSeconds) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}

@@ -29,6 +29,7 @@ from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import CLOSING_KINDS, KNOWN_KINDS, AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import decode_accepted
+from symfonic_stream.models.headers import TENANT_HEADER
 from symfonic_stream.processors.expiring import pause_kept_until
 from symfonic_stream.processors.ordering.run_state import (
     EMPTY_BUFFER,
@@ -258,8 +259,10 @@ class OrderingGuard:
         topic = self._topic
         ts = event.timestamp
         emit = out.emit
+        tenant = event.scope.tenant if event.scope is not None else None
+        headers = ((TENANT_HEADER, tenant.encode()),) if tenant else ()
         for value, record_type in released:
-            emit(_new_record(OutputRecord, (topic, key, value, record_type, ts, ())))
+            emit(_new_record(OutputRecord, (topic, key, value, record_type, ts, headers)))
         run.next_seq += len(released)
         run.next_index = event.index + 1
         run.last_ts = ts

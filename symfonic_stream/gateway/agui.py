@@ -1,0 +1,198 @@
+"""A run's typed envelopes as AG-UI events (``?format=ag-ui``): pure, no I/O.
+
+The mapping table is in docs/gateway.md ("AG-UI"). The translation is deterministic from
+the run's first envelope: message ids are made of the run id and the seq that opened the
+message, so a viewer resuming at seq n gets the same events a viewer from the start got
+after n (the gateway replays 0..n through a fresh :class:`AgUiRun` and sends nothing of
+them). Events are dicts in AG-UI's wire form (camelCase); the tests validate each against
+the ``ag-ui-protocol`` package's models.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import orjson
+
+Event = dict[str, Any]
+#: AG-UI timestamps are JSON-safe integers (milliseconds).
+_MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _iso(seconds: Any) -> str | None:
+    if type(seconds) not in (int, float):
+        return None
+    try:
+        return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if type(value) is dict else {}
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else orjson.dumps(value).decode()
+
+
+class AgUiRun:
+    """One viewer's translation of one run: what is open (a text message, reasoning, a tool
+    call), and the pause or usage the run's end reports."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._started = False
+        self._text: str | None = None  # the open text message's id
+        self._reasoning: str | None = None
+        self._tool: str | None = None  # the tool call whose args may still come
+        self._interrupts: list[Event] = []
+        self._usage: Event | None = None
+        self._result: Event | None = None
+
+    def translate(self, envelope: dict[str, Any]) -> list[Event]:
+        """The AG-UI events of one envelope, in order (maybe none)."""
+        seq, ts = envelope.get("seq"), envelope.get("ts")
+        stamp = ({"timestamp": int(ts * 1000)}
+                 if isinstance(ts, int | float) and 0 <= ts * 1000 <= _MAX_SAFE_INTEGER else {})
+        out: list[Event] = []
+        if not self._started:
+            self._started = True
+            out.append({"type": "RUN_STARTED", "threadId": self.run_id, "runId": self.run_id})
+        if type(envelope.get("event")) is dict:
+            out += self._event(envelope["event"], seq)
+        elif type(envelope.get("end")) is dict:
+            out += self._close_all() + self._end(envelope["end"])
+        elif type(envelope.get("gap")) is dict:
+            out.append({"type": "CUSTOM", "name": "gap", "value": envelope["gap"]})
+        return [{**event, **stamp} for event in out]
+
+    def _event(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        kind = event.get("type")
+        if kind == "text_delta":
+            out = self._close_tool() + self._close_reasoning()
+            if self._text is None:
+                self._text = f"{self.run_id}:{seq}"
+                out.append({"type": "TEXT_MESSAGE_START", "messageId": self._text,
+                            "role": "assistant"})
+            return [*out, {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text,
+                           "delta": _text(event.get("text"))}]
+        if kind == "thinking_delta":
+            out = self._close_tool() + self._close_text()
+            if self._reasoning is None:
+                self._reasoning = f"{self.run_id}:{seq}"
+                out += [{"type": "REASONING_START", "messageId": self._reasoning},
+                        {"type": "REASONING_MESSAGE_START", "messageId": self._reasoning,
+                         "role": "reasoning"}]
+            return [*out, {"type": "REASONING_MESSAGE_CONTENT", "messageId": self._reasoning,
+                           "delta": _text(event.get("text"))}]
+        if kind == "tool_call_delta" and event.get("tool_call_id") == self._tool:
+            return [{"type": "TOOL_CALL_ARGS", "toolCallId": self._tool,
+                     "delta": _text(event.get("args_delta"))}]
+        out = self._close_all()
+        if kind == "tool_call_start":
+            self._tool = _text(event.get("tool_call_id"))
+            return [*out, {"type": "TOOL_CALL_START", "toolCallId": self._tool,
+                           "toolCallName": _text(event.get("tool_name"))}]
+        if kind == "tool_result":
+            call = _text(event.get("tool_call_id"))
+            return [*out, {"type": "TOOL_CALL_RESULT", "messageId": f"{call}:result",
+                           "toolCallId": call, "content": _text(event.get("result")),
+                           "role": "tool"}]
+        if kind == "usage":
+            self._usage = {"inputTokens": event.get("input_tokens"),
+                           "outputTokens": event.get("output_tokens")}
+            return [*out, {"type": "CUSTOM", "name": "usage",
+                           "value": {k: v for k, v in event.items() if k != "type"}}]
+        if kind == "response_complete":
+            self._result = {"text": event.get("text"), "duration_ms": event.get("duration_ms")}
+            return out
+        if kind in ("ask_user", "interrupt"):
+            self._interrupts.append(_interrupt(event))
+            return out
+        if kind == "extension":
+            return [*out, {"type": "CUSTOM", "name": _text(event.get("name")),
+                           "value": event.get("payload")}]
+        return [*out, {"type": "CUSTOM", "name": _text(kind), "value": event}]
+
+    def _end(self, end: dict[str, Any]) -> list[Event]:
+        status = end.get("status")
+        finished: Event = {"type": "RUN_FINISHED", "threadId": self.run_id, "runId": self.run_id}
+        self._started = False  # a paused run that goes on starts a new AG-UI run
+        if status == "paused" and self._interrupts:
+            interrupts, self._interrupts = self._interrupts, []
+            return [{**finished, "outcome": {"type": "interrupt", "interrupts": interrupts}}]
+        if status == "completed":
+            usage = [self._usage] if self._usage is not None else None
+            result, self._result, self._usage = self._result, None, None
+            return [{**finished, "outcome": {"type": "success"},
+                     **({"result": result} if result is not None else {}),
+                     **({"usage": usage} if usage else {})}]
+        if status == "cancelled":
+            return [{**finished, "outcome": {"type": "cancelled"}}]
+        error = _object(end.get("error"))
+        if status == "error":
+            return [{"type": "RUN_ERROR", "message": _text(error.get("message", "error")),
+                     "code": _text(error.get("type", "error"))}]
+        if status == "abandoned":
+            return [{"type": "RUN_ERROR", "code": "abandoned",
+                     "message": "the run had no event within the idle timeout"}]
+        return [finished]  # paused without an interrupt: nothing to answer, a plain finish
+
+    def _close_text(self) -> list[Event]:
+        if self._text is None:
+            return []
+        message, self._text = self._text, None
+        return [{"type": "TEXT_MESSAGE_END", "messageId": message}]
+
+    def _close_reasoning(self) -> list[Event]:
+        if self._reasoning is None:
+            return []
+        message, self._reasoning = self._reasoning, None
+        return [{"type": "REASONING_MESSAGE_END", "messageId": message},
+                {"type": "REASONING_END", "messageId": message}]
+
+    def _close_tool(self) -> list[Event]:
+        if self._tool is None:
+            return []
+        call, self._tool = self._tool, None
+        return [{"type": "TOOL_CALL_END", "toolCallId": call}]
+
+    def _close_all(self) -> list[Event]:
+        return self._close_text() + self._close_reasoning() + self._close_tool()
+
+
+def _interrupt(event: dict[str, Any]) -> Event:
+    """An ask_user or interrupt StreamEvent as an AG-UI interrupt of RUN_FINISHED."""
+    payload = _object(event.get("payload"))
+    questions = event.get("questions") if type(event.get("questions")) is list else None
+    interrupt: Event = {
+        "id": _text(event.get("interrupt_id")),
+        "reason": _text(event.get("name") or event.get("type")),
+        "metadata": {k: event.get(k) for k in ("token", "resumable", "session_id")
+                     if k in event},
+    }
+    if questions:
+        interrupt["message"] = "\n".join(_text(q) for q in questions)
+        interrupt["metadata"]["questions"] = questions
+    elif payload:
+        interrupt["metadata"]["payload"] = payload
+    if type(event.get("tool_call_id")) is str:
+        interrupt["toolCallId"] = event["tool_call_id"]
+    if type(payload.get("response_schema")) is dict:
+        interrupt["responseSchema"] = payload["response_schema"]
+    expires = _iso(event.get("expires_at"))
+    if expires is not None:
+        interrupt["expiresAt"] = expires
+    return interrupt
+
+
+def sse(events: list[Event], seq: int) -> bytes:
+    """The events of one envelope as SSE messages; only the last carries ``id: seq``, so a
+    browser's Last-Event-ID never claims an envelope whose events it did not all get."""
+    if not events:
+        return b""
+    parts = [b"data: %s\n\n" % orjson.dumps(e) for e in events[:-1]]
+    parts.append(b"id: %d\ndata: %s\n\n" % (seq, orjson.dumps(events[-1])))
+    return b"".join(parts)

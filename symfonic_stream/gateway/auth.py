@@ -1,0 +1,105 @@
+"""Who may read a run (``SYMFONIC_GATEWAY_AUTH=jwt``): a bearer token whose ``tenant``
+claim is the run's tenant.
+
+The token comes in ``Authorization: Bearer <token>``, or, because a browser's
+``EventSource`` cannot set headers, in ``?access_token=`` (the gateway keeps no access log).
+It is verified with PyJWT: HS256 with ``SYMFONIC_GATEWAY_JWT_KEY``, or the asymmetric
+algorithms of the keys in ``SYMFONIC_GATEWAY_JWKS_FILE``, picked by ``kid`` (a JWKS never
+admits an HMAC algorithm: a public key used as an HMAC secret is the classic forgery). It
+must carry ``exp``; ``aud`` and ``iss`` are checked when configured. The run's tenant is the
+``symfonic-tenant`` header the projectors copy from the events' ``scope.tenant``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jwt
+
+from symfonic_stream.config import Settings
+
+#: What a JWKS key may sign with; never ``none``, never an HMAC.
+ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+              "ES512", "EdDSA")
+
+
+class AuthError(Exception):
+    """A refused request: ``status`` 401 (no valid token) or 403 (not this run's tenant)."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCheck:
+    """Verifies tokens against the gateway's key (an HS256 secret) or its JWKS."""
+
+    secret: str | None
+    jwks: jwt.PyJWKSet | None
+    audience: str | None
+    issuer: str | None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TokenCheck | None:
+        """None when ``SYMFONIC_GATEWAY_AUTH=none``; raises ValueError naming the setting
+        when the JWKS file is not a JWKS."""
+        if settings.gateway_auth == "none":
+            return None
+        jwks = None
+        if settings.gateway_jwks_file is not None:
+            try:
+                jwks = jwt.PyJWKSet.from_json(settings.gateway_jwks_file.read_text())
+            except (OSError, ValueError, jwt.PyJWTError) as exc:
+                raise ValueError(f"SYMFONIC_GATEWAY_JWKS_FILE: not a usable JWKS: {exc}") from None
+        secret = settings.gateway_jwt_key
+        return cls(secret.get_secret_value() if secret is not None else None, jwks,
+                   settings.gateway_jwt_audience, settings.gateway_jwt_issuer)
+
+    def claims(self, token: str | None) -> dict[str, Any]:
+        """The verified claims of ``token``, or :class:`AuthError` (401)."""
+        if not token:
+            raise AuthError(401, "unauthorized", "a bearer token is required")
+        try:
+            key, algorithms = self._key_for(token)
+            claims: dict[str, Any] = jwt.decode(
+                token, key, algorithms=algorithms, audience=self.audience, issuer=self.issuer,
+                options={"require": ["exp"], "verify_aud": self.audience is not None})
+        except jwt.PyJWTError as exc:
+            raise AuthError(401, "unauthorized", f"invalid token: {exc}") from None
+        return claims
+
+    def _key_for(self, token: str) -> tuple[Any, list[str]]:
+        if self.secret is not None:
+            return self.secret, ["HS256"]
+        assert self.jwks is not None
+        kid = jwt.get_unverified_header(token).get("kid")
+        matching = [k for k in self.jwks.keys if k.key_id == kid]
+        if not matching:
+            raise jwt.InvalidKeyError(f"no key with kid {str(kid)[:40]!r} in the JWKS")
+        key = matching[0]
+        algorithm = key.algorithm_name
+        allowed = [algorithm] if algorithm in ASYMMETRIC else list(ASYMMETRIC)
+        return key.key, allowed
+
+
+def bearer(authorization: str | None, access_token: str | None) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, else of ``?access_token=``."""
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return access_token or None
+
+
+def check_tenant(claims: dict[str, Any], run_tenant: str | None) -> None:
+    """403 unless the token's ``tenant`` claim is the run's tenant (a run without one is
+    readable by no token: nothing says whose it is)."""
+    claimed = claims.get("tenant")
+    if run_tenant is None:
+        raise AuthError(403, "forbidden", "the run carries no tenant")
+    if type(claimed) is not str or claimed != run_tenant:
+        raise AuthError(403, "forbidden", "the token's tenant is not the run's")

@@ -1,0 +1,150 @@
+"""``SYMFONIC_GATEWAY_AUTH=jwt``: token verification and the tenant rule (pure: no server)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from symfonic_stream.config import ConfigError, Settings, load_settings
+from symfonic_stream.gateway.auth import AuthError, TokenCheck, bearer, check_tenant
+
+SECRET = "s3cret-for-tests-only-0123456789abcdef"
+SECRET_512 = SECRET * 2  # HS512 wants 64 bytes (HS256 is the only algorithm admitted)
+
+
+def _claims(**extra: Any) -> dict[str, Any]:
+    return {"tenant": "acme", "exp": int(time.time()) + 60, **extra}
+
+
+def _hs(**overrides: Any) -> TokenCheck:
+    settings = Settings(gateway_auth="jwt", gateway_jwt_key=SECRET, **overrides)
+    check = TokenCheck.from_settings(settings)
+    assert check is not None
+    return check
+
+
+def test_no_auth_means_no_check() -> None:
+    assert TokenCheck.from_settings(Settings()) is None
+
+
+def test_a_valid_hs256_token_gives_its_claims() -> None:
+    token = jwt.encode(_claims(), SECRET, algorithm="HS256")
+    assert _hs().claims(token)["tenant"] == "acme"
+
+
+
+
+
+@pytest.mark.parametrize(("token", "why"), [
+    (None, "required"),
+    ("", "required"),
+    ("not.a.jwt", "invalid token"),
+    (jwt.encode(_claims(), "another-secret-another-secret-0123", algorithm="HS256"), "Signature"),
+    (jwt.encode(_claims(exp=int(time.time()) - 5), SECRET, algorithm="HS256"), "expired"),
+    (jwt.encode({"tenant": "acme"}, SECRET, algorithm="HS256"), "exp"),
+    (jwt.encode(_claims(), SECRET_512, algorithm="HS512"), "alg"),
+])
+def test_bad_tokens_are_401(token: str | None, why: str) -> None:
+    with pytest.raises(AuthError, match=why) as refused:
+        _hs().claims(token)
+    assert refused.value.status == 401
+
+
+def test_audience_and_issuer_are_checked_when_set() -> None:
+    check = _hs(gateway_jwt_audience="ui", gateway_jwt_issuer="idp")
+    good = jwt.encode(_claims(aud="ui", iss="idp"), SECRET, algorithm="HS256")
+    assert check.claims(good)["aud"] == "ui"
+    for bad in (_claims(aud="other", iss="idp"), _claims(aud="ui", iss="other"), _claims()):
+        with pytest.raises(AuthError):
+            check.claims(jwt.encode(bad, SECRET, algorithm="HS256"))
+
+
+def _rsa_jwks(tmp_path: Path) -> tuple[rsa.RSAPrivateKey, Path]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps({"keys": [{**public, "kid": "k1", "alg": "RS256", "use": "sig"}]}))
+    return key, path
+
+
+def test_jwks_tokens_are_verified_by_kid(tmp_path: Path) -> None:
+    key, path = _rsa_jwks(tmp_path)
+    check = TokenCheck.from_settings(Settings(gateway_auth="jwt", gateway_jwks_file=path))
+    assert check is not None
+    token = jwt.encode(_claims(), key, algorithm="RS256", headers={"kid": "k1"})
+    assert check.claims(token)["tenant"] == "acme"
+    with pytest.raises(AuthError, match="kid"):
+        check.claims(jwt.encode(_claims(), key, algorithm="RS256", headers={"kid": "k2"}))
+
+
+def test_a_jwks_public_key_used_as_an_hmac_secret_is_refused(tmp_path: Path) -> None:
+    key, path = _rsa_jwks(tmp_path)
+    check = TokenCheck.from_settings(Settings(gateway_auth="jwt", gateway_jwks_file=path))
+    assert check is not None
+    pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                        serialization.PublicFormat.SubjectPublicKeyInfo)
+    with pytest.raises(AuthError, match="invalid token"):
+        check.claims(_forge_hs256(pem))
+
+
+def _forge_hs256(secret: bytes) -> str:
+    """An HS256 token signed with ``secret`` (PyJWT refuses a PEM as an HMAC key, so it
+    is signed by hand, as an attacker would)."""
+    import base64
+    import hashlib
+    import hmac
+
+    def b64(data: bytes) -> bytes:
+        return base64.urlsafe_b64encode(data).rstrip(b"=")
+
+    head = b64(json.dumps({"alg": "HS256", "typ": "JWT", "kid": "k1"}).encode())
+    body = b64(json.dumps(_claims()).encode())
+    signature = b64(hmac.new(secret, head + b"." + body, hashlib.sha256).digest())
+    return (head + b"." + body + b"." + signature).decode()
+
+
+def test_a_file_that_is_no_jwks_fails_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text('{"keys": "nope"}')
+    with pytest.raises(ValueError, match="SYMFONIC_GATEWAY_JWKS_FILE"):
+        TokenCheck.from_settings(Settings(gateway_auth="jwt", gateway_jwks_file=path))
+
+
+def test_jwt_needs_exactly_one_key_source(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="SYMFONIC_GATEWAY_JWT_KEY"):
+        load_settings(gateway_auth="jwt")
+    path = tmp_path / "jwks.json"
+    path.write_text('{"keys": []}')
+    with pytest.raises(ConfigError, match="exactly one"):
+        load_settings(gateway_auth="jwt", gateway_jwt_key="k", gateway_jwks_file=path)
+
+
+def test_a_bad_jwt_key_value_is_never_shown() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(gateway_auth="jwt", gateway_jwt_key=["not", "a", "string"])
+    assert "not" not in str(refused.value).replace("not a valid", "")
+    assert "<secret>" in str(refused.value)
+
+
+def test_the_tenant_rule() -> None:
+    check_tenant({"tenant": "acme"}, "acme")
+    for claims, run_tenant in (({"tenant": "other"}, "acme"), ({}, "acme"),
+                               ({"tenant": ["acme"]}, "acme"), ({"tenant": "acme"}, None)):
+        with pytest.raises(AuthError) as refused:
+            check_tenant(claims, run_tenant)
+        assert refused.value.status == 403
+
+
+@pytest.mark.parametrize(("header", "query", "token"), [
+    ("Bearer abc", None, "abc"), ("bearer  abc ", None, "abc"), (None, "q", "q"),
+    ("Basic xyz", "q", "q"), ("Bearer ", None, None), (None, None, None), (None, "", None),
+])
+def test_bearer(header: str | None, query: str | None, token: str | None) -> None:
+    assert bearer(header, query) == token
