@@ -94,7 +94,10 @@ class RunStore:
         #: (a hole on the topic: held, the viewer sees the jump in ``id``).
         self.repeated = 0
         self.jumped = 0
-        self._arrivals: dict[str, asyncio.Event] = {}
+        #: The runs holding records, least recently active first (what the budget trims).
+        self._holding: OrderedDict[str, Run] = OrderedDict()
+        #: Per run id waited for: its arrival, and how many requests wait for it.
+        self._arrivals: dict[str, tuple[asyncio.Event, list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -111,7 +114,7 @@ class RunStore:
                 envelope.run_id, partition, offset, envelope.seq, envelope.seq)
             arrival = self._arrivals.pop(envelope.run_id, None)
             if arrival is not None:
-                arrival.set()
+                arrival[0].set()
             self._forget_beyond_max_runs()
         else:
             self._runs.move_to_end(envelope.run_id)
@@ -128,6 +131,8 @@ class RunStore:
         self.held_bytes += size
         run.next_seq = max(run.next_seq, envelope.seq + 1)
         run.closed = run.closed or envelope.closes
+        self._holding[run.run_id] = run
+        self._holding.move_to_end(run.run_id)
         self._trim_to_budget(run)
         run.wake()
         return run
@@ -137,24 +142,25 @@ class RunStore:
         run = self._runs.get(run_id)
         if run is not None or timeout_s <= 0:
             return run
-        arrival = self._arrivals.setdefault(run_id, asyncio.Event())
+        arrival, waiting = self._arrivals.setdefault(run_id, (asyncio.Event(), [0]))
+        waiting[0] += 1
         try:
             await asyncio.wait_for(arrival.wait(), timeout_s)
         except TimeoutError:
-            if self._arrivals.get(run_id) is arrival and not arrival.is_set():
-                del self._arrivals[run_id]
-            return None
+            pass
+        finally:
+            waiting[0] -= 1
+            if waiting[0] == 0 and self._arrivals.get(run_id, (None,))[0] is arrival:
+                del self._arrivals[run_id]  # the last one waiting gave up
         return self._runs.get(run_id)
 
     def _trim_to_budget(self, newest: Run) -> None:
         """Drop held records until the held bytes fit: the least recently active runs'
         first, then the oldest half of the newest run's own."""
-        for run in list(self._runs.values()):
-            if self.held_bytes <= self._cache_bytes:
-                return
-            if run is newest:
-                break
-            self._drop_held(run, len(run.held))
+        holding = self._holding
+        while self.held_bytes > self._cache_bytes and len(holding) > 1:
+            _, oldest = holding.popitem(last=False)  # (never the newest: it was moved last)
+            self._drop_held(oldest, len(oldest.held))
         while self.held_bytes > self._cache_bytes and len(newest.held) > 1:
             self._drop_held(newest, max(1, len(newest.held) // 2))
 
@@ -173,4 +179,5 @@ class RunStore:
         else:
             return  # every run has a viewer: the viewers' bound holds the index
         self._drop_held(run, len(run.held))
+        self._holding.pop(run.run_id, None)
         del self._runs[run.run_id]

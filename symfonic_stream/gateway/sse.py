@@ -71,7 +71,8 @@ def _name_of(parsed: dict[str, Any]) -> tuple[str | None, bool]:
         kind = event.get("type")
         return (kind if type(kind) is str and _EVENT_NAME.fullmatch(kind) else "event"), False
     if type(end) is dict:
-        return "end", end.get("status") in CLOSING_STATUSES
+        status = end.get("status")
+        return "end", type(status) is str and status in CLOSING_STATUSES
     if type(parsed.get("gap")) is dict:
         return "gap", False
     return None, False

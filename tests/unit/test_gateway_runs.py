@@ -122,3 +122,25 @@ async def test_viewers_are_woken_by_each_record() -> None:
     _file(store, "a", 1)
     await asyncio.wait_for(woken, 1.0)
     assert run.changed is not changed and not run.changed.is_set()
+
+
+async def test_a_request_that_gives_up_does_not_cut_the_others_wait() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    patient = asyncio.create_task(store.wait_for("late", 5.0))
+    impatient = asyncio.create_task(store.wait_for("late", 0.05))
+    assert await impatient is None
+    _file(store, "late", 0)
+    run = await asyncio.wait_for(patient, 1.0)
+    assert run is not None and run.run_id == "late"
+
+
+def test_trimming_many_runs_is_not_quadratic() -> None:
+    """200,000 runs through a budget of a few: each append trims the oldest holder only
+    (a scan of every run per append would make this quadratic)."""
+    record = 10 + HELD_OVERHEAD
+    store = RunStore(cache_bytes=3 * record, max_runs=300_000)
+    for i in range(200_000):
+        _file(store, f"r{i}", 0)
+    assert store.held_bytes <= 3 * record and len(store) == 200_000
+    held = [r for r in (store.get(f"r{i}") for i in range(199_990, 200_000)) if r and r.held]
+    assert [r.run_id for r in held] == ["r199997", "r199998", "r199999"]

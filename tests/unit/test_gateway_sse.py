@@ -115,3 +115,8 @@ def test_run_id_bounds() -> None:
     for bad in ("", "r" * 257):
         with pytest.raises(BadRequest, match="run id"):
             check_run_id(bad)
+
+
+def test_an_end_status_of_any_json_type_is_read_without_error() -> None:
+    for status in ([1], {"a": 1}, None, 3):
+        assert read_envelope(_envelope(end={"status": status})) == Envelope("r1", 3, "end", False)
