@@ -17,8 +17,8 @@ import pytest
 
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
-from symfonic_stream.gateway.server import Gateway
 
+from .gateway_harness import read_sse, running_gateway
 from .harness import (
     ConsumerProcess,
     InProcessEngine,
@@ -59,50 +59,6 @@ def _run(run_id: str, start: int, texts: int, *, done: bool = True) -> list[dict
 async def _publish(prefix: str, events: list[dict[str, Any]]) -> None:
     await produce(f"{prefix}.agent-events",
                   [(e["run_id"].encode(), orjson.dumps(e), []) for e in events])
-
-
-async def read_sse(client: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None,
-                   until_seq: int | None = None, within: float = 30.0
-                   ) -> tuple[int, list[dict[str, str]]]:
-    """(status, messages) of one stream, read until the server closes it (or ``until_seq``)."""
-    messages: list[dict[str, str]] = []
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(within):
-            async with client.stream("GET", url, headers=headers) as response:
-                if response.status_code != 200:
-                    await response.aread()
-                    return response.status_code, [{"body": response.text}]
-                current: dict[str, str] = {}
-                async for line in response.aiter_lines():
-                    if line == "":
-                        if current:
-                            messages.append(current)
-                            if until_seq is not None and current.get("id") == str(until_seq):
-                                return 200, messages
-                        current = {}
-                    elif not line.startswith(":"):
-                        name, _, value = line.partition(": ")
-                        current[name] = value
-                return 200, messages
-    raise AssertionError(f"stream of {url} still open after {within} s: {messages[-3:]}")
-
-
-@contextlib.asynccontextmanager
-async def running_gateway(settings: Settings) -> AsyncIterator[tuple[Gateway, str]]:
-    gateway = Gateway(settings)
-    await gateway.start()
-    serving = asyncio.create_task(gateway.serve())
-    try:
-        deadline = time.monotonic() + 30
-        while not gateway.health.ready:
-            assert time.monotonic() < deadline, "gateway not ready"
-            await asyncio.sleep(0.05)
-        yield gateway, f"http://127.0.0.1:{gateway.port}"
-    finally:
-        gateway.stop()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(serving, 15)
-        await gateway.close()
 
 
 def _gateway_settings(prefix: str, **overrides: Any) -> Settings:

@@ -22,8 +22,10 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
         "demo", "--runs", str(RUNS), "--max-events", "30", "--timeout", "120",
         "--delete-topics",
         bootstrap=bootstrap_servers,
-        # TMPDIR: the consumers' log directory lands in the test's own tmp_path.
-        env={"SYMFONIC_PARTITIONS": "2", "COLUMNS": "120", "TMPDIR": str(tmp_path)},
+        # TMPDIR: the consumers' log directory lands in the test's own tmp_path; port 0:
+        # the gateway on a free port, not 8400 (another demo may hold it).
+        env={"SYMFONIC_PARTITIONS": "2", "COLUMNS": "120", "TMPDIR": str(tmp_path),
+             "SYMFONIC_GATEWAY_PORT": "0"},
         timeout_s=170,
     )
     assert status == 0, out + err
@@ -40,6 +42,8 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
     assert re.search(r"answer .* → accepted; resume keyed by", out), out
     assert "a second answer → rejected: already_answered" in out
     assert re.search(r"metrics of typed: http://127\.0\.0\.1:\d+/metrics", out)
+    # the gateway ran beside them, its page's URL for the first run printed
+    assert re.search(r"^  open http://127\.0\.0\.1:\d+/\?run=demo-7-00000$", out, re.MULTILINE)
     # The rendered run: a header, a tool call and an end line.
     assert re.search(r"^run demo-7-\d{5}  \(from seq 0", out, re.MULTILINE)
     assert "→ tool " in out

@@ -1,7 +1,7 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
 models/config → kafka, observability, projections → engine → processors → app →
-sdk, tools → cli. Every import counts, also one inside a function or under
+sdk, tools, gateway → cli. Every import counts, also one inside a function or under
 ``TYPE_CHECKING``: a circle that only type checkers see is still a circle to a reader.
 """
 
@@ -27,6 +27,7 @@ LAYERS = {
     "app": 4,
     "sdk": 5,
     "tools": 5,
+    "gateway": 5,
     "cli": 6,
     "__main__": 7,
 }

@@ -102,6 +102,41 @@ async def start_consumers(ctx: DemoContext) -> None:
         )
 
 
+async def start_gateway(ctx: DemoContext) -> None:
+    """The SSE gateway beside the consumers, and its page's URL for a run about to start.
+    An extra: when it cannot start (its port taken), the demo goes on without it."""
+    port = ctx.settings.gateway_port or _free_port()
+    metrics_port = _free_port()
+    env = {
+        **os.environ,
+        "SYMFONIC_TOPIC_PREFIX": ctx.settings.topic_prefix,
+        "SYMFONIC_GATEWAY_HOST": os.environ.get("SYMFONIC_GATEWAY_HOST", "127.0.0.1"),
+        "SYMFONIC_GATEWAY_PORT": str(port),
+        "SYMFONIC_METRICS_PORT": str(metrics_port),
+    }
+    log_path = ctx.log_dir / "gateway.log"
+    with log_path.open("wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "symfonic_stream", "gateway",
+            env=env, stdout=log, stderr=asyncio.subprocess.STDOUT,
+        )
+    ctx.processes["gateway"] = process
+    deadline = time.monotonic() + 90
+    while (await _http_get(metrics_port, "/readyz"))[0] != 200:
+        if process.returncode is not None or time.monotonic() > deadline:
+            ctx.console.print(f"  [yellow]the gateway did not start[/] (port {port} taken? "
+                              f"SYMFONIC_GATEWAY_PORT sets it); see {log_path}")
+            return
+        await asyncio.sleep(0.3)
+    ctx.metrics_ports["gateway"] = metrics_port
+    ctx.console.print(f"  gateway ready (pid {process.pid}); watch a run live in a browser:")
+    ctx.console.print(f"  open http://127.0.0.1:{port}/?run={_run_id(ctx.options, 0)}",
+                      markup=False, soft_wrap=True)
+    if not ctx.options.keep_running:
+        ctx.console.print("  (the gateway stops with the demo; --keep-running keeps it)",
+                          style="dim")
+
+
 async def publish_and_watch(ctx: DemoContext) -> None:
     """Publish the synthetic runs while reading the outputs back as they commit."""
     ctx.events = _synthetic_events(ctx.options, ctx.run_ids)
@@ -171,6 +206,7 @@ async def keep_running(ctx: DemoContext) -> None:
 STEPS: list[Step] = [
     ("ensure topics", ensure_demo_topics),
     ("start consumers", start_consumers),
+    ("start the gateway", start_gateway),
     ("publish synthetic runs", publish_and_watch),
     ("answer a pause as a reviewer", answer_a_pause),
     ("scrape metrics", scrape_metrics),
@@ -233,7 +269,7 @@ def _synthetic_events(options: DemoOptions, run_ids: list[str]) -> list[dict[str
     ]
     runs = []
     for n in range(options.runs):
-        run_id = f"demo-{options.seed}-{n:05d}"
+        run_id = _run_id(options, n)
         run_ids.append(run_id)
         events = generate_run(rng, run_id, shape=forced[n] if n < len(forced) else shape)
         delivered = deliver(rng, events, Damage())
@@ -242,6 +278,10 @@ def _synthetic_events(options: DemoOptions, run_ids: list[str]) -> list[dict[str
             delivered = [e for e in delivered if e["index"] != lost]
         runs.append(delivered)
     return list(interleave(rng, runs))
+
+
+def _run_id(options: DemoOptions, n: int) -> str:
+    return f"demo-{options.seed}-{n:05d}"
 
 
 def _stamped(event: dict[str, Any]) -> dict[str, Any]:
