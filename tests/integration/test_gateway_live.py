@@ -23,9 +23,11 @@ from .harness import (
     ConsumerProcess,
     InProcessEngine,
     TopicReader,
+    consumer_env,
     create_topics,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
     produce,
+    run_cli,
     settings_for,
 )
 
@@ -315,3 +317,10 @@ async def test_jwt_a_token_reads_only_its_tenants_runs(prefix: str) -> None:
                 "symfonic_stream_gateway_refused_total", {"stream": "events", "reason": reason})
                 for reason in ("unauthorized", "forbidden")}
             assert refused == {"unauthorized": 1.0, "forbidden": 2.0}
+
+
+async def test_the_gateway_command_stops_when_its_topics_do_not_exist(prefix: str) -> None:
+    env = consumer_env(prefix, gateway_port=0)
+    result = await asyncio.to_thread(run_cli, ["gateway"], env, 90)
+    assert result.returncode == 1
+    assert f"topic {prefix}.stream-events does not exist" in result.stdout + result.stderr

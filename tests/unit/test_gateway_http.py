@@ -1,9 +1,10 @@
-"""``SYMFONIC_GATEWAY_CORS_ORIGINS``: which other origins' pages may read the streams
-(the routes' answers need a broker; the CORS preflight is the middleware's alone)."""
+"""The gateway's HTTP edges without a broker: CORS (the preflight is the middleware's alone)
+and the command's refusal of a bad setting."""
 
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway.app import GatewayState, create_app
@@ -36,3 +37,15 @@ async def test_another_origin_is_not_allowed() -> None:
 async def test_no_origins_means_same_origin_only() -> None:
     answer = await _preflight("", "https://ui.example.com")
     assert "access-control-allow-origin" not in answer.headers
+
+
+def test_the_gateway_command_refuses_a_bad_setting_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from symfonic_stream.cli import main
+
+    monkeypatch.setenv("SYMFONIC_GATEWAY_MAX_CLIENTS", "0")
+    result = CliRunner().invoke(main, ["gateway"])
+    assert result.exit_code == 2
+    assert "SYMFONIC_GATEWAY_MAX_CLIENTS" in result.output
