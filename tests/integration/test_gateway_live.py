@@ -220,15 +220,18 @@ async def test_a_killed_and_restarted_projector_leaves_a_connected_viewer_whole(
     typed = ConsumerProcess("typed", prefix, tmp_path, batch_max_latency_ms=20).start()
     try:
         await typed.wait_ready()
-        async with running_gateway(_gateway_settings(prefix)) as (_, base), \
+        async with running_gateway(_gateway_settings(prefix)) as (gateway, base), \
                 httpx.AsyncClient(timeout=60) as client:
             reading = asyncio.create_task(read_sse(client, f"{base}/v1/runs/{run_id}/events",
                                                    within=120))
             publishing = asyncio.create_task(produce(
                 f"{prefix}.agent-events",
                 [(e["run_id"].encode(), orjson.dumps(e), []) for e in events], rate=100))
-            await asyncio.sleep(1.5)
-            typed.kill()  # mid-run, transactions open
+            store = gateway.tails["events"].store
+            while (run := store.get(run_id)) is None or run.next_seq < 50:
+                assert not publishing.done(), "the run was projected before the kill"
+                await asyncio.sleep(0.05)
+            typed.kill()  # mid-run (50 of 403 seqs committed), transactions open
             typed = ConsumerProcess("typed", prefix, tmp_path, "-again").start()
             await typed.wait_ready()
             await publishing
