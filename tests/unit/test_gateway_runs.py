@@ -144,3 +144,17 @@ def test_trimming_many_runs_is_not_quadratic() -> None:
     assert store.held_bytes <= 3 * record and len(store) == 200_000
     held = [r for r in (store.get(f"r{i}") for i in range(199_990, 200_000)) if r and r.held]
     assert [r.run_id for r in held] == ["r199997", "r199998", "r199999"]
+
+
+def test_what_is_ready_goes_out_in_few_writes() -> None:
+    from symfonic_stream.gateway.runs import Held
+    from symfonic_stream.gateway.viewer import BATCH_BYTES, BATCH_RECORDS, _pieces
+
+    small = [Held(s, "text_delta", b"x", False) for s in range(BATCH_RECORDS * 2 + 5)]
+    assert [len(p) for p in _pieces(small)] == [BATCH_RECORDS, BATCH_RECORDS, 5]
+    big = [Held(s, "text_delta", b"x" * (BATCH_BYTES // 2), False) for s in range(5)]
+    assert [len(p) for p in _pieces(big)] == [2, 2, 1]
+    ending = [Held(0, "text_delta", b"x", False), Held(1, "end", b"e", True),
+              Held(2, "text_delta", b"late", False)]
+    assert [[h.seq for h in p] for p in _pieces(ending)] == [[0, 1]]  # nothing after the end
+    assert _pieces([]) == []
