@@ -142,13 +142,15 @@ class _BatchSender:
         await asyncio.gather(*(future for future, _, _, _ in self.sent))
 
 
-async def publish(settings: Settings, records: Sequence[tuple[bytes, bytes]]) -> float:
-    """Publish ``(key, value)`` records to the raw topic as fast as possible; returns seconds.
+async def publish(settings: Settings, records: Iterable[tuple[bytes, bytes]],
+                  topic: str | None = None) -> float:
+    """Publish ``(key, value)`` records to ``topic`` (default: the raw topic) as fast as
+    possible; returns seconds.
 
     Keyed by run id, in Kafka's default partitioner's partition: every event of a run in
     one partition, in order.
     """
-    topic = TopicNames(settings.topic_prefix).agent_events
+    topic = topic or TopicNames(settings.topic_prefix).agent_events
     producer = _producer(settings, "bench-load", linger_ms=5, max_batch_size=512 * 1024)
     await producer.start()
     started = time.monotonic()

@@ -11,14 +11,20 @@ from typing import Any
 import psutil
 
 
-def broker_version() -> str:
-    """From ``scripts/kafka.sh status`` when the project's broker runs, else unknown."""
+def broker_version(bootstrap: str | None = None) -> str:
+    """From ``scripts/kafka.sh status`` when the project's broker runs, else unknown;
+    ``bootstrap`` (``host:port``) names the port it is asked about (default: its own)."""
     script = Path(__file__).resolve().parent.parent / "scripts" / "kafka.sh"
     if not script.exists():
         return "unknown"
+    env = dict(os.environ)
+    port = (bootstrap or "").split(",")[0].rpartition(":")[2]
+    if port.isdigit() and "SYMFONIC_KAFKA_PORT" not in env:
+        env["SYMFONIC_KAFKA_PORT"] = port
     try:
         done = subprocess.run(
-            [str(script), "status"], capture_output=True, text=True, timeout=30, check=False
+            [str(script), "status"], capture_output=True, text=True, timeout=30, check=False,
+            env=env,
         )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"

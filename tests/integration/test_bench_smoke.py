@@ -124,3 +124,41 @@ def test_transaction_probe_compares_aiokafkas_retry_delays_with_the_engines(
         assert 0 < median <= p99 and mean > 0 and p90 > 0, name
         assert added >= 0 and committed >= 0 and ratio > 0, name
     assert rows["aiokafka"][-1] == 1.0
+
+
+@pytest.mark.timeout(170)
+def test_gateway_benchmark_serves_every_client_every_seq_once(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "gateway.json"
+    table = _run_module("bench.gateway", "--quick", "--out", str(out),
+                        bootstrap=bootstrap_servers)
+    result = json.loads(out.read_text())
+    assert result["quick"] is True
+    first = result["first_event"]
+    assert first["partition_records"] == first["earlier_records"] + 6  # + the target run
+    assert first["store"]["target_held_from"] == 0
+    assert first["store"]["tiny_cache_target_held_from"] > 0  # so it was read back
+    for key in ("startup_s", "held_ms", "read_back_ms", "reader_ms"):
+        figure = first[key]
+        assert len(figure["all"]) > 0 and 0 < figure["median"] <= figure["max"], key
+    for key in ("held_ms", "read_back_ms", "reader_ms"):  # the run's close follows its first
+        assert first[key]["whole_median"] >= first[key]["median"] > 0, key
+    assert first["held_x_reader"] > 0 and first["read_back_x_reader"] > 0
+    [fan] = result["fanout"]
+    assert fan["failures"] == 0, fan["failure_examples"]
+    assert fan["clients"] == fan["runs"] * fan["viewers_per_run"] > 0
+    assert fan["delivered_messages"] == fan["expected_messages"] == (
+        fan["clients"] * fan["records_per_run"])
+    # every message after each run's seq 0 was timed, by the gateway's clients and the floor
+    assert fan["lag"]["samples"] == fan["clients"] * (fan["records_per_run"] - 1)
+    assert fan["baseline_reader_lag"]["samples"] == fan["runs"] * (fan["records_per_run"] - 1)
+    assert fan["lag"]["p50_ms"] <= fan["lag"]["p99_ms"] <= fan["lag"]["max_ms"]
+    assert fan["gateway_cpu_s"] > 0 and fan["gateway_rss_mb"]["peak_vmhwm"] > 0
+    assert set(result["verdicts"]) == {
+        "first_event_held < 100 ms", "first_event_read_back < 100 ms",
+        f"p99 lag of {fan['clients']:,} clients at {fan['offered_per_s']:,.0f} records/s "
+        "< 250 ms"}
+    for title in ("first event, held in memory", "baseline: RunReader from offset 0",
+                  "gateway -> SSE client", "baseline: read_committed consumer", "goals:"):
+        assert title in table, title
