@@ -25,7 +25,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.sse import Envelope, read_envelope
 from symfonic_stream.kafka.admin import partition_counts
-from symfonic_stream.kafka.clients import client_kwargs
+from symfonic_stream.kafka.clients import groupless_consumer_kwargs
 from symfonic_stream.models.headers import TENANT_HEADER
 
 log = logging.getLogger(__name__)
@@ -40,16 +40,8 @@ class TopicMissing(RuntimeError):
 
 
 def _consumer(settings: Settings, name: str) -> AIOKafkaConsumer:
-    return AIOKafkaConsumer(
-        **client_kwargs(settings, name),
-        group_id=None,
-        enable_auto_commit=False,
-        # A viewer never sees a record that is later aborted.
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        fetch_max_bytes=settings.batch_max_bytes,
-        max_partition_fetch_bytes=settings.batch_max_bytes,
-    )
+    # read_committed: a viewer never sees a record that is later aborted.
+    return AIOKafkaConsumer(**groupless_consumer_kwargs(settings, name))
 
 
 class TopicTail:

@@ -91,8 +91,14 @@ def request_rejoin(consumer: Any) -> None:
 
 def restore_consumer_kwargs(settings: Settings, name: str) -> dict[str, Any]:
     """A group-less consumer that replays changelog partitions (read_committed)."""
+    return groupless_consumer_kwargs(settings, f"{name}-restore")
+
+
+def groupless_consumer_kwargs(settings: Settings, client_id: str) -> dict[str, Any]:
+    """A consumer without a group, assigned and positioned by its caller, reading only
+    committed records (restores, replays, the gateway's tails and read-backs)."""
     return {
-        **client_kwargs(settings, f"{name}-restore"),
+        **client_kwargs(settings, client_id),
         "group_id": None,
         "isolation_level": "read_committed",
         "enable_auto_commit": False,

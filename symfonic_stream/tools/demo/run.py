@@ -17,7 +17,6 @@ import asyncio
 import os
 import random
 import signal
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.workers import free_port
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
 from symfonic_stream.sdk.publisher import EventPublisher
@@ -75,7 +75,7 @@ async def start_consumers(ctx: DemoContext) -> None:
         "SYMFONIC_PARTITIONS": str(ctx.settings.partitions),
     }
     for consumer in ctx.consumers:
-        port = _free_port()
+        port = free_port()
         with (ctx.log_dir / f"{consumer}.log").open("wb") as log:
             ctx.processes[consumer] = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "symfonic_stream", "run", consumer,
@@ -105,8 +105,8 @@ async def start_consumers(ctx: DemoContext) -> None:
 async def start_gateway(ctx: DemoContext) -> None:
     """The SSE gateway beside the consumers, and its page's URL for a run about to start.
     An extra: when it cannot start (its port taken), the demo goes on without it."""
-    port = ctx.settings.gateway_port or _free_port()
-    metrics_port = _free_port()
+    port = ctx.settings.gateway_port or free_port()
+    metrics_port = free_port()
     env = {
         **os.environ,
         "SYMFONIC_TOPIC_PREFIX": ctx.settings.topic_prefix,
@@ -341,12 +341,6 @@ async def _watch(ctx: DemoContext, stop: asyncio.Event, on_end: Callable[[str], 
                 on_end(tp.topic)
     finally:
         await consumer.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _http_get(port: int, path: str) -> tuple[int, bytes]:
