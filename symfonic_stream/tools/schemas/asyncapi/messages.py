@@ -21,6 +21,7 @@ from symfonic_stream.models.headers import (
     OUTCOME_HEADER,
     QUEUE_HEADER,
     RECORD_TYPE_HEADER,
+    TENANT_HEADER,
 )
 from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
 from symfonic_stream.models.names import CONSUMERS, TopicNames
@@ -40,6 +41,15 @@ _TICKET_KEY = "The ticket id (the pause's interrupt_id), UTF-8; equal to the pay
 TICKET_MARK = TICKET_MARK_BYTES.decode()
 ANSWER_MARK = ANSWER_MARK_BYTES.decode()
 ACCEPTED_OUTCOME = "accepted"
+#: On stream-events and stream-chunks records (contract decision 17).
+_TENANT_HEADERS = headers_schema({
+    TENANT_HEADER: {
+        "type": "string",
+        "description": "The source event's `scope.tenant`, on every record projected from an "
+        "event that has one; absent on the others (gaps, abandoned ends, events without a "
+        "tenant). The SSE gateway checks a token's `tenant` claim against it.",
+    },
+}, optional=True)
 
 
 def _ticket_example(names: TopicNames) -> dict[str, Any]:
@@ -107,11 +117,13 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "title": "Typed stream record",
             "summary": "A typed event, a run segment's end, or a gap; seq is dense per run.",
             "contentType": "application/json",
+            "headers": _TENANT_HEADERS,
             "payload": payload("stream-events-record.json"),
             "bindings": key_binding(_RUN_KEY),
             "examples": [
                 {
                     "name": "event",
+                    "headers": {TENANT_HEADER: "acme"},
                     "payload": {
                         "run_id": "run-1",
                         "seq": 0,
@@ -147,6 +159,7 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "title": "Chunk stream record",
             "summary": "A chunk, a run segment's end, or a gap; seq is dense per run.",
             "contentType": "application/json",
+            "headers": _TENANT_HEADERS,
             "payload": payload("stream-chunks-record.json"),
             "bindings": key_binding(_RUN_KEY),
             "examples": [

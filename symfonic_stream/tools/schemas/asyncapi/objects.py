@@ -38,6 +38,8 @@ def group_binding(group_id: str) -> dict[str, Any]:
     }
 
 
-def headers_schema(properties: dict[str, Any]) -> dict[str, Any]:
-    """An inline headers schema: every header listed is always present, as UTF-8 text."""
-    return {"type": "object", "properties": properties, "required": list(properties)}
+def headers_schema(properties: dict[str, Any], *, optional: bool = False) -> dict[str, Any]:
+    """An inline headers schema, as UTF-8 text: every header listed is always present, or,
+    ``optional``, present on some records only."""
+    schema = {"type": "object", "properties": properties}
+    return schema if optional else {**schema, "required": list(properties)}
