@@ -7,11 +7,16 @@ aborts counts nothing, so the counters agree with what read_committed readers se
 
 from __future__ import annotations
 
+import operator
 import time
 from collections import Counter
 
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.observability.metrics import ConsumerMetrics
+
+_TOPIC = operator.attrgetter("topic")
+_RECORD_TYPE = operator.attrgetter("record_type")
+_SOURCE_TS = operator.attrgetter("source_ts")
 
 #: The ``type`` of records in that the processor did not classify.
 UNCLASSIFIED_INPUT = "unclassified"
@@ -25,14 +30,14 @@ def report_commit(metrics: ConsumerMetrics, topic: str, out: Collector, consumed
         unread = consumed - sum(out.inputs.values())
         if unread > 0:  # a processor that does not say what it read
             metrics.record_in(topic, UNCLASSIFIED_INPUT, unread)
+    # Per output record, the one per-record loop of a commit: C-level counting (map,
+    # zip, Counter) and one comprehension, a Python loop with a Counter update per record
+    # cost ~1 µs per record (docs/benchmarks.md).
+    outputs = out.outputs
+    produced = Counter(zip(map(_TOPIC, outputs), map(_RECORD_TYPE, outputs), strict=True))
     now = time.time()
-    produced: Counter[tuple[str, str]] = Counter()
-    latencies: list[float] = []
-    for record in out.outputs:
-        produced[record.topic, record.record_type] += 1
-        if record.source_ts is not None:
-            latencies.append(now - record.source_ts)
-    metrics.observe_end_to_end_many(latencies)
+    metrics.observe_end_to_end_many(
+        [now - ts for ts in map(_SOURCE_TS, outputs) if ts is not None])
     for (out_topic, record_type), n in produced.items():  # one increment per type
         metrics.record_out(out_topic, record_type, n)
     for letter in out.dead_letters:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 KNOWN_KINDS = frozenset(
     {
@@ -114,15 +114,19 @@ class AgentEvent(_Strict):
     result: RunResult | None = None
     error: RunError | None = None
 
-    @model_validator(mode="after")
-    def _questions_are_a_list(self) -> AgentEvent:
+    @field_validator("interrupt")
+    @classmethod
+    def _questions_are_a_list(
+        cls, interrupt: PendingInterrupt | None, info: ValidationInfo
+    ) -> PendingInterrupt | None:
         # The typed ask_user event promises `questions` is a list; a payload that says
         # otherwise is a malformed event, not something to silently replace with [].
-        if self.interrupt is not None and self.kind == "ask_user":
-            questions = self.interrupt.payload.get("questions")
+        # (A field validator, not a model one: it runs only for events with an interrupt.)
+        if interrupt is not None and info.data.get("kind") == "ask_user":
+            questions = interrupt.payload.get("questions")
             if questions is not None and not isinstance(questions, list):
-                raise ValueError("interrupt.payload.questions must be a list")
-        return self
+                raise ValueError("payload.questions must be a list")
+        return interrupt
 
     @property
     def tenant(self) -> str | None:

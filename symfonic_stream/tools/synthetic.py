@@ -48,6 +48,9 @@ _WORDS = [
     "pause",
     "resume",
     "token",
+    # Agents write colons: a label, a link (a colon in a string must cost no second parse).
+    "note:",
+    "https://docs.example.com/kafka",
 ]
 
 
