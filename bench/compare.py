@@ -150,9 +150,11 @@ async def latency_round(base: Settings, run_id: str, round_no: int, rates: dict[
             lat = await measure_latency(base, prefix, row, workload, rate, seconds, log_dir,
                                         factory=_factory(row) if row in PEERS else None)
             got[label][row] = asdict(lat)
+            broker = "?" if lat.broker_cores is None else f"{lat.broker_cores:.2f}"
             say(f"  {label:>5} {rate:>8,.0f}/s {row:<13} p50 {lat.p50_ms:7.1f}  p99 "
                 f"{lat.p99_ms:7.1f}  max {lat.max_ms:7.1f} ms  ({lat.samples:,} samples, "
-                f"machine {lat.machine_busy_cores:.2f} cores)")
+                f"cores: consumer {lat.consumer_cores:.2f}, broker {broker}, "
+                f"machine {lat.machine_busy_cores:.2f})")
     return got
 
 
@@ -192,6 +194,13 @@ def _cell(per: list[dict[str, Any]], key: str, scale: float = 1.0, fmt: str = ",
     return f"{med:{fmt}}{span}"
 
 
+def _cores(lat: dict[str, Any]) -> str:
+    """Cores busy during one latency run: the consumer's, the broker's, the machine's."""
+    broker = lat.get("broker_cores")
+    shown = "?" if broker is None else f"{broker:.2f}"
+    return f"{lat['consumer_cores']:.2f}, {shown}, {lat['machine_busy_cores']:.2f}"
+
+
 def render(result: dict[str, Any]) -> str:
     """The throughput table (medians, with each round's range) and the goals per round."""
     rounds = result["rounds"]
@@ -204,7 +213,8 @@ def render(result: dict[str, Any]) -> str:
                      f"{_cell(per, 'steady_events_per_s', ratio)} | "
                      f"{_cell(per, 'steady_cpu_s_per_million', fmt='.1f')} | "
                      f"{_cell(per, 'consumer_cores', fmt='.2f')} |")
-    lines += ["", "| rate | row | p50 ms per round | p99 ms per round |", "|---|---|---|---|"]
+    lines += ["", "| rate | row | p50 ms per round | p99 ms per round "
+              "| cores per round: consumer, broker, machine |", "|---|---|---|---|---|"]
     by_rate: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for one in result["latency"]:
         for label, rows in one.items():
@@ -214,7 +224,8 @@ def render(result: dict[str, Any]) -> str:
         rate = f"{lats[0]['offered_per_s']:,.0f}/s"
         p50s = " / ".join(f"{x['p50_ms']:.0f}" for x in lats)
         p99s = " / ".join(f"{x['p99_ms']:.0f}" for x in lats)
-        lines.append(f"| {label} {rate} | {row} | {p50s} | {p99s} |")
+        cores = " / ".join(_cores(x) for x in lats)  # (a run of an older bench: no broker)
+        lines.append(f"| {label} {rate} | {row} | {p50s} | {p99s} | {cores} |")
     lines += ["", f"goals per round ({rounds} rounds):"]
     for i, verdicts in enumerate(result["verdicts"]):
         lines.append(f"  round {i + 1}: " + ", ".join(f"{k} = {v}" for k, v in verdicts.items()))

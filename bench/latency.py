@@ -28,7 +28,7 @@ from bench.kafka_io import (
     prefix_settings,
     publish_at_rate,
 )
-from bench.machine import machine_busy_seconds
+from bench.machine import BrokerCpu, machine_busy_seconds
 from bench.rows import ROWS
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
@@ -62,6 +62,9 @@ class Latency:
     bench_cores: float = 0.0
     #: CPU cores busy on the whole machine during the load (everything: the broker too).
     machine_busy_cores: float = 0.0
+    #: CPU cores the broker used during the load (None: it does not run on this machine).
+    #: At a trickle every transaction is a handful of requests and marker writes to it.
+    broker_cores: float | None = None
 
 
 def _output_topics(names: TopicNames, consumer: str) -> list[str]:
@@ -143,6 +146,8 @@ async def measure_latency(
         await reader.start()
         await asyncio.sleep(settle_s)  # every consumer idle and polling
         me = psutil.Process()
+        broker = BrokerCpu(settings.bootstrap_servers)
+        broker_before = broker.seconds()
         busy_before = machine_busy_seconds()
         cpu_before = [p.cpu_seconds() for p in procs], _own_cpu(me), time.monotonic()
         sent_at, achieved = await publish_at_rate(settings, count, encode, rate)
@@ -151,6 +156,9 @@ async def measure_latency(
         consumer_cores = (sum(cpu_after[0]) - sum(cpu_before[0])) / load_seconds
         bench_cores = (cpu_after[1] - cpu_before[1]) / load_seconds
         machine_busy_cores = (machine_busy_seconds() - busy_before) / load_seconds
+        broker_after = broker.seconds()
+        broker_cores = (None if broker_before is None or broker_after is None
+                        else (broker_after - broker_before) / load_seconds)
         async with OffsetWatcher(settings, names.agent_events) as watcher:
             deadline = time.monotonic() + max(120.0, count / 200)
             for name in consumers:
@@ -192,6 +200,7 @@ async def measure_latency(
         consumer_cores=consumer_cores,
         bench_cores=bench_cores,
         machine_busy_cores=machine_busy_cores,
+        broker_cores=broker_cores,
         p99_by_second_ms=[
             round(_percentile(sorted(by_second[second]), 0.99), 1)
             for second in sorted(by_second)

@@ -40,6 +40,35 @@ def machine_busy_seconds() -> float:
     return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
 
 
+class BrokerCpu:
+    """CPU seconds of the broker process serving ``bootstrap``, when it runs on this machine
+    (the broker shares the cores with the consumers: its share is part of every result)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, _, port = bootstrap.split(",")[0].rpartition(":")
+        self._process: psutil.Process | None = None
+        if host not in ("127.0.0.1", "localhost", "::1", "") or not port.isdigit():
+            return
+        try:
+            for conn in psutil.net_connections(kind="tcp"):
+                if (conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port
+                        == int(port) and conn.pid is not None):
+                    self._process = psutil.Process(conn.pid)
+                    return
+        except (psutil.Error, OSError):  # not allowed to see other processes' sockets
+            self._process = None
+
+    def seconds(self) -> float | None:
+        """The broker's user + system CPU seconds so far; None when it is not found here."""
+        if self._process is None:
+            return None
+        try:
+            times = self._process.cpu_times()
+        except psutil.Error:
+            return None
+        return float(times.user + times.system)
+
+
 def machine() -> dict[str, Any]:
     return {
         "cpus": os.cpu_count(),

@@ -162,3 +162,31 @@ def test_gateway_benchmark_serves_every_client_every_seq_once(
     for title in ("first event, held in memory", "baseline: RunReader from offset 0",
                   "gateway -> SSE client", "baseline: read_committed consumer", "goals:"):
         assert title in table, title
+
+
+@pytest.mark.timeout(170)
+def test_compare_reports_the_goals_and_each_latency_runs_cores(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """Issue 18's comparison on the project's own rows (the peers need their own virtual
+    environment, made on first use: not here). Every latency run says how many cores the
+    consumer, the broker (when it runs on this machine) and the whole machine used."""
+    out = tmp_path / "compare.json"
+    table = _run_module("bench.compare", "--rows", "copier,typed", "--events", "2000",
+                        "--rounds", "1", "--latency-seconds", "2", "--out", str(out),
+                        bootstrap=bootstrap_servers)
+    result = json.loads(out.read_text())
+    assert set(result["throughput"]) == {"copier", "typed"}
+    [latency] = result["latency"]
+    assert set(latency) == {"200", "5000", "half"}
+    local = bootstrap_servers.split(",")[0].rpartition(":")[0] in ("127.0.0.1", "localhost")
+    for label, rows in latency.items():
+        assert set(rows) == {"copier", "typed"}, label
+        for row, lat in rows.items():
+            assert lat["samples"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"], (label, row)
+            assert lat["consumer_cores"] > 0 and lat["machine_busy_cores"] > 0, (label, row)
+            if local:
+                assert lat["broker_cores"] > 0, (label, row)
+    [verdicts] = result["verdicts"]
+    assert set(verdicts) == {"p99_200_typed_ms (<= 60)", "p99_half_typed_x_copier (<= 1.3)"}
+    assert "| 200 200/s | typed |" in table and "goals per round (1 rounds):" in table
