@@ -10,9 +10,11 @@ named again at its line:
 3. **begin**, after creating any on-demand output topic the batch is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
-5. **send offsets**: the input offset, committed to the group inside the transaction
-   (TxnOffsetCommit); a task without a group moved its position in step 2;
-6. **await the sends**: every batch acknowledged (aiokafka would commit around a failed one);
+5. **await the sends**: every batch acknowledged (aiokafka would commit around a failed one);
+6. **send offsets**: the input offset, committed to the group inside the transaction
+   (TxnOffsetCommit), only once the records are written (sent beside a produce request,
+   the broker refuses the write for 20 ms: docs/engine.md); a task without a group moved
+   its position in step 2;
 7. **commit**: EndTxn;
 8. **advance**: the task's committed offset moves;
 9. **report** the committed transaction to the metrics, once (an aborted one counts only as
@@ -180,13 +182,13 @@ async def transact(
         # 4. produce
         await _produce(topology, producer, batches, out)
         lap("produce")
-        # 5. send offsets
+        # 5. await the sends
+        await producer.await_sends(sends)
+        lap("await_sends")
+        # 6. send offsets
         if topology.bounded is None and offsets:
             await producer.send_offsets(offsets, topology.group_id)
             lap("send_offsets")
-        # 6. await the sends
-        await producer.await_sends(sends)
-        lap("await_sends")
         fault_point("in_transaction")
         # 7. commit
         await producer.commit()

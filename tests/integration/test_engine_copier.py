@@ -4,12 +4,20 @@ engine's own ``too_large`` dead-letter path."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import TopicPartition
+from aiokafka.producer import sender as aiokafka_sender
 
 from symfonic_stream.app.topologies import copier_topology
+from symfonic_stream.engine.commit import transact
 from symfonic_stream.engine.dead_letters import truncate_detail
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.producer import TaskProducer
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
     HEADER_DETAIL,
@@ -22,6 +30,7 @@ from symfonic_stream.processors.copier import Copier
 from .harness import (
     ConsumerProcess,
     InProcessEngine,
+    committed_offsets,
     create_topics,
     expected_by_key,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
@@ -165,3 +174,47 @@ async def test_a_record_the_processor_raises_on_is_dead_lettered_and_the_partiti
     assert headers[HEADER_REASON] == b"invalid_event"
     assert b"ValueError: cannot handle boom" in headers[HEADER_DETAIL]
     assert headers[HEADER_SOURCE] == f"{names.agent_events}/0/2".encode()
+
+
+async def test_transactions_are_never_refused_by_the_brokers_partition_check(
+    bootstrap_servers: str, prefix: str, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Commit step 6 sends the offsets once the records are written. Sent beside a produce
+    request (as it was), the broker's KIP-890 check of the produce collided with the
+    AddOffsetsToTxn in progress: NOT_ENOUGH_REPLICAS and the batch sent again 20 ms later,
+    and TxnOffsetCommit was refused now and then (docs/engine.md, "aiokafka, read closely").
+    Back-to-back one-record transactions, the shape of a trickle, hit it most."""
+    settings = await create_topics(prefix)
+    topology = copier_topology(settings)
+    refused: list[str] = []
+    for name in ("AddOffsetsToTxnHandler", "TxnOffsetCommitHandler"):
+        handler = getattr(aiokafka_sender, name)
+        monkeypatch.setattr(handler, "handle_response", _counting(
+            handler.handle_response, name, refused))
+    producer = TaskProducer(settings, topology.transactional_id(0), 0)
+    await producer.start()
+    source = TopicPartition(topology.source_topic, 0)
+    caplog.set_level(logging.WARNING, logger="aiokafka.producer.sender")
+    try:
+        for n in range(160):
+            if n == 10:  # the new topics' leaders are elected by now (no NOT_LEADER retry)
+                caplog.clear()
+                refused.clear()
+            out = Collector()
+            out.emit(OutputRecord(topology.output_topics[0], b"run-1", b"v%d" % n, "copy"))
+            await transact(producer, topology, out, {source: n + 1})
+    finally:
+        await producer.close()
+    retried = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert retried == [] and refused == []
+    assert (await committed_offsets(topology.group_id, topology.source_topic))[0] == 160
+
+
+def _counting(handle: Any, name: str, refused: list[str]) -> Any:
+    def handle_response(self: Any, response: Any) -> Any:
+        backoff = handle(self, response)
+        if backoff is not None:
+            refused.append(name)
+        return backoff
+    return handle_response
