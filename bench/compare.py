@@ -221,7 +221,8 @@ def render(result: dict[str, Any]) -> str:
             for row, lat in rows.items():
                 by_rate[(label, row)].append(lat)
     for (label, row), lats in by_rate.items():
-        rate = f"{lats[0]['offered_per_s']:,.0f}/s"
+        offered = [f"{x['offered_per_s']:,.0f}" for x in lats]  # "half" differs per round
+        rate = (offered[0] if len(set(offered)) == 1 else " / ".join(offered)) + "/s"
         p50s = " / ".join(f"{x['p50_ms']:.0f}" for x in lats)
         p99s = " / ".join(f"{x['p99_ms']:.0f}" for x in lats)
         cores = " / ".join(_cores(x) for x in lats)  # (a run of an older bench: no broker)
