@@ -3,7 +3,8 @@
     python -m bench.compare [--events 1000000] [--rounds 3] [--rows ...]
 
 Rows (all exactly-once, 4 partitions, the same input, each in its own consumer group):
-``naive-copier`` and ``naive-typed`` (:mod:`bench.peers.naive`), ``quix`` and ``quix-0.1s``
+``naive-copier`` and ``naive-typed`` (:mod:`bench.peers.naive`; ``naive-typed-1p``, its one
+producer for all partitions, when ``--rows`` names it), ``quix`` and ``quix-0.1s``
 (Quix Streams at its default 5 s and at a 0.1 s commit interval, :mod:`bench.peers.quix_app`),
 and the project's ``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``, on a
 second prefix with the same stream: it is the typed group again). Per round:
@@ -59,9 +60,11 @@ from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
 
 ROWS = ("copier", "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", "typed-w2")
+#: Rows run only when ``--rows`` names them: ``naive-typed`` with one producer (KIP-447).
+OPTIONAL_ROWS = ("naive-typed-1p",)
 #: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
 WORKERS_ROW = "typed-w2"
-LATENCY_ROWS = ("copier", "naive-typed", "quix-0.1s", "quix", "typed")
+LATENCY_ROWS = ("copier", "naive-typed", "naive-typed-1p", "quix-0.1s", "quix", "typed")
 #: ``quix`` (5 s commits) only at the fixed rates: its latency is its commit interval.
 FIXED_RATES = (200.0, 5000.0)
 PARTITIONS = 4
@@ -235,7 +238,7 @@ def render(result: dict[str, Any]) -> str:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     base = load_settings()
-    rows = [r for r in ROWS if r in args.rows.split(",")]
+    rows = [r for r in ROWS + OPTIONAL_ROWS if r in args.rows.split(",")]
     run_id = f"cmp-{uuid.uuid4().hex[:6]}"
     log_dir = Path(tempfile.mkdtemp(prefix="symfonic-compare-"))
     say(f"compare {run_id}: generating {args.events:,} events")
@@ -288,11 +291,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ROWS)}")
+    parser.add_argument("--rows", default=",".join(ROWS),
+                        help=f"of {', '.join(ROWS + OPTIONAL_ROWS)}")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="0: no latency")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/compare.json"))
     args = parser.parse_args(argv)
+    unknown = set(args.rows.split(",")) - set(ROWS + OPTIONAL_ROWS)
+    if unknown:
+        parser.error(f"--rows: unknown {', '.join(sorted(unknown))} (rows: "
+                     f"{', '.join(ROWS + OPTIONAL_ROWS)})")
     result = asyncio.run(run(args))
     args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print(render(result))

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "naive-copier": ("naive", ("--copy",)),
     "naive-typed": ("naive", ()),
+    "naive-typed-1p": ("naive", ("--one-producer",)),
     "quix": ("quix", ("--commit-interval", "5")),
     "quix-0.1s": ("quix", ("--commit-interval", "0.1")),
 }

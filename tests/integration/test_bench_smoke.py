@@ -190,3 +190,26 @@ def test_compare_reports_the_goals_and_each_latency_runs_cores(
     [verdicts] = result["verdicts"]
     assert set(verdicts) == {"p99_200_typed_ms (<= 60)", "p99_half_typed_x_copier (<= 1.3)"}
     assert "| 200 200/s | typed |" in table and "goals per round (1 rounds):" in table
+
+
+@pytest.mark.timeout(170)
+def test_compare_runs_the_naive_projector_with_one_producer_beside_its_own(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """``naive-typed-1p``: one producer and one transaction per fetch for all partitions,
+    its offsets fenced by the group's generation (KIP-447). Its throughput run ends only
+    when its committed offsets reach the end of every input partition."""
+    out = tmp_path / "compare.json"
+    _run_module("bench.compare", "--rows", "naive-typed,naive-typed-1p", "--events", "2000",
+                "--rounds", "1", "--latency-seconds", "2", "--out", str(out),
+                bootstrap=bootstrap_servers)
+    result = json.loads(out.read_text())
+    assert list(result["throughput"]) == ["naive-typed", "naive-typed-1p"]
+    one = result["outputs_per_event"]
+    assert one["naive-typed-1p"] == one["naive-typed"] > 1.0
+    for row, [run] in result["throughput"].items():
+        assert run["events"] == 2000 and run["events_per_s"] > 0, row
+    [latency] = result["latency"]
+    for label in ("200", "5000"):
+        lat = latency[label]["naive-typed-1p"]
+        assert lat["samples"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"], label
