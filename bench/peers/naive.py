@@ -55,13 +55,16 @@ class NaivePeer:
             self.producers[partition] = producer
         return producer
 
+    async def send_outputs(self, producer: AIOKafkaProducer, records: list[Any]) -> None:
+        output, project, copy = self.args.output, self.project, self.args.copy
+        for record in records:
+            for key, value in project(record.value):
+                await producer.send(output, value, key=record.key if copy else key)
+
     async def transact(self, tp: TopicPartition, records: list[Any]) -> None:
         producer = await self.producer(tp.partition)
-        output, project, copy = self.args.output, self.project, self.args.copy
         async with producer.transaction():
-            for record in records:
-                for key, value in project(record.value):
-                    await producer.send(output, value, key=record.key if copy else key)
+            await self.send_outputs(producer, records)
             await producer.send_offsets_to_transaction(
                 {tp: records[-1].offset + 1}, self.args.group
             )
@@ -69,12 +72,9 @@ class NaivePeer:
     async def transact_all(self, consumer: AIOKafkaConsumer,
                            batch: dict[TopicPartition, list[Any]]) -> None:
         producer = await self.producer(-1)
-        output, project, copy = self.args.output, self.project, self.args.copy
         async with producer.transaction():
             for records in batch.values():
-                for record in records:
-                    for key, value in project(record.value):
-                        await producer.send(output, value, key=record.key if copy else key)
+                await self.send_outputs(producer, records)
             offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
             await send_offsets_fenced(producer, offsets, group_metadata(consumer))
 
