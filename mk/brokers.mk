@@ -21,6 +21,7 @@ CLUSTER_BOOTSTRAP := 127.0.0.1:19092,127.0.0.1:19094,127.0.0.1:19096
 ENGINE_SUITE := tests/integration/test_engine_copier.py tests/integration/test_engine_crash.py \
 	tests/integration/test_engine_fencing.py tests/integration/test_engine_lifecycle.py \
 	tests/integration/test_engine_restore.py tests/integration/test_engine_topics.py \
+	tests/integration/test_engine_position.py \
 	tests/integration/test_engine_typed.py tests/integration/test_projectors.py \
 	tests/integration/test_group_fencing.py
 CLUSTER_SUITE := tests/integration/test_cluster.py tests/integration/test_engine_crash.py \

@@ -9,10 +9,12 @@ under its lock):
    changelog or offsets.
 2. **restore**: a fresh processor's stores are replayed from the changelog
    (:mod:`symfonic_stream.engine.restore`), then told so (``restored``).
-3. **position**: where to resume: the group's committed offset, final now that step 1
-   resolved every transaction that could still move it (the beginning when never
-   committed); for a task without a group, the position its own store restored (or its
-   range's start).
+3. **position**: where to resume: the position the changelog restored, unless the
+   group's committed offset was moved by someone else since (:func:`.position.resume_offset`);
+   without a position (a stateless consumer, or ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS=0``), the
+   group's committed offset, the beginning when never committed; both final now that step 1
+   resolved every transaction that could still move them. For a task without a group, the
+   position its own store restored (or its range's start).
 
 aio-libs/aiokafka#738: aiokafka lets the fetcher run before ``on_partitions_assigned``
 completes, so records of a partition can arrive before it is set up; the engine drops them
@@ -22,6 +24,7 @@ and the seek after step 3 makes the fetcher start over.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -32,7 +35,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.position import KEY as POSITION
-from symfonic_stream.engine.position import Progress, position_store
+from symfonic_stream.engine.position import Progress, position_store, resume_offset
 from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import Processor
 from symfonic_stream.engine.restore import restore_stores
@@ -44,6 +47,8 @@ from symfonic_stream.observability.metrics import ConsumerMetrics
 
 if TYPE_CHECKING:
     from symfonic_stream.engine.task import StreamTask
+
+log = logging.getLogger(__name__)
 
 #: How long start-up waits for missing topics to appear before giving up.
 TOPIC_WAIT_S = 10.0
@@ -65,6 +70,8 @@ class Prepared:
     processor: Processor
     position: StateStore[Progress] | None
     offset: int
+    #: The group's committed offset (None: never committed, or no group).
+    group_offset: int | None = None
 
 
 async def check_topics(
@@ -130,16 +137,27 @@ async def prepare_tasks(
         _check(cancelled)
         # 2. restore
         processors = {tp: topology.processor_factory(tp.partition) for tp in tps}
-        positions = {tp: position_store() if topology.bounded else None for tp in tps}
+        keeps = keeps_position(settings, topology)
+        positions = {tp: position_store() if keeps else None for tp in tps}
         await _restore(settings, topology, processors, positions, metrics, cancelled, on_progress)
         _check(cancelled)
         # 3. position
-        offsets = await _positions(consumer, topology, positions)
+        offsets, groups = await _positions(consumer, topology, positions)
         _check(cancelled)
     except BaseException:
         await asyncio.gather(*(producer.close() for producer in producers.values()))
         raise
-    return {tp: Prepared(producers[tp], processors[tp], positions[tp], offsets[tp]) for tp in tps}
+    return {tp: Prepared(producers[tp], processors[tp], positions[tp], offsets[tp], groups[tp])
+            for tp in tps}
+
+
+def keeps_position(settings: Settings, topology: Topology) -> bool:
+    """Whether the topology's tasks keep their position in their changelog: a replay's
+    always (it has no group), a group's when it has a changelog and
+    ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` is not 0."""
+    if topology.bounded is not None:
+        return True
+    return topology.changelog_topic is not None and settings.group_offset_interval_ms > 0
 
 
 async def _restore(
@@ -171,15 +189,28 @@ async def _positions(
     consumer: AIOKafkaConsumer,
     topology: Topology,
     positions: dict[TopicPartition, StateStore[Progress] | None],
-) -> dict[TopicPartition, int]:
-    if topology.bounded is None:
-        return await committed_offsets(consumer, positions)
-    offsets = {}
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int | None]]:
+    """Where each task resumes, and its group's committed offset."""
+    offsets: dict[TopicPartition, int] = {}
+    if topology.bounded is not None:
+        for tp, store in positions.items():
+            saved = store.get(POSITION) if store is not None else None
+            start = topology.bounded.ranges[tp.partition][0]
+            offsets[tp] = start if saved is None else saved.next_offset
+        return offsets, dict.fromkeys(positions)
+    groups = await committed_offsets(consumer, positions)
+    beginnings = await consumer.beginning_offsets(list(positions))
     for tp, store in positions.items():
         saved = store.get(POSITION) if store is not None else None
-        start = topology.bounded.ranges[tp.partition][0]
-        offsets[tp] = start if saved is None else saved.next_offset
-    return offsets
+        offsets[tp] = resume_offset(saved, groups[tp], beginnings[tp])
+        if saved is not None and saved.group_offset != groups[tp]:
+            log.warning("the group's committed offset moved since the changelog's position "
+                        "was written: resuming at the group's",
+                        extra={"partition": tp.partition, "group_offset": groups[tp],
+                               "changelog_offset": saved.next_offset})
+        if store is not None:  # seeds the next transaction's position record
+            store.put(POSITION, Progress(offsets[tp], group_offset=groups[tp]))
+    return offsets, groups
 
 
 async def rebuild_task(
@@ -201,22 +232,18 @@ async def rebuild_task(
     prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
                                     on_progress=on_progress))[task.tp]
     task.producer = prepared.producer
-    task.reset(prepared.processor, prepared.offset, prepared.position)
+    task.reset(prepared.processor, prepared.offset, prepared.position, prepared.group_offset)
     consumer.seek(task.tp, task.next_offset)
 
 
 async def committed_offsets(
     consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
-) -> dict[TopicPartition, int]:
-    """The group's committed offset of each partition, or its beginning when never committed."""
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset of each partition (None: never committed; a task then
+    starts at the beginning, auto_offset_reset=earliest)."""
     tps = list(tps)
     committed = await asyncio.gather(*(consumer.committed(tp) for tp in tps))
-    offsets = {tp: off for tp, off in zip(tps, committed, strict=True) if off is not None}
-    fresh = [tp for tp in tps if tp not in offsets]
-    if fresh:
-        # Never committed: start at the beginning (auto_offset_reset=earliest).
-        offsets.update(await consumer.beginning_offsets(fresh))
-    return offsets
+    return {tp: None if off is None else int(off) for tp, off in zip(tps, committed, strict=True)}
 
 
 async def start_producer(

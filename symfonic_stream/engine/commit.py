@@ -5,16 +5,18 @@ named again at its line:
 
 1. **take** what the task processed since its last transaction: outputs, dead letters,
    counts, and the offset after its last record (none for a punctuation alone);
-2. **write changed state**: each state store of the task writes its dirty keys (for a task
-   without a group, its position too) into the batch;
+2. **write changed state**: each state store of the task writes its dirty keys into the
+   batch, the task's position (its next input offset) too when it keeps one
+   (:mod:`~symfonic_stream.engine.position`);
 3. **begin**, after creating any on-demand output topic the batch is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
 5. **await the sends**: every batch acknowledged (aiokafka would commit around a failed one);
 6. **send offsets**: the input offset, committed to the group inside the transaction
    (TxnOffsetCommit), only once the records are written (sent beside a produce request,
-   the broker refuses the write for 20 ms: docs/engine.md); a task without a group moved
-   its position in step 2;
+   the broker refuses the write for 20 ms: docs/engine.md). A task that keeps its position
+   moved it in step 2, and tells its group only when the batch says so (``to_group``: at
+   most every ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS``, and on a revocation or stop);
 7. **commit**: EndTxn;
 8. **advance**: the task's committed offset moves;
 9. **report** the committed transaction to the metrics, once (an aborted one counts only as
@@ -86,7 +88,7 @@ class Committing(Protocol):
     @property
     def stores(self) -> tuple[StateStore[Any], ...]: ...
 
-    def committed(self, next_offset: int) -> None: ...
+    def committed(self, next_offset: int, *, to_group: bool) -> None: ...
 
     def log_context(self) -> dict[str, object]: ...
 
@@ -100,6 +102,8 @@ class Batch:
     consumed: int
     #: It carries what a bounded task's processor held back to the end of its input.
     ends_input: bool = False
+    #: Step 6 tells the group the input offset (else only the position moves).
+    to_group: bool = True
 
 
 async def commit(task: Committing, batch: Batch) -> CommitOutcome:
@@ -121,7 +125,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
             log.exception("creating an on-demand output topic failed", extra=task.log_context())
             return _aborted(task, 0.0)
         steps.append(("create_topics", time.monotonic() - creating))
-    offsets = None if next_offset is None else {task.tp: next_offset}
+    offsets = None if next_offset is None or not batch.to_group else {task.tp: next_offset}
     try:
         await transact(task.producer, task.topology, out, offsets, steps)  # steps 3-7
     except ProducerUnusable as unusable:
@@ -137,7 +141,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
         return _aborted(task, time.monotonic() - started)
     # 8. advance
     if next_offset is not None:
-        task.committed(next_offset)
+        task.committed(next_offset, to_group=offsets is not None)
     # 9. report
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)
@@ -152,9 +156,12 @@ def _write_changed_state(task: Committing, batch: Batch) -> None:
     position = task.position
     if position is not None and batch.next_offset is not None:
         progress = position.get(POSITION) or Progress(batch.next_offset)
-        progress.add(batch.out, batch.consumed)
+        if task.topology.bounded is not None:
+            progress.add(batch.out, batch.consumed)
+            progress.ended = progress.ended or batch.ends_input
+        elif batch.to_group:
+            progress.group_offset = batch.next_offset
         progress.next_offset = batch.next_offset
-        progress.ended = progress.ended or batch.ends_input
         position.put(POSITION, progress)
     write_changes(task.stores, batch.out.state)
 

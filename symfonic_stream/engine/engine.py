@@ -356,6 +356,8 @@ class Engine:
             metrics=self.metrics, max_record_bytes=settings.max_record_bytes,
             max_records=settings.batch_max_records, linger_s=settings.batch_max_latency_ms / 1000,
             on_taken=self._taken, on_demand=self._on_demand, position=ready.position,
+            group_offset=ready.group_offset,
+            group_interval_s=settings.group_offset_interval_ms / 1000,
         )
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:

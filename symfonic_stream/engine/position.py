@@ -1,9 +1,13 @@
-"""Where a task without a group stands: its position, kept in its state store.
+"""Where a task stands: its position, kept as one record of its changelog.
 
-A consumer's position is its group's committed offset, moved by TxnOffsetCommit inside each
-transaction. A replay has no group: each of its tasks keeps its next offset (and what it
-has done so far, for the replay's summary) as one record of its state store, written at
-commit step 2 with everything else, so the position and the outputs commit together.
+A task with a changelog writes its next input offset into it at commit step 2 of every
+transaction, beside its state, so the position and the outputs commit together. A replay
+has no group: its tasks also keep what they have done so far, for the replay's summary. A
+consumer's group is told its committed offset (TxnOffsetCommit, inside a transaction) at
+most every ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS``: two requests and a marker less per
+transaction, a third of the broker's work at a trickle (docs/engine.md, "The position").
+Set-up resumes at the changelog's position unless someone else moved the group's offset
+since (:func:`resume_offset`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ KEY = "next"
 
 @dataclass(slots=True)
 class Progress:
-    """A bounded task's next offset and its running totals."""
+    """A task's next offset; a bounded task's running totals; what its group was told."""
 
     next_offset: int
     #: The end of its range was committed, with what the processor held back to the end.
@@ -32,6 +36,10 @@ class Progress:
     dead_letters: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    #: The group's committed offset as of this record (None: never committed), written by
+    #: the same transactions that move it. A group offset that differs was moved by someone
+    #: else (an operator's reset): set-up then follows the group (:func:`resume_offset`).
+    group_offset: int | None = None
 
     def add(self, out: Collector, consumed: int) -> None:
         """Count one transaction's worth into the totals."""
@@ -59,6 +67,7 @@ def _decode(data: bytes) -> Progress:
         dead_letters=int(saved.get("dead_letters", 0)),
         by_type={str(k): int(v) for k, v in saved.get("by_type", {}).items()},
         counts={str(k): int(v) for k, v in saved.get("counts", {}).items()},
+        group_offset=None if saved.get("group_offset") is None else int(saved["group_offset"]),
     )
 
 
@@ -67,3 +76,14 @@ PROGRESS_CODEC: Codec[Progress] = Codec(_encode, _decode)
 
 def position_store() -> StateStore[Progress]:
     return StateStore("position", PROGRESS_CODEC)
+
+
+def resume_offset(saved: Progress | None, group_offset: int | None, beginning: int) -> int:
+    """Where a group task resumes, from its changelog's position and its group's committed
+    offset (both final once the task's producer fenced every earlier one). The changelog's
+    position, when the group's offset is still the one it last wrote with it; else the
+    group's (a reset by an operator, a changelog written before positions), or the
+    partition's ``beginning`` when the group never committed."""
+    if saved is not None and saved.group_offset == group_offset:
+        return saved.next_offset
+    return beginning if group_offset is None else group_offset

@@ -80,13 +80,20 @@ class StreamTask:
         on_taken: asyncio.Event | None = None,
         on_demand: OnDemandTopics | None = None,
         position: StateStore[Progress] | None = None,
+        group_offset: int | None = None,
+        group_interval_s: float = 0.0,
     ) -> None:
         self.topology = topology
         self.tp = TopicPartition(topology.source_topic, partition)
         self.producer = producer
         self.processor = processor
-        #: Where a task without a group keeps its position (:mod:`.position`).
+        #: Where the task keeps its position, if it does (:mod:`.position`).
         self.position = position
+        #: The group's committed offset, as this task last told it (None: never).
+        self.group_offset = group_offset
+        self._group_interval_s = group_interval_s
+        self._group_told_at = time.monotonic()
+        self._closing = False
         #: The offset of the next record to process (the committed offset after a commit).
         self.next_offset = next_offset
         #: Consecutive failed transactions, for the back-off before retrying.
@@ -185,6 +192,7 @@ class StreamTask:
             if not (out.outputs or out.dead_letters or any(s.dirty for s in self.stores)):
                 if out.counts:
                     self.metrics.add_counts(out.counts)
+                self._tell_group_if_behind(due=self._group_due())
                 return
             # Nothing to wait for: the timers already waited.
             self._add_pending(out, 0, None, since=time.monotonic() - self._linger_s)
@@ -214,7 +222,8 @@ class StreamTask:
         return self.failure() or CommitOutcome.COMMITTED
 
     def reset(self, processor: Processor, next_offset: int,
-              position: StateStore[Progress] | None = None) -> None:
+              position: StateStore[Progress] | None = None,
+              group_offset: int | None = None) -> None:
         """After a failure: a processor rebuilt from the changelog, the committed offset."""
         if self._committer is not None and not self._committer.done():
             raise RuntimeError("reset while a transaction is in flight")
@@ -226,11 +235,16 @@ class StreamTask:
         self.processor = processor
         self.position = position
         self.next_offset = next_offset
+        self.group_offset = group_offset
 
     async def close(self) -> None:
-        """Commit what is pending (the partition is still ours), then stop the producer."""
+        """Commit what is pending (the partition is still ours), and tell the group where
+        the task stands, then stop the producer."""
+        self._closing = True
         try:
-            await self.flush()
+            if await self.flush() is CommitOutcome.COMMITTED:
+                self._tell_group_if_behind(due=True)
+                await self.flush()
         except Exception:
             log.exception("the last transaction failed while closing", extra=self.log_context())
         await self.producer.close()
@@ -241,17 +255,21 @@ class StreamTask:
         """Commit step 1: everything pending, handed over to one transaction."""
         assert self._pending is not None
         batch = Batch(self._pending, self._pending_offset, self._pending_records,
-                      self._pending_ends_input)
+                      self._pending_ends_input, to_group=self._group_due())
         self._drop_pending()
         if self._on_taken is not None:
             self._on_taken.set()
         return batch
 
-    def committed(self, next_offset: int) -> None:
-        """Commit step 8: the transaction carrying ``next_offset`` committed."""
+    def committed(self, next_offset: int, *, to_group: bool = True) -> None:
+        """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
+        telling the group so) committed."""
         if self._failure is None:  # records got past whatever failed before
             self.failures = 0
         self.next_offset = next_offset
+        if to_group:
+            self.group_offset = next_offset
+            self._group_told_at = time.monotonic()
         if self._poison:
             self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
 
@@ -284,6 +302,21 @@ class StreamTask:
         self._pending_records = 0
         self._pending_offset = None
         self._pending_ends_input = False
+
+    def _group_due(self) -> bool:
+        """Whether the next transaction tells the group its offset (commit step 6): always
+        for a task without a position, else once the interval passed, and when closing."""
+        if self.position is None or self.topology.bounded is not None:
+            return True
+        return self._closing or time.monotonic() - self._group_told_at >= self._group_interval_s
+
+    def _tell_group_if_behind(self, *, due: bool) -> None:
+        """An idle task whose group lags its position: a transaction of the offset alone.
+        Only when idle: one begun while another commits would carry an older offset."""
+        if (due and self.idle and self._failure is None and self.position is not None
+                and self.topology.bounded is None and self.group_offset != self.next_offset):
+            self._add_pending(Collector(), 0, self.next_offset,
+                              since=time.monotonic() - self._linger_s)
 
     def _fail(self, outcome: CommitOutcome) -> None:
         """Stop: drop what is pending and remember why (a fenced producer outranks). One

@@ -1,0 +1,150 @@
+"""A stateful consumer's position travels in its changelog; its group is told it lazily.
+
+The typed projector, as processes: killed while its group's committed offset trails its
+position, a successor resumes at the changelog's position (it reads nothing twice); an
+idle consumer tells its group within the interval; an operator's reset of the group's
+offsets is followed, not overridden by the changelog.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from symfonic_stream.models.names import TopicNames
+
+from .conftest import read_to_end
+from .harness import (
+    BOOTSTRAP,
+    PARTITIONS,
+    ConsumerProcess,
+    committed_offsets,
+    create_topics,
+    end_offsets,
+    prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
+)
+from .observe import metric_value, wait_until
+from .workloads import WORKLOADS, Feeder
+
+RECORDS_IN = "symfonic_stream_records_in_total"
+DUPLICATES = "symfonic_stream_duplicates_total"
+#: The group is never told by the clock, only on a revocation or a stop.
+NEVER = {"group_offset_interval_ms": 3_600_000}
+
+
+async def _consumed(process: ConsumerProcess, count: int) -> None:
+    async def done() -> bool:
+        return await metric_value(process, RECORDS_IN) >= count
+
+    await wait_until(done, f"{process.log_path.name} consumes {count} records", within=120)
+
+
+async def _typed_input(prefix: str, seed: int) -> tuple[TopicNames, str, str, Feeder]:
+    """Fresh topics; the typed group, its source, and a feeder of whole runs into it."""
+    await create_topics(prefix)
+    names = TopicNames(prefix)
+    group, source = names.group("typed"), names.agent_events
+    return names, group, source, Feeder(WORKLOADS["typed"], source, seed=seed, rate=2000)
+
+
+async def _check_outputs(names: TopicNames, feeder: Feeder) -> None:
+    workload = WORKLOADS["typed"]
+    read = {topic: await read_to_end(BOOTSTRAP, topic)
+            for topic in workload.outputs(names)}
+    workload.check(names, feeder.sent, read)
+
+
+async def test_a_killed_consumer_resumes_at_its_changelogs_position_not_its_groups(
+    bootstrap_servers: str, prefix: str, tmp_path: Path
+) -> None:
+    names, group, source, feeder = await _typed_input(prefix, seed=18)
+    first = ConsumerProcess("typed", prefix, tmp_path, name="-first", **NEVER)
+    second = ConsumerProcess("typed", prefix, tmp_path, name="-second", **NEVER)
+    try:
+        await first.start().wait_ready()
+        await feeder.send_batches(8)
+        before = len(feeder.sent)
+        await _consumed(first, before)
+        # Everything is committed (outputs and positions); the group was never told.
+        assert sum((await committed_offsets(group, source)).values()) == 0
+        first.kill()
+
+        await second.start().wait_ready(within=90)
+        await feeder.send_batches(4)
+        after = len(feeder.sent) - before
+        await _consumed(second, after)
+        # Had it resumed at the group's offset it would have read all of it again.
+        assert await metric_value(second, RECORDS_IN) == after, second.log()
+        second.terminate()
+        assert await second.wait(within=60) == 0, second.log()
+    finally:
+        first.stop()
+        second.stop()
+        await feeder.stop()
+    # The stop told the group; the outputs are the reference projection of all of it.
+    assert await committed_offsets(group, source) == await end_offsets(source)
+    await _check_outputs(names, feeder)
+
+
+async def test_an_idle_consumer_tells_its_group_within_the_interval(
+    bootstrap_servers: str, prefix: str, tmp_path: Path
+) -> None:
+    _, group, source, feeder = await _typed_input(prefix, seed=19)
+    typed = ConsumerProcess("typed", prefix, tmp_path, group_offset_interval_ms=500)
+    try:
+        await typed.start().wait_ready()
+        await feeder.send_batches(4)
+        ends = await end_offsets(source)
+
+        async def told() -> bool:
+            return await committed_offsets(group, source) == ends
+
+        # The interval, a punctuation (at most 1 s) and a transaction: well within 20 s.
+        await wait_until(told, "the group's offsets reach the end while it runs", within=20)
+        assert typed.proc is not None and typed.proc.poll() is None  # told, not stopped
+    finally:
+        typed.stop()
+        await feeder.stop()
+
+
+async def _reset_group(group: str, source: str, to: int) -> None:
+    """What ``kafka-consumer-groups --reset-offsets`` does to an empty group."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(source, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.commit({tp: to for tp in tps})
+    finally:
+        await consumer.stop()
+
+
+async def test_an_operators_reset_of_the_group_is_followed(
+    bootstrap_servers: str, prefix: str, tmp_path: Path
+) -> None:
+    names, group, source, feeder = await _typed_input(prefix, seed=20)
+    first = ConsumerProcess("typed", prefix, tmp_path, name="-first")
+    second = ConsumerProcess("typed", prefix, tmp_path, name="-second")
+    try:
+        await first.start().wait_ready()
+        await feeder.send_batches(4)
+        sent = len(feeder.sent)
+        await _consumed(first, sent)
+        first.terminate()
+        assert await first.wait(within=60) == 0, first.log()
+        assert await committed_offsets(group, source) == await end_offsets(source)
+
+        await _reset_group(group, source, to=0)
+        await second.start().wait_ready(within=90)
+        # Everything again, from the beginning: each event a duplicate of one the guard's
+        # restored state has seen, so nothing new is written.
+        await _consumed(second, sent)
+        assert await metric_value(second, DUPLICATES) == sent, second.log()
+        assert "the group's committed offset moved" in second.log(tail=400)
+    finally:
+        first.stop()
+        second.stop()
+        await feeder.stop()
+    await _check_outputs(names, feeder)
