@@ -225,7 +225,7 @@ class Engine:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:
                         await self._absorb(consumer, batch)
-                        self._update_gauges(consumer)
+                        update_gauges(self.metrics, consumer, self.tasks.values())
                 self.metrics.add_loop_time("absorbing", time.monotonic() - absorbing)
             await self._after_fetch(consumer)
             self._maybe_punctuate(consumer)
@@ -279,13 +279,16 @@ class Engine:
                 await self._drop(consumer, task)
 
     def _maybe_punctuate(self, consumer: AIOKafkaConsumer) -> None:
+        """Every turn: an idle task may tell its group; every interval, the timers."""
+        for task in self.tasks.values():
+            task.tell_group_when_due()
         if not self.punctuates or time.monotonic() < self._next_punctuation:
             return
         self._next_punctuation = time.monotonic() + self._punctuate_every
         now = self.topology.clock()
         for task in self.tasks.values():
             task.punctuate(now)
-        self._update_gauges(consumer)
+        update_gauges(self.metrics, consumer, self.tasks.values())
 
     async def _rebuild(self, consumer: AIOKafkaConsumer, task: StreamTask) -> None:
         """After a failure: set the task up again, and back off when it keeps failing."""
@@ -391,9 +394,6 @@ class Engine:
         log.info("partitions assigned", extra={"partitions": sorted(p.partition for p in mine)})
 
     # -- observability ---------------------------------------------------------------
-
-    def _update_gauges(self, consumer: AIOKafkaConsumer) -> None:
-        update_gauges(self.metrics, consumer, self.tasks.values())
 
     @property
     def owned_partitions(self) -> list[int]:

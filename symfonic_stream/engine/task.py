@@ -38,6 +38,11 @@ from symfonic_stream.observability.metrics import ConsumerMetrics
 
 log = logging.getLogger(__name__)
 
+#: An idle task whose last transaction committed this long ago tells its group its offset
+#: without waiting for ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` (at a trickle of a record every
+#: few ms per partition it seldom is, so the interval still spares most transactions).
+QUIET_S = 0.1
+
 # One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
 # keyword ``__new__`` costs more than the tuple), so the field order is checked once.
 _new_input = tuple.__new__
@@ -92,8 +97,9 @@ class StreamTask:
         #: The group's committed offset, as this task last told it (None: never).
         self.group_offset = group_offset
         self._group_interval_s = group_interval_s
-        self._group_told_at = time.monotonic()
+        self._group_told_at = self._committed_at = time.monotonic()
         self._closing = False
+        self._telling = False  # the pending transaction is there to tell the group
         #: The offset of the next record to process (the committed offset after a commit).
         self.next_offset = next_offset
         #: Consecutive failed transactions, for the back-off before retrying.
@@ -192,7 +198,6 @@ class StreamTask:
             if not (out.outputs or out.dead_letters or any(s.dirty for s in self.stores)):
                 if out.counts:
                     self.metrics.add_counts(out.counts)
-                self._tell_group_if_behind(due=self._group_due())
                 return
             # Nothing to wait for: the timers already waited.
             self._add_pending(out, 0, None, since=time.monotonic() - self._linger_s)
@@ -255,7 +260,7 @@ class StreamTask:
         """Commit step 1: everything pending, handed over to one transaction."""
         assert self._pending is not None
         batch = Batch(self._pending, self._pending_offset, self._pending_records,
-                      self._pending_ends_input, to_group=self._group_due())
+                      self._pending_ends_input, to_group=self._telling or self._group_due())
         self._drop_pending()
         if self._on_taken is not None:
             self._on_taken.set()
@@ -267,9 +272,10 @@ class StreamTask:
         if self._failure is None:  # records got past whatever failed before
             self.failures = 0
         self.next_offset = next_offset
+        self._committed_at = time.monotonic()
         if to_group:
             self.group_offset = next_offset
-            self._group_told_at = time.monotonic()
+            self._group_told_at = self._committed_at
         if self._poison:
             self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
 
@@ -302,6 +308,7 @@ class StreamTask:
         self._pending_records = 0
         self._pending_offset = None
         self._pending_ends_input = False
+        self._telling = False
 
     def _group_due(self) -> bool:
         """Whether the next transaction tells the group its offset (commit step 6): always
@@ -310,11 +317,19 @@ class StreamTask:
             return True
         return self._closing or time.monotonic() - self._group_told_at >= self._group_interval_s
 
+    def tell_group_when_due(self) -> None:
+        """The engine's loop, every turn: an idle task whose group lags its position tells
+        it once the interval passed, or once it has been quiet for :data:`QUIET_S` (a burst
+        ended: no reason to leave the lag dashboards behind)."""
+        now = time.monotonic()
+        self._tell_group_if_behind(due=now - self._committed_at >= QUIET_S or self._group_due())
+
     def _tell_group_if_behind(self, *, due: bool) -> None:
         """An idle task whose group lags its position: a transaction of the offset alone.
         Only when idle: one begun while another commits would carry an older offset."""
         if (due and self.idle and self._failure is None and self.position is not None
                 and self.topology.bounded is None and self.group_offset != self.next_offset):
+            self._telling = True
             self._add_pending(Collector(), 0, self.next_offset,
                               since=time.monotonic() - self._linger_s)
 

@@ -1,7 +1,7 @@
 """A stateful consumer's position travels in its changelog; its group is told it lazily.
 
 The typed projector, as processes: killed while its group's committed offset trails its
-position, a successor resumes at the changelog's position (it reads nothing twice); an
+position, a successor resumes at the changelog's position (it reads nothing again); an
 idle consumer tells its group within the interval; an operator's reset of the group's
 offsets is followed, not overridden by the changelog.
 """
@@ -12,9 +12,11 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from symfonic_stream.engine.position import PROGRESS_CODEC
 from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end
+from .faults import Fault, wait_frozen
 from .harness import (
     BOOTSTRAP,
     PARTITIONS,
@@ -55,27 +57,40 @@ async def _check_outputs(names: TopicNames, feeder: Feeder) -> None:
     workload.check(names, feeder.sent, read)
 
 
+async def _changelog_positions(changelog: str) -> dict[int, int]:
+    """Each partition's last committed position record (its next input offset)."""
+    positions: dict[int, int] = {}
+    for record in await read_to_end(BOOTSTRAP, changelog):
+        if record.key == b"position/next" and record.value:
+            positions[record.partition] = PROGRESS_CODEC.decode(record.value).next_offset
+    return positions
+
+
 async def test_a_killed_consumer_resumes_at_its_changelogs_position_not_its_groups(
     bootstrap_servers: str, prefix: str, tmp_path: Path
 ) -> None:
     names, group, source, feeder = await _typed_input(prefix, seed=18)
-    first = ConsumerProcess("typed", prefix, tmp_path, name="-first", **NEVER)
+    await feeder.send_batches(8)  # a backlog: busy from the start, never quiet
+    # Killed after its 6th transaction, with small ones, while the backlog lasts.
+    fault = Fault("commit_logged", 6)
+    first = ConsumerProcess("typed", prefix, tmp_path, name="-first", batch_max_records=20,
+                            fault_freeze=fault.setting, **NEVER)
     second = ConsumerProcess("typed", prefix, tmp_path, name="-second", **NEVER)
     try:
-        await first.start().wait_ready()
-        await feeder.send_batches(8)
-        before = len(feeder.sent)
-        await _consumed(first, before)
-        # Everything is committed (outputs and positions); the group was never told.
-        assert sum((await committed_offsets(group, source)).values()) == 0
+        first.start()
+        await wait_frozen(first, fault)
         first.kill()
+        positions = await _changelog_positions(names.changelog("typed"))
+        told = await committed_offsets(group, source)
+        behind = [p for p, at in positions.items() if at > told.get(p, 0)]
+        assert behind, f"the group must trail a position: {positions} against {told}"
 
         await second.start().wait_ready(within=90)
-        await feeder.send_batches(4)
-        after = len(feeder.sent) - before
-        await _consumed(second, after)
-        # Had it resumed at the group's offset it would have read all of it again.
-        assert await metric_value(second, RECORDS_IN) == after, second.log()
+        ends = await end_offsets(source)
+        left = sum(end - positions.get(p, 0) for p, end in ends.items())
+        await _consumed(second, left)
+        # From the group's offsets it would have read what the first had committed again.
+        assert await metric_value(second, RECORDS_IN) == left, second.log()
         second.terminate()
         assert await second.wait(within=60) == 0, second.log()
     finally:
@@ -83,7 +98,7 @@ async def test_a_killed_consumer_resumes_at_its_changelogs_position_not_its_grou
         second.stop()
         await feeder.stop()
     # The stop told the group; the outputs are the reference projection of all of it.
-    assert await committed_offsets(group, source) == await end_offsets(source)
+    assert await committed_offsets(group, source) == ends
     await _check_outputs(names, feeder)
 
 

@@ -26,7 +26,7 @@ from symfonic_stream.engine.position import (
     resume_offset,
 )
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.task import QUIET_S, StreamTask
 from symfonic_stream.engine.topology import Bounded, Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
@@ -208,25 +208,24 @@ async def test_once_the_interval_passed_the_next_transaction_tells_the_group() -
     assert producer.offsets == [None, 4, None]
 
 
-async def test_an_idle_task_tells_its_lagging_group_at_a_punctuation_once_due() -> None:
-    task, producer = _task(interval_s=0.05, group_offset=0)
+async def test_an_idle_task_tells_its_lagging_group_once_quiet() -> None:
+    task, producer = _task(interval_s=3600, group_offset=0)
     task.absorb(_records(0, 2))
     assert await task.flush() is CommitOutcome.COMMITTED
-    task.punctuate(now=0.0)  # not due yet: nothing begins
-    assert await task.flush() is CommitOutcome.COMMITTED
-    assert len(producer.transactions) == 1
-    await asyncio.sleep(0.06)
-    task.punctuate(now=0.0)
+    task.tell_group_when_due()  # the engine's loop, right after the commit: not quiet yet
+    assert task.idle and len(producer.transactions) == 1
+    await asyncio.sleep(QUIET_S + 0.01)
+    task.tell_group_when_due()
     assert await task.flush() is CommitOutcome.COMMITTED
     assert producer.offsets == [None, 2]  # a transaction of the offset alone
     assert [t for t, _, _ in producer.transactions[-1]] == ["changelog"]
-    await asyncio.sleep(0.06)
-    task.punctuate(now=0.0)  # the group is where the position is: nothing to tell
+    await asyncio.sleep(QUIET_S + 0.01)
+    task.tell_group_when_due()  # the group is where the position is: nothing to tell
     assert await task.flush() is CommitOutcome.COMMITTED
     assert len(producer.transactions) == 2
 
 
-async def test_a_punctuation_never_tells_the_group_while_a_transaction_is_in_flight() -> None:
+async def test_the_group_is_never_told_while_a_transaction_is_in_flight() -> None:
     task, producer = _task(interval_s=0.0, group_offset=0)
     gate = asyncio.Event()
     committed = producer.commit
@@ -238,7 +237,7 @@ async def test_a_punctuation_never_tells_the_group_while_a_transaction_is_in_fli
     producer.commit = held  # type: ignore[method-assign]
     task.absorb(_records(0, 3))
     await asyncio.sleep(0.01)  # transaction 0 is waiting to commit; next_offset is still 0
-    task.punctuate(now=0.0)  # would carry offset 0, behind the one in flight
+    task.tell_group_when_due()  # would carry offset 0, behind the one in flight
     gate.set()
     assert await task.flush() is CommitOutcome.COMMITTED
     assert producer.offsets == [3]
