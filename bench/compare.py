@@ -62,6 +62,8 @@ from symfonic_stream.models.names import TopicNames
 ROWS = ("copier", "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", "typed-w2")
 #: Rows run only when ``--rows`` names them: ``naive-typed`` with one producer (KIP-447).
 OPTIONAL_ROWS = ("naive-typed-1p",)
+#: Every row ``--rows`` knows, in the order they run.
+ALL_ROWS = ROWS + OPTIONAL_ROWS
 #: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
 WORKERS_ROW = "typed-w2"
 LATENCY_ROWS = ("copier", "naive-typed", "naive-typed-1p", "quix-0.1s", "quix", "typed")
@@ -238,7 +240,7 @@ def render(result: dict[str, Any]) -> str:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     base = load_settings()
-    rows = [r for r in ROWS + OPTIONAL_ROWS if r in args.rows.split(",")]
+    rows = [r for r in ALL_ROWS if r in args.rows.split(",")]
     run_id = f"cmp-{uuid.uuid4().hex[:6]}"
     log_dir = Path(tempfile.mkdtemp(prefix="symfonic-compare-"))
     say(f"compare {run_id}: generating {args.events:,} events")
@@ -292,15 +294,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", default=",".join(ROWS),
-                        help=f"of {', '.join(ROWS + OPTIONAL_ROWS)}")
+                        help=f"of {', '.join(ALL_ROWS)}")
     parser.add_argument("--latency-seconds", type=float, default=15.0, help="0: no latency")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/compare.json"))
     args = parser.parse_args(argv)
-    unknown = set(args.rows.split(",")) - set(ROWS + OPTIONAL_ROWS)
+    unknown = set(args.rows.split(",")) - set(ALL_ROWS)
     if unknown:
         parser.error(f"--rows: unknown {', '.join(sorted(unknown))} (rows: "
-                     f"{', '.join(ROWS + OPTIONAL_ROWS)})")
+                     f"{', '.join(ALL_ROWS)})")
     result = asyncio.run(run(args))
     args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print(render(result))
