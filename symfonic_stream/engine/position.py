@@ -4,10 +4,10 @@ A task with a changelog writes its next input offset into it at commit step 2 of
 transaction, beside its state, so the position and the outputs commit together. A replay
 has no group: its tasks also keep what they have done so far, for the replay's summary. A
 consumer's group is told its committed offset (TxnOffsetCommit, inside a transaction) at
-most every ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS``: two requests and a marker less per
-transaction, a third of the broker's work at a trickle (docs/engine.md, "The position").
-Set-up resumes at the changelog's position unless someone else moved the group's offset
-since (:func:`resume_offset`).
+most every ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS``, or once the task went quiet: two requests
+and a marker less per transaction, a third of the broker's work at a trickle
+(docs/engine.md, "The position in the changelog"). Set-up resumes at the changelog's
+position unless someone else moved the group's offset since (:func:`resume_offset`).
 """
 
 from __future__ import annotations

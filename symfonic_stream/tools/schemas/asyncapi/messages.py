@@ -347,8 +347,9 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "summary": "Internal: one key of a consumer's state store; null value deletes it.",
             "description": (
                 "Private to symfonic-stream: the encoding may change between versions and "
-                "is not a contract. Written in the same transaction as the consumer's output "
-                "and input offsets; replayed to restore state after a crash or rebalance."
+                "is not a contract. Written in the same transaction as the consumer's output; "
+                "the key position/next holds the task's input position, the offset it "
+                "resumes at. Replayed to restore state after a crash or rebalance."
             ),
             "contentType": "application/octet-stream",
             "bindings": key_binding("The state-store key (for the projectors, the run id)."),
