@@ -199,15 +199,20 @@ async def _positions(
             offsets[tp] = start if saved is None else saved.next_offset
         return offsets, dict.fromkeys(positions)
     groups = await committed_offsets(consumer, positions)
-    beginnings = await consumer.beginning_offsets(list(positions))
+    resumes: dict[TopicPartition, int | None] = {}
     for tp, store in positions.items():
         saved = store.get(POSITION) if store is not None else None
-        offsets[tp] = resume_offset(saved, groups[tp], beginnings[tp])
+        resumes[tp] = resume_offset(saved, groups[tp])
         if saved is not None and saved.group_offset != groups[tp]:
             log.warning("the group's committed offset moved since the changelog's position "
                         "was written: resuming at the group's",
                         extra={"partition": tp.partition, "group_offset": groups[tp],
                                "changelog_offset": saved.next_offset})
+    offsets = {tp: at for tp, at in resumes.items() if at is not None}
+    fresh = [tp for tp, at in resumes.items() if at is None]
+    if fresh:  # never committed: the beginning (auto_offset_reset=earliest)
+        offsets.update(await consumer.beginning_offsets(fresh))
+    for tp, store in positions.items():
         if store is not None:  # seeds the next transaction's position record
             store.put(POSITION, Progress(offsets[tp], group_offset=groups[tp]))
     return offsets, groups

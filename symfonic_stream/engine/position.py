@@ -78,12 +78,12 @@ def position_store() -> StateStore[Progress]:
     return StateStore("position", PROGRESS_CODEC)
 
 
-def resume_offset(saved: Progress | None, group_offset: int | None, beginning: int) -> int:
+def resume_offset(saved: Progress | None, group_offset: int | None) -> int | None:
     """Where a group task resumes, from its changelog's position and its group's committed
     offset (both final once the task's producer fenced every earlier one). The changelog's
     position, when the group's offset is still the one it last wrote with it; else the
-    group's (a reset by an operator, a changelog written before positions), or the
-    partition's ``beginning`` when the group never committed."""
+    group's (a reset by an operator, a changelog written before positions), or None, the
+    partition's beginning, when the group never committed."""
     if saved is not None and saved.group_offset == group_offset:
         return saved.next_offset
-    return beginning if group_offset is None else group_offset
+    return group_offset

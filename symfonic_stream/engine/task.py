@@ -247,8 +247,8 @@ class StreamTask:
         the task stands, then stop the producer."""
         self._closing = True
         try:
-            if await self.flush() is CommitOutcome.COMMITTED:
-                self._tell_group_if_behind(due=True)
+            if await self.flush() is CommitOutcome.COMMITTED and self._group_behind():
+                self._tell_group()
                 await self.flush()
         except Exception:
             log.exception("the last transaction failed while closing", extra=self.log_context())
@@ -321,17 +321,21 @@ class StreamTask:
         """The engine's loop, every turn: an idle task whose group lags its position tells
         it once the interval passed, or once it has been quiet for :data:`QUIET_S` (a burst
         ended: no reason to leave the lag dashboards behind)."""
-        now = time.monotonic()
-        self._tell_group_if_behind(due=now - self._committed_at >= QUIET_S or self._group_due())
+        if self._group_behind() and (
+                time.monotonic() - self._committed_at >= QUIET_S or self._group_due()):
+            self._tell_group()
 
-    def _tell_group_if_behind(self, *, due: bool) -> None:
-        """An idle task whose group lags its position: a transaction of the offset alone.
-        Only when idle: one begun while another commits would carry an older offset."""
-        if (due and self.idle and self._failure is None and self.position is not None
-                and self.topology.bounded is None and self.group_offset != self.next_offset):
-            self._telling = True
-            self._add_pending(Collector(), 0, self.next_offset,
-                              since=time.monotonic() - self._linger_s)
+    def _group_behind(self) -> bool:
+        """A group task keeping its position, idle and healthy, whose group lags it. Only
+        when idle: a transaction begun while another commits would carry an older offset."""
+        return (self.group_offset != self.next_offset and self.position is not None
+                and self.topology.bounded is None and self._failure is None and self.idle)
+
+    def _tell_group(self) -> None:
+        """A transaction of the offset alone (and the position record)."""
+        self._telling = True
+        self._add_pending(Collector(), 0, self.next_offset,
+                          since=time.monotonic() - self._linger_s)
 
     def _fail(self, outcome: CommitOutcome) -> None:
         """Stop: drop what is pending and remember why (a fenced producer outranks). One

@@ -38,25 +38,25 @@ SOURCE = "agent-events"
 
 def test_the_changelogs_position_wins_while_the_group_holds_what_it_last_wrote() -> None:
     saved = Progress(next_offset=120, group_offset=100)
-    assert resume_offset(saved, group_offset=100, beginning=0) == 120
+    assert resume_offset(saved, group_offset=100) == 120
 
 
 def test_a_group_offset_moved_by_someone_else_is_followed() -> None:
     saved = Progress(next_offset=120, group_offset=100)
-    assert resume_offset(saved, group_offset=0, beginning=0) == 0  # an operator's reset
-    assert resume_offset(saved, group_offset=500, beginning=0) == 500  # a reset forward
+    assert resume_offset(saved, group_offset=0) == 0  # an operator's reset
+    assert resume_offset(saved, group_offset=500) == 500  # a reset forward
 
 
 def test_a_group_that_never_committed_and_a_position_that_never_told_it_agree() -> None:
     saved = Progress(next_offset=42, group_offset=None)
-    assert resume_offset(saved, group_offset=None, beginning=7) == 42
+    assert resume_offset(saved, group_offset=None) == 42
 
 
 def test_without_a_position_the_group_decides_and_else_the_beginning() -> None:
-    assert resume_offset(None, group_offset=30, beginning=7) == 30
-    assert resume_offset(None, group_offset=None, beginning=7) == 7
+    assert resume_offset(None, group_offset=30) == 30
+    assert resume_offset(None, group_offset=None) is None  # the partition's beginning
     # A group whose offsets expired (or were deleted): the beginning, as before positions.
-    assert resume_offset(Progress(50, group_offset=40), group_offset=None, beginning=7) == 7
+    assert resume_offset(Progress(50, group_offset=40), group_offset=None) is None
 
 
 def test_the_position_record_carries_the_group_offset_and_older_records_read_as_none() -> None:
