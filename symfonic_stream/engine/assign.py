@@ -15,6 +15,8 @@ under its lock):
    group's committed offset, the beginning when never committed; both final now that step 1
    resolved every transaction that could still move them. For a task without a group, the
    position its own store restored (or its range's start).
+4. **settle**: one full garbage collection, then what is alive is frozen out of later
+   ones (:mod:`symfonic_stream.engine.heap`): the restored state lives as long as its task.
 
 aio-libs/aiokafka#738: aiokafka lets the fetcher run before ``on_partitions_assigned``
 completes, so records of a partition can arrive before it is set up; the engine drops them
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from symfonic_stream.config import Settings
+from symfonic_stream.engine import heap
 from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.position import KEY as POSITION
 from symfonic_stream.engine.position import Progress, position_store, resume_offset
@@ -121,7 +124,7 @@ async def prepare_tasks(
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
 ) -> dict[TopicPartition, Prepared]:
-    """Steps 1-3 for ``tps``. On any failure every producer started here is closed."""
+    """Steps 1-4 for ``tps``. On any failure every producer started here is closed."""
     producers: dict[TopicPartition, TaskProducer] = {}
     try:
         # 1. fence: every partition's InitProducerId runs concurrently.
@@ -144,6 +147,8 @@ async def prepare_tasks(
         # 3. position
         offsets, groups = await _positions(consumer, topology, positions)
         _check(cancelled)
+        # 4. settle
+        heap.settle()
     except BaseException:
         await asyncio.gather(*(producer.close() for producer in producers.values()))
         raise

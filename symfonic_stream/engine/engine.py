@@ -5,7 +5,7 @@ A newcomer follows one record in four files: here it is fetched (:meth:`Engine._
 :mod:`~symfonic_stream.engine.task` processes it into what is pending;
 :mod:`~symfonic_stream.engine.commit` commits it, with the state and the offset, in one
 transaction, through :mod:`~symfonic_stream.engine.producer`. Partitions are set up by
-:mod:`~symfonic_stream.engine.assign` (fence, restore, position). The whole lifecycle,
+:mod:`~symfonic_stream.engine.assign` (fence, restore, position, settle). The whole lifecycle,
 with why each step is where it is, is in docs/engine.md.
 
 A consumer is a member of its group; aiokafka's eager protocol revokes every partition at

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import random
 import shutil
@@ -461,6 +462,7 @@ class InProcessEngine:
         self.health = HealthState(metrics=self.metrics)
         self.engine = Engine(topology, settings, self.metrics, self.health)
         self._task: asyncio.Task[int] | None = None
+        self._collector_threshold = gc.get_threshold()
 
     async def __aenter__(self) -> InProcessEngine:
         self._task = asyncio.create_task(self.engine.run())
@@ -470,7 +472,11 @@ class InProcessEngine:
     async def __aexit__(self, *exc: object) -> None:
         self.engine.stop()
         assert self._task is not None
-        await asyncio.wait_for(self._task, 30)
+        try:
+            await asyncio.wait_for(self._task, 30)
+        finally:  # the engine's set-up froze the test process's heap (engine/heap.py)
+            gc.unfreeze()
+            gc.set_threshold(*self._collector_threshold)
 
     async def wait_ready(self, within: float = 60.0) -> None:
         deadline = time.monotonic() + within

@@ -1,11 +1,13 @@
 """The typed projector on the engine. Crashed mid-transaction and restarted, its state (the
 ordering guard's per-run seq and buffers) comes back from the changelog, so the committed
 output equals the offline projection of the same input, run by run; and its gap timeout
-fires from the engine's wall-clock timer on a partition that receives nothing more."""
+fires from the engine's wall-clock timer on a partition that receives nothing more; and the
+state it restores is frozen out of the garbage collector's walks."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topologies import projector_topology
+from symfonic_stream.engine import heap
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import Damage, RunShape, synthetic_stream
@@ -133,3 +136,28 @@ async def test_gap_timeout_fires_on_an_idle_partition(bootstrap_servers: str, pr
     assert [e["seq"] for e in envelopes] == [0, 1, 2, 3]
     assert envelopes[2]["gap"] == {"from_index": 2, "to_index": 2}
     assert envelopes[3]["source_index"] == 3
+
+
+async def test_set_up_freezes_the_restored_state_out_of_collections(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    """engine/heap.py, live: a task set up from its changelog holds its runs as restored,
+    and a full collection no longer walks them (each once, at set-up)."""
+    await create_topics(prefix, with_copier=False)
+    settings = settings_for(prefix)
+    names = TopicNames(prefix)
+    group, source = names.group("typed"), names.agent_events
+    events = [(f"run-{i}".encode(), orjson.dumps({
+        "run_id": f"run-{i}", "index": 0, "kind": "text_delta",
+        "timestamp": 1_700_000_000.0, "text": "t"}), []) for i in range(40)]
+    async with InProcessEngine(projector_topology("typed", settings), settings) as first:
+        await produce(source, events)
+        await wait_caught_up(group, source)
+        await wait_engine_idle(first)
+    async with InProcessEngine(projector_topology("typed", settings), settings) as second:
+        restored = [run for task in second.engine.tasks.values()
+                    for _, run in task.processor.guard.runs.items()]  # type: ignore[attr-defined]
+        assert len(restored) == 40
+        assert gc.get_threshold()[0] == heap.YOUNG_THRESHOLD
+        walked = {id(obj) for obj in gc.get_objects()}
+        assert not [run for run in restored if id(run) in walked]
