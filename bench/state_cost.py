@@ -174,8 +174,8 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
         for start in range(0, len(state.records), _PER_TRANSACTION):
             batches = await producer.begin()
             for key, value in state.records[start : start + _PER_TRANSACTION]:
-                await batches.append(topology.changelog_topic, 0, key, value, ())
-            await batches.send_rest()
+                batches.append(topology.changelog_topic, 0, key, value, ())
+            await batches.send_all()
             await producer.await_sends(batches.sends)
             await producer.commit()
     finally:

@@ -226,23 +226,26 @@ class _Lap:
 async def _produce(
     topology: Topology, producer: TaskProducer, batches: Batches, out: Collector
 ) -> None:
+    await producer.learn_partitions({record.topic for record in out.outputs})
+    partition_for, append = producer.partition_for, batches.append
     for record in out.outputs:
-        partition = await producer.partition_for(record.topic, record.key)
-        await batches.append(record.topic, partition, record.key, record.value, record.headers)
+        partition = partition_for(record.topic, record.key)
+        append(record.topic, partition, record.key, record.value, record.headers)
     dead_letter_topic = topology.dead_letter_topic
-    if dead_letter_topic is not None:
+    if dead_letter_topic is not None and out.dead_letters:
+        await producer.learn_partitions([dead_letter_topic])
         for letter in out.dead_letters:
             key = letter.record.key
-            partition = await producer.partition_for(dead_letter_topic, key)
             headers = dead_letter_headers(letter, topology.consumer)
-            await batches.append(dead_letter_topic, partition, key, letter.record.value, headers)
+            append(dead_letter_topic, partition_for(dead_letter_topic, key), key,
+                   letter.record.value, headers)
     if out.state:
         if topology.changelog_topic is None:
             raise RuntimeError(f"{topology.consumer} is stateless but wrote state")
         partition, prefix = topology.changelog_place(producer.partition)
         for key, value in out.state.items():
-            await batches.append(topology.changelog_topic, partition, prefix + key, value, ())
-    await batches.send_rest()
+            append(topology.changelog_topic, partition, prefix + key, value, ())
+    await batches.send_all()
 
 
 def _aborted(task: Committing, seconds: float) -> CommitOutcome:

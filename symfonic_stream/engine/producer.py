@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -92,19 +92,22 @@ def _retrieve_parked_errors(producer: Any) -> None:
 
 
 class Batches:
-    """One transaction's open record batches, one per output (topic, partition).
+    """One transaction's record batches, one open per output (topic, partition).
 
     Whole batches are handed to aiokafka (``send_batch``): ``send`` per record cost a
     coroutine, a metadata check and a future per record, a third of a projector's
-    produce-side CPU. Per partition, records keep the order they were appended in.
+    produce-side CPU. Appending is synchronous (no coroutine per record either): a batch
+    that fills up waits, and :meth:`send_all` hands every batch over in the order they
+    were started, so per partition records keep the order they were appended in.
     """
 
     def __init__(self, producer: AIOKafkaProducer) -> None:
         self._producer = producer
         self.sends: Sends = []
         self._open: dict[tuple[str, int], Any] = {}
+        self._full: list[tuple[tuple[str, int], Any]] = []
 
-    async def append(
+    def append(
         self,
         topic: str,
         partition: int,
@@ -122,19 +125,17 @@ class Batches:
             batch = self._open[where] = self._producer.create_batch()
         if batch.append(timestamp=None, key=key, value=value, headers=headers) is not None:
             return
-        # Full: hand it over and start the next one (a first record always fits).
-        await self._send(batch, where)
+        # Full: it waits its turn, and the next one starts (a first record always fits).
+        self._full.append((where, batch))
         batch = self._open[where] = self._producer.create_batch()
         batch.append(timestamp=None, key=key, value=value, headers=headers)
 
-    async def send_rest(self) -> None:
-        for where, batch in self._open.items():
-            await self._send(batch, where)
+    async def send_all(self) -> None:
+        for where, batch in [*self._full, *self._open.items()]:
+            topic, partition = where
+            self.sends.append(await self._producer.send_batch(batch, topic, partition=partition))
+        self._full.clear()
         self._open.clear()
-
-    async def _send(self, batch: Any, where: tuple[str, int]) -> None:
-        topic, partition = where
-        self.sends.append(await self._producer.send_batch(batch, topic, partition=partition))
 
 
 class TaskProducer:
@@ -219,18 +220,24 @@ class TaskProducer:
                     extra={"transactional_id": self.transactional_id, "error": repr(exc)})
         return TransactionAborted(f"transaction of {self.transactional_id} aborted")
 
-    async def partition_for(self, topic: str, key: bytes | None) -> int:
-        """The default partitioner's choice for ``key``; a keyless record (copied or
-        dead-lettered as it arrived) goes to the input partition's number, modulo: Kafka
-        promises no order between keyless records, and one transaction's stay in one batch.
+    async def learn_partitions(self, topics: Iterable[str]) -> None:
+        """Know each topic's partition count (asked once per topic) for
+        :meth:`partition_for`."""
+        for topic in topics:
+            if topic not in self._partition_counts:
+                self._partition_counts[topic] = len(await self._producer.partitions_for(topic))
+
+    def partition_for(self, topic: str, key: bytes | None) -> int:
+        """The default partitioner's choice for ``key`` (``topic`` learnt first); a keyless
+        record (copied or dead-lettered as it arrived) goes to the input partition's
+        number, modulo: Kafka promises no order between keyless records, and one
+        transaction's stay in one batch.
         """
         if key is not None:
             cached = self._partitions.get((topic, key))
             if cached is not None:
                 return cached
-        count = self._partition_counts.get(topic)
-        if count is None:
-            count = self._partition_counts[topic] = len(await self._producer.partitions_for(topic))
+        count = self._partition_counts[topic]
         if key is None:
             return self.partition % count
         if len(self._partitions) >= _PARTITION_CACHE_MAX:

@@ -85,11 +85,11 @@ class _Recorder:
         self.sends: list[Any] = []
         self._written = written
 
-    async def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-                     headers: Any) -> None:
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+               headers: Any) -> None:
         self._written.append((topic, key, value))
 
-    async def send_rest(self) -> None:
+    async def send_all(self) -> None:
         pass
 
 
@@ -108,7 +108,10 @@ class OffsetsProducer:
         self.offsets.append(None)
         return _Recorder(self.transactions[-1])
 
-    async def partition_for(self, topic: str, key: bytes | None) -> int:
+    async def learn_partitions(self, topics: Any) -> None:
+        pass
+
+    def partition_for(self, topic: str, key: bytes | None) -> int:
         return 0
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:

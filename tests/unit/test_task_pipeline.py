@@ -69,12 +69,12 @@ class _Values(list[bytes | None]):
 
     sends: list[Any] = []  # noqa: RUF012
 
-    async def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-                     headers: Any) -> None:
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+               headers: Any) -> None:
         if topic == "out":
             super().append(value)
 
-    async def send_rest(self) -> None:
+    async def send_all(self) -> None:
         pass
 
 
@@ -100,7 +100,10 @@ class GatedProducer:
         self._values = _Values()
         return self._values
 
-    async def partition_for(self, topic: str, key: bytes | None) -> int:
+    async def learn_partitions(self, topics: Any) -> None:
+        pass
+
+    def partition_for(self, topic: str, key: bytes | None) -> int:
         return 0
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
