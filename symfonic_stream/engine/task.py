@@ -56,13 +56,16 @@ def to_input(record: Any) -> InputRecord:
     """An aiokafka ConsumerRecord as the processors see it: the one conversion every
     consumer and a replay share. A header with a null value becomes ``b""``."""
     headers = record.headers
+    if headers:
+        headers = tuple(headers)
+        for _, value in headers:  # (a loop: a generator per record cost more than this)
+            if value is None:
+                headers = tuple((k, v if v is not None else b"") for k, v in headers)
+                break
+    else:
+        headers = ()
     return _new_input(InputRecord, (
-        record.topic,
-        record.partition,
-        record.offset,
-        record.key,
-        record.value,
-        tuple((k, v if v is not None else b"") for k, v in headers) if headers else (),
+        record.topic, record.partition, record.offset, record.key, record.value, headers,
         record.timestamp or 0,
     ))
 

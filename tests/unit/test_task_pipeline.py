@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
 from symfonic_stream.engine.producer import ProducerUnusable, TransactionAborted
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.task import StreamTask, to_input
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
@@ -396,3 +396,19 @@ async def test_a_processor_failure_counts_as_one_abort_and_an_aborted_commit_onc
     producer.gates[0].set()
     assert await task.flush() is Outcome.ABORTED
     assert _aborts(task) == 2
+
+
+@pytest.mark.parametrize(("headers", "expected"), [
+    (None, ()),
+    ([], ()),
+    ([("tenant", b"acme")], (("tenant", b"acme"),)),
+    ([("a", b"1"), ("b", None), ("c", b"")], (("a", b"1"), ("b", b""), ("c", b""))),
+])
+def test_to_input_keeps_headers_as_a_tuple_and_a_null_value_becomes_empty(
+    headers: list[tuple[str, bytes | None]] | None, expected: tuple[tuple[str, bytes], ...]
+) -> None:
+    record = ConsumerRecord("in", 2, 7, 1_700_000_000_000, 0, b"k", b"v", None, 1, 1,
+                            headers)  # type: ignore[arg-type]
+    item = to_input(record)
+    assert item == InputRecord("in", 2, 7, b"k", b"v", expected, 1_700_000_000_000)
+    assert type(item.headers) is tuple
