@@ -66,7 +66,8 @@ OPTIONAL_ROWS = ("naive-typed-1p",)
 ALL_ROWS = ROWS + OPTIONAL_ROWS
 #: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
 WORKERS_ROW = "typed-w2"
-LATENCY_ROWS = ("copier", "naive-typed", "naive-typed-1p", "quix-0.1s", "quix", "typed")
+LATENCY_ROWS = ("copier", "naive-typed", "naive-typed-1p", "quix-0.1s", "quix", "typed",
+                "typed-w2")
 #: ``quix`` (5 s commits) only at the fixed rates: its latency is its commit interval.
 FIXED_RATES = (200.0, 5000.0)
 PARTITIONS = 4
@@ -152,8 +153,10 @@ async def latency_round(base: Settings, run_id: str, round_no: int, rates: dict[
                 continue
             prefix = f"{run_id}-lat{round_no}-{label}-{row.replace('.', '')}"
             prefixes.append(prefix)
-            lat = await measure_latency(base, prefix, row, workload, rate, seconds, log_dir,
-                                        factory=_factory(row) if row in PEERS else None)
+            lat = await measure_latency(
+                base, prefix, row, workload, rate, seconds, log_dir,
+                factory=_factory(row) if row in PEERS or row == WORKERS_ROW else None,
+                groups=("typed",) if row == WORKERS_ROW else None)
             got[label][row] = asdict(lat)
             broker = "?" if lat.broker_cores is None else f"{lat.broker_cores:.2f}"
             say(f"  {label:>5} {rate:>8,.0f}/s {row:<13} p50 {lat.p50_ms:7.1f}  p99 "
@@ -185,9 +188,10 @@ def _verdicts(tp: dict[str, Throughput], out_per_ev: dict[str, float],
             fast["typed"]["p99_ms"] / fast["quix-0.1s"]["p99_ms"])
     if "typed" in slow:
         ratios["p99_200_typed_ms (<= 60)"] = slow["typed"]["p99_ms"]
-    if "typed" in half and "copier" in half:
-        ratios["p99_half_typed_x_copier (<= 1.3)"] = (
-            half["typed"]["p99_ms"] / half["copier"]["p99_ms"])
+    for row in ("typed", WORKERS_ROW):
+        if row in half and "copier" in half:
+            ratios[f"p99_half_{row.replace('-', '_')}_x_copier (<= 1.3)"] = (
+                half[row]["p99_ms"] / half["copier"]["p99_ms"])
     return {k: round(v, 3) for k, v in ratios.items()}
 
 

@@ -102,15 +102,17 @@ async def measure_latency(
     log_dir: Path,
     settle_s: float = 1.0,
     factory: Callable[[Settings, Path], Consumer] | None = None,
+    groups: tuple[str, ...] | None = None,
 ) -> Latency:
     """One latency run of ``row`` at ``rate`` events/s for ``seconds`` (0: the whole
     workload once). ``factory`` builds the process of a row that ``symfonic-stream run``
-    does not know (a peer: one process, writing to the stream-events topic)."""
+    does not know (a peer, or ``run typed --workers 2``: one process, writing to the
+    stream-events topic); ``groups``, the consumers it commits as (default: the row's)."""
     partitions = 4
     settings = prefix_settings(base, prefix, partitions)
     names = TopicNames(prefix)
     await create_topics(settings)
-    consumers = ROWS.get(row, (row,))
+    consumers = groups or ROWS.get(row, (row,))
     procs = [
         (factory(settings, log_dir) if factory is not None else Consumer(name, settings, log_dir))
         .start()
