@@ -42,6 +42,8 @@ _PARTITION_CACHE_MAX = 100_000
 ADD_PARTITIONS_RETRY_S = 0.002
 
 Sends = list["asyncio.Future[Any]"]
+#: The headers of every record without any (the record builder only reads them).
+_NO_HEADERS: list[tuple[str, bytes]] = []
 
 
 class TransactionAborted(Exception):
@@ -117,8 +119,8 @@ class Batches:
     ) -> None:
         if key is None and value is None:
             value = b""  # aiokafka asserts on a record with neither (Kafka allows it)
-        if type(headers) is not list:
-            headers = list(headers)  # the C record builder takes a list, nothing else
+        if type(headers) is not list:  # the C record builder takes a list, nothing else
+            headers = list(headers) if headers else _NO_HEADERS
         where = (topic, partition)
         batch = self._open.get(where)
         if batch is None:

@@ -53,6 +53,10 @@ _new_record = tuple.__new__
 if OutputRecord._fields != ("topic", "key", "value", "record_type", "source_ts", "headers"):
     raise RuntimeError(f"OutputRecord changed its fields: update {__file__}")
 
+# The hot path's two status tests read these: an enum member looked up on its class
+# costs five times a module global (Python 3.11).
+_CLOSED, _PAUSED = RunStatus.CLOSED, RunStatus.PAUSED
+
 #: One release's records: (value, record_type) each, in order.
 Released = list[tuple[bytes, str]]
 
@@ -119,7 +123,7 @@ class OrderingGuard:
         if index < run.next_index or index in run.buffer:
             out.count("duplicates")
             return
-        if run.status is RunStatus.CLOSED:
+        if run.status is _CLOSED:
             out.dead_letter(
                 record,
                 DeadLetterReason.RUN_CLOSED,
@@ -278,7 +282,7 @@ class OrderingGuard:
             run.status = RunStatus.PAUSED
             run.pause_expires_at = event.interrupt.expires_at
             self.reschedule(run_id, run)
-        elif run.status is RunStatus.PAUSED:
+        elif run.status is _PAUSED:
             run.status = RunStatus.OPEN  # the run resumed after its pause
             run.pause_expires_at = 0.0
 
