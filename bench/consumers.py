@@ -42,7 +42,7 @@ def consumer_env(settings: Settings, port: int) -> dict[str, str]:
     # Security and engine settings the benchmark was started with carry over unchanged.
     for name in ("SASL_MECHANISM", "SASL_USERNAME", "SASL_PASSWORD", "SSL_CAFILE",
                  "SSL_CERTFILE", "SSL_KEYFILE", "BATCH_MAX_RECORDS", "BATCH_MAX_LATENCY_MS",
-                 "GROUP_OFFSET_INTERVAL_MS",
+                 "GROUP_OFFSET_INTERVAL_MS", "EVENT_LOOP",
                  "COMPRESSION"):
         value = os.environ.get(f"SYMFONIC_{name}")
         if value is not None:

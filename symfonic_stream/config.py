@@ -7,6 +7,7 @@ start-up with a message naming the variable (see :func:`load_settings`), and sec
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +21,7 @@ ENV_PREFIX = "SYMFONIC_"
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
+EventLoop = Literal["uvloop", "asyncio"]
 
 
 class ConfigError(Exception):
@@ -102,6 +104,7 @@ class Settings(BaseSettings):
     batch_max_latency_ms: int = Field(5, ge=0)
     group_offset_interval_ms: int = Field(1000, ge=0)
     compression: Compression = "none"
+    event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)
     shutdown_timeout_s: float = Field(30.0, gt=0)
     # Waiting out Kafka (symfonic_stream/kafka/retry.py)
@@ -148,11 +151,23 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}GATEWAY_AUTH=jwt needs exactly one of {ENV_PREFIX}GATEWAY_JWT_KEY "
                 f"(an HS256 secret) and {ENV_PREFIX}GATEWAY_JWKS_FILE (a JWKS file)"
             )
+        if self.event_loop == "uvloop" and not _installed("uvloop"):
+            raise ValueError(
+                f"{ENV_PREFIX}EVENT_LOOP=uvloop, but uvloop is not installed here: install it "
+                f"(a dependency on Linux and macOS), or set {ENV_PREFIX}EVENT_LOOP=asyncio"
+            )
         for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "gateway_jwks_file"):
             path = getattr(self, name)
             if path is not None and not path.is_file():
                 raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file: {path}")
         return self
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # its sys.modules entry is None: importing it is blocked
+        return False
 
 
 def load_settings(**overrides: object) -> Settings:

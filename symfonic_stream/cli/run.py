@@ -10,7 +10,6 @@ gracefully, 1 when one exited on its own.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
@@ -40,6 +39,7 @@ def command(consumer: str, workers: str | None) -> None:
     Configuration comes from SYMFONIC_* environment variables; metrics and health are
     served on SYMFONIC_METRICS_PORT (0 turns the server off).
     """
+    from symfonic_stream.engine import loop as event_loop
     from symfonic_stream.engine.workers import supervise, worker_index
 
     try:
@@ -67,6 +67,6 @@ def command(consumer: str, workers: str | None) -> None:
         click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     if settings.workers > 1:
-        sys.exit(asyncio.run(supervise(consumer, settings)))
+        sys.exit(event_loop.run(supervise(consumer, settings), settings.event_loop))
     host = "0.0.0.0" if index is None else WORKER_HOST
-    sys.exit(asyncio.run(serve(topologies, settings, host=host)))
+    sys.exit(event_loop.run(serve(topologies, settings, host=host), settings.event_loop))

@@ -58,6 +58,8 @@ async def serve(
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
         loop.add_signal_handler(sig, _Stop(engines, sig))
+    log.info("serving", extra={"consumers": [t.consumer for t in topologies],
+                               "event_loop": type(loop).__module__.partition(".")[0]})
     try:
         runs = [asyncio.create_task(_run(engine, engines)) for engine in engines]
         return max(await asyncio.gather(*runs))

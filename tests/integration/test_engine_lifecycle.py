@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
+
+import pytest
 
 from symfonic_stream.models.names import TopicNames
 
@@ -114,3 +117,25 @@ async def test_missing_topics_fail_start_up_with_a_clear_message(
         consumer.stop()
     log = consumer.log()
     assert "agent-events" in log and "topics ensure" in log, log
+
+
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+async def test_a_consumer_runs_on_the_event_loop_its_setting_names(
+    bootstrap_servers: str, prefix: str, tmp_path: Path, event_loop: str
+) -> None:
+    """SYMFONIC_EVENT_LOOP (engine/loop.py): uvloop by default, Python's own on request;
+    either way the consumer copies what arrives and stops cleanly on SIGTERM."""
+    await create_topics(prefix)
+    names = TopicNames(prefix)
+    overrides = {} if event_loop == "uvloop" else {"event_loop": event_loop}
+    consumer = ConsumerProcess("copier", prefix, tmp_path, **overrides).start()
+    try:
+        await consumer.wait_ready()
+        await produce(names.agent_events, _batch(0, 100))
+        await wait_caught_up(names.group("copier"), names.agent_events)
+        consumer.terminate()
+        assert await consumer.wait(within=30) == 0
+    finally:
+        consumer.stop()
+    serving = [line for line in consumer.log(tail=400).splitlines() if '"serving"' in line]
+    assert [json.loads(line)["event_loop"] for line in serving] == [event_loop], serving

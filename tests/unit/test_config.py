@@ -68,6 +68,7 @@ def test_values_come_from_symfonic_environment_variables(monkeypatch: pytest.Mon
         ("SYMFONIC_RUN_BUFFER_MAX", "1.5"),
         ("SYMFONIC_SECURITY_PROTOCOL", "TLS"),
         ("SYMFONIC_COMPRESSION", "brotli"),
+        ("SYMFONIC_EVENT_LOOP", "trio"),
         ("SYMFONIC_TOPIC_PREFIX", "bad prefix"),
         ("SYMFONIC_TENANT_QUEUES", "perhaps"),
     ],
@@ -268,3 +269,13 @@ def test_every_topic_has_room_for_the_largest_record_written_to_it() -> None:
     for name, limit in limits.items():
         largest = 5_000_000 if name in changelogs else 3_000_000
         assert limit == largest + 65_536, name
+
+
+def test_uvloop_where_it_is_not_installed_fails_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # what an absent module looks like
+    with pytest.raises(ConfigError, match="SYMFONIC_EVENT_LOOP=uvloop, but uvloop is not"):
+        load_settings()
+    monkeypatch.setenv("SYMFONIC_EVENT_LOOP", "asyncio")
+    assert load_settings().event_loop == "asyncio"

@@ -228,6 +228,7 @@ SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote 
 SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}
 SYMFONIC_GROUP_OFFSET_INTERVAL_MS: {{ $v.engine.groupOffsetIntervalMs | int64 | toString | quote }}
 SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
+SYMFONIC_EVENT_LOOP: {{ $v.engine.eventLoop | quote }}
 SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toString | quote }}
 SYMFONIC_SHUTDOWN_TIMEOUT_S: {{ $v.engine.shutdownTimeoutSeconds | toString | quote }}
 SYMFONIC_STARTUP_TIMEOUT_S: {{ $v.engine.startupTimeoutSeconds | toString | quote }}
