@@ -203,8 +203,6 @@ async def measure(base: Settings, prefix: str, *, runs: int, viewers: int, rate:
             raise RuntimeError(f"the viewers did not all start: {said}")
         rss_connected = gateway.rss()
         cpu0, busy0, wall0 = gateway.cpu_seconds(), machine_busy_seconds(), time.perf_counter()
-        clients_ps = psutil.Process(clients.pid)
-        clients_cpu0 = sum(clients_ps.cpu_times()[:2])
         rss_peak = [rss_connected]
 
         async def sample() -> None:
@@ -219,7 +217,6 @@ async def measure(base: Settings, prefix: str, *, runs: int, viewers: int, rate:
         said = await _line(clients, seconds * 4 + 150)
         wall = time.perf_counter() - wall0
         cpu, busy = gateway.cpu_seconds() - cpu0, machine_busy_seconds() - busy0
-        clients_cpu = sum(clients_ps.cpu_times()[:2]) - clients_cpu0
         sampler.cancel()
         await clients.wait()
         await reader.wait_caught_up()
@@ -255,7 +252,9 @@ async def measure(base: Settings, prefix: str, *, runs: int, viewers: int, rate:
                            "peak_during_load": rss_peak[0] / 2**20,
                            "peak_vmhwm": gateway.peak_rss / 2**20},
         "gateway_kib_per_client": (rss_connected - rss_idle) / 1024 / max(1, runs * viewers),
-        "clients_process_cpu_s": clients_cpu, "clients_connect_s": got["connect_s"],
+        # the clients measure their own CPU: asyncio reaps their process as soon as it exits,
+        # so it cannot be read from outside after its last line
+        "clients_process_cpu_s": got["cpu_s_during_load"], "clients_connect_s": got["connect_s"],
         "clients_loop_lateness_ms": got["loop_lateness_ms"],
         "machine_busy_cores": busy / wall, "clients_done": said,
     }
