@@ -6,8 +6,10 @@ Rows (all exactly-once, 4 partitions, the same input, each in its own consumer g
 ``naive-copier`` and ``naive-typed`` (:mod:`bench.peers.naive`; ``naive-typed-1p``, its one
 producer for all partitions, when ``--rows`` names it), ``quix`` and ``quix-0.1s``
 (Quix Streams at its default 5 s and at a 0.1 s commit interval, :mod:`bench.peers.quix_app`),
-and the project's ``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``, on a
-second prefix with the same stream: it is the typed group again). Per round:
+``rdkafka-copier`` and ``rdkafka-typed`` when named (the naive loop on librdkafka, throughput
+only: what the client costs, :mod:`bench.peers.rdkafka_peer`), and the project's
+``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``, on a second prefix with the
+same stream: it is the typed group again). Per round:
 
 1. **throughput**: a fresh prefix with the stream published before timing; every row
    consumes all of it in turn (:func:`bench.throughput.timed_consumption`). *events/s*
@@ -60,8 +62,9 @@ from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
 
 ROWS = ("copier", "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", "typed-w2")
-#: Rows run only when ``--rows`` names them: ``naive-typed`` with one producer (KIP-447).
-OPTIONAL_ROWS = ("naive-typed-1p",)
+#: Rows run only when ``--rows`` names them, for throughput only: ``naive-typed`` with one
+#: producer (KIP-447), and the naive loop on librdkafka (:mod:`bench.peers.rdkafka_peer`).
+OPTIONAL_ROWS = ("naive-typed-1p", "rdkafka-copier", "rdkafka-typed")
 #: Every row ``--rows`` knows, in the order they run.
 ALL_ROWS = ROWS + OPTIONAL_ROWS
 #: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
@@ -75,7 +78,7 @@ PARTITIONS = 4
 
 def _projection_of(row: str) -> str:
     """What ``row`` writes per event: ``copy``, the peers' ``peer`` projection, ``typed``."""
-    if row in ("copier", "naive-copier"):
+    if row in ("copier", "naive-copier", "rdkafka-copier"):
         return "copy"
     return "typed" if row in ("typed", WORKERS_ROW) else "peer"
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from bench.peers.peer_args import peer_parser
 from bench.peers.projection import Projection
 from symfonic_stream.kafka.group_fencing import group_metadata, send_offsets_fenced
 
@@ -109,11 +110,7 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.peers.naive")
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--group", required=True)
+    parser = peer_parser("python -m bench.peers.naive")
     parser.add_argument("--copy", action="store_true", help="copy values unchanged")
     parser.add_argument("--one-producer", action="store_true",
                         help="one producer and one transaction per fetch (KIP-447 fencing)")

@@ -28,7 +28,11 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "naive-typed-1p": ("naive", ("--one-producer",)),
     "quix": ("quix", ("--commit-interval", "5")),
     "quix-0.1s": ("quix", ("--commit-interval", "0.1")),
+    "rdkafka-copier": ("rdkafka", ("--copy",)),
+    "rdkafka-typed": ("rdkafka", ()),
 }
+#: The programs run in the peer environment, by path (the project is not installed there).
+IN_PEER_ENV = {"quix": "quix_app.py", "rdkafka": "rdkafka_peer.py"}
 
 
 class PeerConsumer(Consumer):
@@ -45,7 +49,8 @@ class PeerConsumer(Consumer):
         if program == "naive":
             self.command = [sys.executable, "-m", "bench.peers.naive", *topics]
         else:
-            self.command = [str(quix_python()), str(ROOT / "bench/peers/quix_app.py"), *topics]
+            script = ROOT / "bench" / "peers" / IN_PEER_ENV[program]
+            self.command = [str(quix_python()), str(script), *topics]
 
     async def wait_ready(self, within: float = 120.0) -> float:
         admin = AIOKafkaAdminClient(**admin_kwargs(self._settings))

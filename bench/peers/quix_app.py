@@ -12,22 +12,18 @@ checkpoint interval: its default is 5 s; the latency-tuned row uses 0.1 s.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from peer_args import peer_parser
 from projection import Projection
 from quixstreams import Application
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--input", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--group", required=True)
+    parser = peer_parser()
     parser.add_argument("--commit-interval", type=float, default=5.0)
     args = parser.parse_args()
     app = Application(

@@ -72,11 +72,11 @@ def _table(stdout: str, header: str) -> dict[str, list[float]]:
     return rows
 
 
-def _run_module(module: str, *args: str, bootstrap: str) -> str:
+def _run_module(module: str, *args: str, bootstrap: str, timeout: float = 160) -> str:
     env = {**os.environ, "SYMFONIC_BOOTSTRAP_SERVERS": bootstrap}
     done = subprocess.run(
         [sys.executable, "-m", module, *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=160, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout
@@ -215,3 +215,24 @@ def test_compare_runs_the_naive_projector_with_one_producer_beside_its_own(
     for label in ("200", "5000"):
         lat = latency[label]["naive-typed-1p"]
         assert lat["samples"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"], label
+
+
+@pytest.mark.timeout(600)
+def test_compare_prices_the_client_with_the_naive_loop_on_librdkafka(
+    bootstrap_servers: str, tmp_path: Path
+) -> None:
+    """``rdkafka-copier`` and ``rdkafka-typed``: the naive loop on confluent-kafka, in the
+    peer environment (made here on first use, Quix Streams and its librdkafka; about a
+    minute). Each copies or projects every event once, exactly once: its run ends only
+    when its transactions' offsets reach the end of every input partition."""
+    out = tmp_path / "compare.json"
+    _run_module("bench.compare", "--rows", "naive-copier,rdkafka-copier,rdkafka-typed",
+                "--events", "2000", "--rounds", "1", "--latency-seconds", "0",
+                "--out", str(out), bootstrap=bootstrap_servers, timeout=560)
+    result = json.loads(out.read_text())
+    assert list(result["throughput"]) == ["naive-copier", "rdkafka-copier", "rdkafka-typed"]
+    per_event = result["outputs_per_event"]
+    assert per_event["rdkafka-copier"] == per_event["naive-copier"] == 1.0
+    assert per_event["rdkafka-typed"] > 1.0
+    for row, [run] in result["throughput"].items():
+        assert run["events"] == 2000 and run["events_per_s"] > 0, row
