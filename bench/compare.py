@@ -62,8 +62,8 @@ from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
 
 ROWS = ("copier", "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", "typed-w2")
-#: Rows run only when ``--rows`` names them, for throughput only: ``naive-typed`` with one
-#: producer (KIP-447), and the naive loop on librdkafka (:mod:`bench.peers.rdkafka_peer`).
+#: Rows run only when ``--rows`` names them: ``naive-typed`` with one producer (KIP-447),
+#: and the naive loop on librdkafka (:mod:`bench.peers.rdkafka_peer`, throughput only).
 OPTIONAL_ROWS = ("naive-typed-1p", "rdkafka-copier", "rdkafka-typed")
 #: Every row ``--rows`` knows, in the order they run.
 ALL_ROWS = ROWS + OPTIONAL_ROWS
@@ -78,7 +78,7 @@ PARTITIONS = 4
 
 def _projection_of(row: str) -> str:
     """What ``row`` writes per event: ``copy``, the peers' ``peer`` projection, ``typed``."""
-    if row in ("copier", "naive-copier", "rdkafka-copier"):
+    if row == "copier" or "--copy" in PEERS.get(row, ("", ()))[1]:
         return "copy"
     return "typed" if row in ("typed", WORKERS_ROW) else "peer"
 

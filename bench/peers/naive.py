@@ -28,20 +28,16 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.peers.peer_args import peer_parser
-from bench.peers.projection import Projection
+from bench.peers.projection import Projection, copy_value
 from symfonic_stream.kafka.group_fencing import group_metadata, send_offsets_fenced
 
 Project = Callable[[bytes], list[tuple[bytes, bytes]]]
 
 
-def _copy(value: bytes) -> list[tuple[bytes, bytes]]:
-    return [(b"", value)]
-
-
 class NaivePeer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.project: Project = _copy if args.copy else Projection()
+        self.project: Project = copy_value if args.copy else Projection()
         self.producers: dict[int, AIOKafkaProducer] = {}
         self.stopping = asyncio.Event()
 

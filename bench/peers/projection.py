@@ -74,6 +74,11 @@ def _pause(kind: Any, pending: dict[str, Any]) -> dict[str, Any]:
         "resumable": pending.get("resumable", False)}
 
 
+def copy_value(value: bytes) -> list[tuple[bytes, bytes]]:
+    """The copiers' "projection": the value unchanged, keyed as it came (an empty key)."""
+    return [(b"", value)]
+
+
 class Projection:
     """Raw value → ``(key, envelope bytes)`` outputs, with a per-run ``seq`` kept in
     memory (lost on a restart: a peer is measured, not relied on)."""

@@ -26,15 +26,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from peer_args import peer_parser
-from projection import Projection
+from projection import Projection, copy_value
 
 BATCH = 10_000
-
-
-def _copy(value: bytes) -> list[tuple[bytes, bytes]]:
-    return [(b"", value)]
 
 
 def _produce(producer: Producer, topic: str, value: bytes, key: bytes | None) -> None:
@@ -64,7 +60,7 @@ def main() -> int:
     parser = peer_parser()
     parser.add_argument("--copy", action="store_true", help="copy values unchanged")
     args = parser.parse_args()
-    project = _copy if args.copy else Projection()
+    project = copy_value if args.copy else Projection()
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "isolation.level": "read_committed", "enable.auto.commit": False,
@@ -78,9 +74,8 @@ def main() -> int:
     consumer.subscribe([args.input])
     try:
         while not stopping:
-            batch = [m for m in consumer.consume(BATCH, 0.25)
-                     if m.error() is None or m.error().code() != KafkaError._PARTITION_EOF]
-            for message in batch:
+            batch = consumer.consume(BATCH, 0.25)
+            for message in batch:  # (no end-of-partition events: enable.partition.eof is off)
                 if message.error() is not None:
                     raise RuntimeError(f"consume failed: {message.error()}")
             if batch:
