@@ -56,7 +56,7 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
 	@py=""; \
 	for c in $(PYTHON_CANDIDATES); do \
 	  if command -v "$$c" >/dev/null 2>&1 && \
@@ -70,7 +70,13 @@ $(STAMP): pyproject.toml
 	fi; \
 	if [ ! -x $(BIN)/python ]; then echo "make: creating $(VENV) with $$py"; "$$py" -m venv $(VENV); fi; \
 	echo "make: pip install -e '.[dev]'"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
+	PATH="$$PATH:$$HOME/.cargo/bin"; \
+	if ! command -v cargo >/dev/null 2>&1; then \
+	  echo "make: cargo (Rust) is required to build native/, the decoder's scanner" >&2; exit 1; \
+	fi; \
+	echo "make: pip install ./native (the decoder's scanner, Rust: docs/engine.md, Decoding)"; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check ./native
 	@touch $@
 
 # --------------------------------------------------------------------------- checks

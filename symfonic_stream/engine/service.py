@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine, EngineError
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.models.decoding import JSON_SCANNER
 from symfonic_stream.observability.health import (
     DEFAULT_STALE_AFTER_S,
     HealthOfMany,
@@ -59,7 +60,8 @@ async def serve(
     for sig in signals:
         loop.add_signal_handler(sig, _Stop(engines, sig))
     log.info("serving", extra={"consumers": [t.consumer for t in topologies],
-                               "event_loop": type(loop).__module__.partition(".")[0]})
+                               "event_loop": type(loop).__module__.partition(".")[0],
+                               "json_scanner": JSON_SCANNER})
     try:
         runs = [asyncio.create_task(_run(engine, engines)) for engine in engines]
         return max(await asyncio.gather(*runs))

@@ -1,14 +1,20 @@
 """Raw bytes → AgentEvent, once, with the dead-letter reason when it cannot be done.
 
 The checks run in SPEC §6's order: ``too_large``, ``invalid_json``, ``invalid_event``,
-``key_mismatch``. orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8), the shape
-is checked against what this project can carry (:func:`check_shape`: depth, integers,
-duplicate keys), and pydantic validates the parsed object.
+``key_mismatch``. Two ways to the same verdicts (docs/engine.md, "Decoding"):
+
+- the reference, in Python: orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8),
+  :func:`check_shape` checks the tree against what this project can carry (depth,
+  integers, duplicate keys), and pydantic validates the parsed object;
+- the native scanner (``symfonic_scan``, Rust, in ``native/``) reads the bytes once for all
+  of those checks, and pydantic validates straight from the bytes. Used when installed;
+  ``tests/unit/test_native_scan.py`` holds it to the reference's verdicts.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +34,23 @@ _JSON_TYPE_NAMES = {
 }
 
 
+_Scan = Callable[[bytes, int, int], "tuple[str, str] | None"]
+_scan: _Scan | None
+try:
+    from symfonic_scan import scan as _scan
+except ImportError:  # a source install without Rust: the reference decides, more slowly
+    _scan = None
+
+#: Whether :func:`decode_record` reads the bytes with the native scanner.
+NATIVE_SCAN = _scan is not None
+#: Which, in words, for the process's ``serving`` log line.
+JSON_SCANNER = "native" if NATIVE_SCAN else "reference (symfonic-scan not installed)"
+
 _loads = orjson.loads
 _dumps = orjson.dumps
 #: ``AgentEvent.model_validate`` without the wrapper (same validator, same defaults).
 _validate = AgentEvent.__pydantic_validator__.validate_python
+_validate_json = AgentEvent.__pydantic_validator__.validate_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +129,8 @@ def _walk(parsed: Any, limits: DecodeLimits) -> tuple[int, bool]:
     members = 0
     suspicious = False
     low, high = -limits.max_integer - 1, limits.max_integer
+    if type(parsed) is not dict and type(parsed) is not list:
+        parsed = [parsed]  # a bare number or string: its one item (parse_json takes any)
     stack: list[tuple[Any, int]] = [(parsed, 1)]
     while stack:
         node, depth = stack.pop()
@@ -125,7 +146,10 @@ def _walk(parsed: Any, limits: DecodeLimits) -> tuple[int, bool]:
                 continue
             if kind is dict or kind is list:
                 stack.append((item, depth + 1))
-            elif (kind is int or kind is float) and not low <= item <= high:
+            elif kind is int and not low <= item <= high:
+                suspicious = True
+            elif kind is float and not low < item < high:
+                # strictly: an integer literal just beyond -2**63 becomes the float -2**63
                 suspicious = True
     return members, suspicious
 
@@ -166,12 +190,37 @@ def parse_json(value: bytes | None, limits: DecodeLimits = DEFAULT_LIMITS) -> An
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
     check_size(value, limits.max_bytes)
+    if _scan is not None:
+        verdict = _scan(value, limits.max_depth, limits.max_integer)
+        if verdict is not None and verdict[0] != "type":
+            raise _refusal(value, verdict, limits)
+        return _loads(value)
     try:
         parsed = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
         raise DecodeError(DeadLetterReason.INVALID_JSON, str(exc)) from None
     check_shape(value, parsed, limits)
     return parsed
+
+
+def _refusal(value: bytes, verdict: tuple[str, str], limits: DecodeLimits) -> DecodeError:
+    """The native scanner's verdict as the reference's error, reason and words alike."""
+    kind, detail = verdict
+    if kind == "json":  # orjson's words for it (a rare record: parsing it twice is cheap)
+        try:
+            _loads(value)
+        except orjson.JSONDecodeError as exc:
+            detail = str(exc)
+        return DecodeError(DeadLetterReason.INVALID_JSON, detail)
+    if kind == "type":
+        detail = f"value is a JSON {detail}, not an object"
+    elif kind == "depth":
+        detail = f"nested deeper than {limits.max_depth} levels"
+    elif kind == "integer":
+        detail = f"integer {detail[:30]} is beyond the limit of {limits.max_integer}"
+    else:  # duplicate_key
+        detail = f"an object has the key {detail!r} more than once"
+    return DecodeError(DeadLetterReason.INVALID_EVENT, detail)
 
 
 def decode_agent_event(
@@ -192,19 +241,28 @@ def decode_agent_event(
 def decode_record(
     value: bytes | None, key: bytes | None, check_key: bool, limits: DecodeLimits
 ) -> AgentEvent:
-    """:func:`decode_agent_event` with positional arguments, for the projectors' hot path.
+    """:func:`decode_agent_event` with positional arguments, for the projectors' hot path:
+    the native scanner's way when it is installed, else the reference's."""
+    if _scan is None:
+        return decode_record_reference(value, key, check_key, limits)
+    value = _present(value, limits)
+    verdict = _scan(value, limits.max_depth, limits.max_integer)
+    if verdict is not None:
+        raise _refusal(value, verdict, limits)
+    try:
+        event: AgentEvent = _validate_json(value)
+    except ValidationError as exc:
+        raise DecodeError(DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)) from None
+    return _keyed(event, key, check_key)
 
-    :func:`check_size` and :func:`parse_json` are inlined here (same checks, same order,
-    same details), and the model's validator is called directly: ``model_validate`` is a
-    thin Python wrapper around it.
-    """
-    if value is None:
-        raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
-    max_bytes = limits.max_bytes
-    if max_bytes is not None and len(value) > max_bytes:
-        raise DecodeError(
-            DeadLetterReason.TOO_LARGE, f"value is {len(value)} bytes, limit {max_bytes}"
-        )
+
+def decode_record_reference(
+    value: bytes | None, key: bytes | None, check_key: bool, limits: DecodeLimits
+) -> AgentEvent:
+    """The reference decoding, in Python: :func:`parse_json`'s checks in the same order
+    with the same details, the model's validator called directly (``model_validate`` is a
+    thin Python wrapper around it)."""
+    value = _present(value, limits)
     try:
         parsed = _loads(value)
     except orjson.JSONDecodeError as exc:
@@ -219,6 +277,22 @@ def decode_record(
         event: AgentEvent = _validate(parsed)
     except ValidationError as exc:
         raise DecodeError(DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)) from None
+    return _keyed(event, key, check_key)
+
+
+def _present(value: bytes | None, limits: DecodeLimits) -> bytes:
+    """The value, unless a tombstone (invalid_json) or over the size limit (too_large)."""
+    if value is None:
+        raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
+    max_bytes = limits.max_bytes
+    if max_bytes is not None and len(value) > max_bytes:
+        raise DecodeError(
+            DeadLetterReason.TOO_LARGE, f"value is {len(value)} bytes, limit {max_bytes}"
+        )
+    return value
+
+
+def _keyed(event: AgentEvent, key: bytes | None, check_key: bool) -> AgentEvent:
     if check_key and key != event.run_id.encode():
         shown = key.decode("utf-8", "replace") if key is not None else "<no key>"
         raise DecodeError(
@@ -231,5 +305,5 @@ def decode_record(
 def decode_accepted(value: bytes) -> AgentEvent:
     """Decode a value already accepted by :func:`decode_record` (an event the guard held
     behind a hole): no check again, it passed them when it arrived."""
-    event: AgentEvent = _validate(_loads(value))
+    event: AgentEvent = _validate_json(value)
     return event

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -15,6 +16,15 @@ from symfonic_stream.models import decoding
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from tests.unit.helpers import raw
+
+
+@pytest.fixture(autouse=True, scope="module", params=["native", "reference"])
+def decoder(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test here runs both ways: the native scanner's and the Python reference's."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "reference":
+            patch.setattr(decoding, "_scan", None)
+        yield request.param
 
 
 def reason_of(value: bytes | None, **kwargs: Any) -> DeadLetterReason:
@@ -188,6 +198,7 @@ def test_colons_inside_strings_cost_no_second_parse(
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(decoding, "_reparse", no_reparse)
+    monkeypatch.setattr(decoding, "_scan", None)  # the reference's way (the native one has none)
     plain = orjson.dumps(raw("text_delta", text=text))
     escaped = json.dumps(raw("text_delta", text=text + " é")).replace(":", "\\u003a")
     escaped = escaped.replace('"\\u003a ', '": ').replace('"\\u003a"', '":"')  # keys' colons

@@ -1,0 +1,382 @@
+//! The strict-JSON shape check of symfonic-stream's decoder, in one pass over the bytes.
+//!
+//! `scan` answers, for one record value, the questions `models/decoding.py` asks before
+//! pydantic validates: is it strict JSON as orjson reads it (no NaN, no Infinity, valid
+//! UTF-8, no lone surrogate, at most 1,024 levels), is it an object, and can the project
+//! carry it (nesting within `max_depth`, integers within `±max_integer`, no key twice in an
+//! object). It builds nothing: the Python reference (`check_shape` after `orjson.loads`)
+//! builds a tree and walks it, this reads the bytes once, so pydantic can then validate
+//! straight from them. The verdicts are the reference's, in the reference's precedence;
+//! `tests/unit/test_native_scan.py` holds the two against each other.
+
+use pyo3::prelude::*;
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+/// orjson's own nesting limit: a document nested deeper is not JSON it reads.
+const ORJSON_MAX_DEPTH: usize = 1024;
+/// Above this many keys an object's keys go into a hash set (below, a scan is cheaper).
+const LINEAR_KEYS: usize = 16;
+
+/// What is wrong with a document, as `(kind, detail)`; `None` from `scan` means nothing.
+/// kinds: "json" (not strict JSON: detail is the message), "type" (not an object: detail
+/// is the JSON type's name), "depth" (too deep), "integer" (detail: the literal),
+/// "duplicate_key" (detail: the key).
+type Verdict = (&'static str, String);
+
+/// Read `value` once; `None` when it is a JSON object the project can carry.
+#[pyfunction]
+fn scan(value: &[u8], max_depth: usize, max_integer: u64) -> Option<Verdict> {
+    if let Err(err) = std::str::from_utf8(value) {
+        return Some(("json", format!("str is not valid UTF-8 at byte {}", err.valid_up_to())));
+    }
+    let mut scanner = Scanner { bytes: value, at: 0, max_depth, max_integer, depth: None, other: None };
+    if let Err(message) = scanner.document() {
+        return Some(("json", format!("{message} at byte {}", scanner.at)));
+    }
+    // The reference's order: strict JSON, an object, then its walk of the tree for depth,
+    // then its exact re-parse for keys and integers.
+    let kind = match value[scanner.first_byte()] {
+        b'{' => None,
+        b'[' => Some("array"),
+        b'"' => Some("string"),
+        b't' | b'f' => Some("boolean"),
+        b'n' => Some("null"),
+        _ => Some("number"),
+    };
+    match kind {
+        Some(name) => Some(("type", name.to_owned())),
+        None => scanner.depth.or(scanner.other),
+    }
+}
+
+#[pymodule]
+fn symfonic_scan(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(scan, module)?)
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    max_depth: usize,
+    max_integer: u64,
+    /// The first nesting beyond `max_depth`.
+    depth: Option<Verdict>,
+    /// The first integer beyond the limit or duplicate key, in the order the reference's
+    /// exact re-parse meets them (an integer where it stands, an object when it closes).
+    other: Option<Verdict>,
+}
+
+type Step<T> = Result<T, &'static str>;
+
+impl<'a> Scanner<'a> {
+    fn document(&mut self) -> Step<()> {
+        self.value(0)?;
+        self.skip_whitespace();
+        if self.at != self.bytes.len() {
+            return Err("unexpected content after document");
+        }
+        Ok(())
+    }
+
+    fn first_byte(&self) -> usize {
+        self.bytes.iter().position(|b| !is_whitespace(*b)).unwrap_or(0)
+    }
+
+    fn skip_whitespace(&mut self) {
+        while self.at < self.bytes.len() && is_whitespace(self.bytes[self.at]) {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&self) -> Step<u8> {
+        self.bytes.get(self.at).copied().ok_or("unexpected end of data")
+    }
+
+    fn value(&mut self, depth: usize) -> Step<()> {
+        self.skip_whitespace();
+        match self.peek()? {
+            b'{' => self.object(depth + 1),
+            b'[' => self.array(depth + 1),
+            b'"' => self.string().map(|_| ()),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => Err("unexpected character"),
+        }
+    }
+
+    fn enter(&mut self, depth: usize) -> Step<()> {
+        if depth > ORJSON_MAX_DEPTH {
+            return Err("depth limit exceeded");
+        }
+        if depth > self.max_depth && self.depth.is_none() {
+            self.depth = Some(("depth", String::new()));
+        }
+        self.at += 1; // the opening bracket
+        self.skip_whitespace();
+        Ok(())
+    }
+
+    fn array(&mut self, depth: usize) -> Step<()> {
+        self.enter(depth)?;
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Ok(());
+        }
+        loop {
+            self.value(depth)?;
+            self.skip_whitespace();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => break,
+                _ => return Err("expected ',' or ']'"),
+            }
+        }
+        self.at += 1;
+        Ok(())
+    }
+
+    fn object(&mut self, depth: usize) -> Step<()> {
+        self.enter(depth)?;
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Ok(());
+        }
+        let mut keys = Keys::default();
+        loop {
+            self.skip_whitespace();
+            if self.peek()? != b'"' {
+                return Err("key must be a string");
+            }
+            let key = self.string()?;
+            keys.insert(key);
+            self.skip_whitespace();
+            if self.peek()? != b':' {
+                return Err("expected ':'");
+            }
+            self.at += 1;
+            self.value(depth)?;
+            self.skip_whitespace();
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => break,
+                _ => return Err("expected ',' or '}'"),
+            }
+        }
+        self.at += 1;
+        if self.other.is_none() {
+            if let Some(key) = keys.first_twice() {
+                // Keys are valid UTF-8 here: the whole input was, and escapes decode to it.
+                self.other = Some(("duplicate_key", String::from_utf8_lossy(&key).into_owned()));
+            }
+        }
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &'static [u8]) -> Step<()> {
+        let end = self.at + word.len();
+        if end > self.bytes.len() {
+            return Err("unexpected end of data");
+        }
+        if &self.bytes[self.at..end] != word {
+            return Err("unexpected character");
+        }
+        self.at = end;
+        Ok(())
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.at;
+        while self.at < self.bytes.len() && self.bytes[self.at].is_ascii_digit() {
+            self.at += 1;
+        }
+        self.at - start
+    }
+
+    fn number(&mut self) -> Step<()> {
+        let start = self.at;
+        let negative = self.bytes[self.at] == b'-';
+        if negative {
+            self.at += 1;
+        }
+        let leading = self.peek()?;
+        if !leading.is_ascii_digit() {
+            return Err("no digit after sign");
+        }
+        if self.digits() > 1 && leading == b'0' {
+            return Err("number with leading zero is not allowed");
+        }
+        let mut integer = true;
+        if self.bytes.get(self.at) == Some(&b'.') {
+            self.at += 1;
+            if self.digits() == 0 {
+                return Err(if self.at == self.bytes.len() { "unexpected end of data" } else { "expected a digit after '.'" });
+            }
+            integer = false;
+        }
+        if matches!(self.bytes.get(self.at), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(self.bytes.get(self.at), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            if self.digits() == 0 {
+                return Err(if self.at == self.bytes.len() { "unexpected end of data" } else { "expected a digit in the exponent" });
+            }
+            integer = false;
+        }
+        let text = &self.bytes[start..self.at];
+        if integer && self.integer_fits(text, negative) {
+            return Ok(());
+        }
+        // orjson reads an integer beyond 64 bits, and every fraction, as a double, and
+        // refuses one that overflows it; ASCII digits and signs are valid UTF-8.
+        let literal = std::str::from_utf8(text).unwrap_or_default();
+        if literal.parse::<f64>().map_or(true, f64::is_infinite) {
+            return Err("number is infinity when parsed as double");
+        }
+        if integer && self.other.is_none() {
+            self.other = Some(("integer", literal.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Whether an integer literal lies within `-max_integer - 1 ..= max_integer`.
+    fn integer_fits(&self, text: &[u8], negative: bool) -> bool {
+        let digits = if negative { &text[1..] } else { text };
+        let mut magnitude: u64 = 0;
+        for digit in digits {
+            match magnitude.checked_mul(10).and_then(|m| m.checked_add(u64::from(digit - b'0'))) {
+                Some(next) => magnitude = next,
+                None => return false,
+            }
+        }
+        let limit = if negative { self.max_integer.saturating_add(1) } else { self.max_integer };
+        magnitude <= limit
+    }
+
+    /// One string, its quotes consumed; its text (escapes decoded) for an object's key.
+    fn string(&mut self) -> Step<Cow<'a, [u8]>> {
+        self.at += 1; // the opening quote
+        let mut start = self.at;
+        let mut decoded: Option<Vec<u8>> = None;
+        loop {
+            while self.at < self.bytes.len() {
+                let byte = self.bytes[self.at];
+                if byte == b'"' || byte == b'\\' || byte < 0x20 {
+                    break;
+                }
+                self.at += 1;
+            }
+            let bytes: &'a [u8] = self.bytes;
+            let segment = &bytes[start..self.at];
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    return Ok(match decoded {
+                        None => Cow::Borrowed(segment),
+                        Some(mut text) => {
+                            text.extend_from_slice(segment);
+                            Cow::Owned(text)
+                        }
+                    });
+                }
+                b'\\' => {
+                    let ch = self.escape()?;
+                    let text = decoded.get_or_insert_with(Vec::new);
+                    text.extend_from_slice(segment);
+                    text.extend_from_slice(ch.encode_utf8(&mut [0u8; 4]).as_bytes());
+                    start = self.at;
+                }
+                _ => return Err("unexpected control character in string"),
+            }
+        }
+    }
+
+    /// One escape after its backslash, as the character it stands for.
+    fn escape(&mut self) -> Step<char> {
+        self.at += 1; // the backslash
+        let kind = self.peek()?;
+        self.at += 1;
+        let simple = match kind {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => return self.unicode_escape(),
+            _ => return Err("invalid escaped sequence in string"),
+        };
+        Ok(simple)
+    }
+
+    fn unicode_escape(&mut self) -> Step<char> {
+        let first = self.hex4()?;
+        let code = match first {
+            0xD800..=0xDBFF => {
+                if self.bytes.get(self.at..self.at + 2) != Some(b"\\u") {
+                    return Err("no low surrogate in string");
+                }
+                self.at += 2;
+                let second = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&second) {
+                    return Err("invalid low surrogate in string");
+                }
+                0x10000 + ((first - 0xD800) << 10) + (second - 0xDC00)
+            }
+            0xDC00..=0xDFFF => return Err("invalid high surrogate in string"),
+            _ => first,
+        };
+        char::from_u32(code).ok_or("invalid escaped sequence in string")
+    }
+
+    fn hex4(&mut self) -> Step<u32> {
+        let digits = self.bytes.get(self.at..self.at + 4).ok_or("unexpected end of data")?;
+        let text = std::str::from_utf8(digits).map_err(|_| "invalid escape")?;
+        if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err("invalid escape");
+        }
+        self.at += 4;
+        u32::from_str_radix(text, 16).map_err(|_| "invalid escape")
+    }
+}
+
+fn is_whitespace(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// One object's keys, and those seen twice.
+#[derive(Default)]
+struct Keys<'a> {
+    few: Vec<Cow<'a, [u8]>>,
+    many: Option<HashSet<Cow<'a, [u8]>>>,
+    twice: Vec<Cow<'a, [u8]>>,
+}
+
+impl<'a> Keys<'a> {
+    fn insert(&mut self, key: Cow<'a, [u8]>) {
+        let seen = match &mut self.many {
+            Some(set) => !set.insert(key.clone()),
+            None if self.few.contains(&key) => true,
+            None => {
+                self.few.push(key.clone());
+                if self.few.len() > LINEAR_KEYS {
+                    self.many = Some(self.few.drain(..).collect());
+                }
+                false
+            }
+        };
+        if seen {
+            self.twice.push(key);
+        }
+    }
+
+    /// The smallest key seen twice (the reference names the first of them, sorted).
+    fn first_twice(&self) -> Option<Cow<'a, [u8]>> {
+        self.twice.iter().min().cloned()
+    }
+}
