@@ -28,9 +28,20 @@ type Verdict = (&'static str, String);
 #[pyfunction]
 fn scan(value: &[u8], max_depth: usize, max_integer: u64) -> Option<Verdict> {
     if let Err(err) = std::str::from_utf8(value) {
-        return Some(("json", format!("str is not valid UTF-8 at byte {}", err.valid_up_to())));
+        return Some((
+            "json",
+            format!("str is not valid UTF-8 at byte {}", err.valid_up_to()),
+        ));
     }
-    let mut scanner = Scanner { bytes: value, at: 0, max_depth, max_integer, depth: None, other: None };
+    let mut scanner = Scanner {
+        bytes: value,
+        at: 0,
+        max_depth,
+        max_integer,
+        depth: None,
+        other: None,
+        keys: Vec::with_capacity(32),
+    };
     if let Err(message) = scanner.document() {
         return Some(("json", format!("{message} at byte {}", scanner.at)));
     }
@@ -65,6 +76,9 @@ struct Scanner<'a> {
     /// The first integer beyond the limit or duplicate key, in the order the reference's
     /// exact re-parse meets them (an integer where it stands, an object when it closes).
     other: Option<Verdict>,
+    /// The keys of the objects open now, outermost first: one allocation per document,
+    /// where a set per object cost more than the scan of the text.
+    keys: Vec<Cow<'a, [u8]>>,
 }
 
 type Step<T> = Result<T, &'static str>;
@@ -80,7 +94,10 @@ impl<'a> Scanner<'a> {
     }
 
     fn first_byte(&self) -> usize {
-        self.bytes.iter().position(|b| !is_whitespace(*b)).unwrap_or(0)
+        self.bytes
+            .iter()
+            .position(|b| !is_whitespace(*b))
+            .unwrap_or(0)
     }
 
     fn skip_whitespace(&mut self) {
@@ -90,7 +107,10 @@ impl<'a> Scanner<'a> {
     }
 
     fn peek(&self) -> Step<u8> {
-        self.bytes.get(self.at).copied().ok_or("unexpected end of data")
+        self.bytes
+            .get(self.at)
+            .copied()
+            .ok_or("unexpected end of data")
     }
 
     fn value(&mut self, depth: usize) -> Step<()> {
@@ -144,14 +164,30 @@ impl<'a> Scanner<'a> {
             self.at += 1;
             return Ok(());
         }
-        let mut keys = Keys::default();
+        let first = self.keys.len();
+        let mut many: Option<HashSet<Cow<'a, [u8]>>> = None;
+        let mut twice: Option<Cow<'a, [u8]>> = None;
         loop {
             self.skip_whitespace();
             if self.peek()? != b'"' {
                 return Err("key must be a string");
             }
             let key = self.string()?;
-            keys.insert(key);
+            let seen = match &mut many {
+                Some(set) => !set.insert(key.clone()),
+                None => self.keys[first..].contains(&key),
+            };
+            if seen {
+                // The reference names the smallest of an object's keys seen twice.
+                if twice.as_ref().is_none_or(|smallest| key < *smallest) {
+                    twice = Some(key.clone());
+                }
+            } else if many.is_none() {
+                self.keys.push(key);
+                if self.keys.len() - first > LINEAR_KEYS {
+                    many = Some(self.keys.drain(first..).collect());
+                }
+            }
             self.skip_whitespace();
             if self.peek()? != b':' {
                 return Err("expected ':'");
@@ -166,11 +202,10 @@ impl<'a> Scanner<'a> {
             }
         }
         self.at += 1;
-        if self.other.is_none() {
-            if let Some(key) = keys.first_twice() {
-                // Keys are valid UTF-8 here: the whole input was, and escapes decode to it.
-                self.other = Some(("duplicate_key", String::from_utf8_lossy(&key).into_owned()));
-            }
+        self.keys.truncate(first);
+        if let (None, Some(key)) = (&self.other, twice) {
+            // Keys are valid UTF-8 here: the whole input was, and escapes decode to it.
+            self.other = Some(("duplicate_key", String::from_utf8_lossy(&key).into_owned()));
         }
         Ok(())
     }
@@ -205,30 +240,44 @@ impl<'a> Scanner<'a> {
         if !leading.is_ascii_digit() {
             return Err("no digit after sign");
         }
-        if self.digits() > 1 && leading == b'0' {
+        let whole_digits = self.digits();
+        if whole_digits > 1 && leading == b'0' {
             return Err("number with leading zero is not allowed");
         }
+        let mut exponent = false;
         let mut integer = true;
         if self.bytes.get(self.at) == Some(&b'.') {
             self.at += 1;
             if self.digits() == 0 {
-                return Err(if self.at == self.bytes.len() { "unexpected end of data" } else { "expected a digit after '.'" });
+                return Err(if self.at == self.bytes.len() {
+                    "unexpected end of data"
+                } else {
+                    "expected a digit after '.'"
+                });
             }
             integer = false;
         }
         if matches!(self.bytes.get(self.at), Some(b'e' | b'E')) {
+            exponent = true;
             self.at += 1;
             if matches!(self.bytes.get(self.at), Some(b'+' | b'-')) {
                 self.at += 1;
             }
             if self.digits() == 0 {
-                return Err(if self.at == self.bytes.len() { "unexpected end of data" } else { "expected a digit in the exponent" });
+                return Err(if self.at == self.bytes.len() {
+                    "unexpected end of data"
+                } else {
+                    "expected a digit in the exponent"
+                });
             }
             integer = false;
         }
         let text = &self.bytes[start..self.at];
         if integer && self.integer_fits(text, negative) {
             return Ok(());
+        }
+        if !integer && !exponent && whole_digits <= 308 {
+            return Ok(()); // below 1e308 without an exponent: a finite double
         }
         // orjson reads an integer beyond 64 bits, and every fraction, as a double, and
         // refuses one that overflows it; ASCII digits and signs are valid UTF-8.
@@ -247,12 +296,19 @@ impl<'a> Scanner<'a> {
         let digits = if negative { &text[1..] } else { text };
         let mut magnitude: u64 = 0;
         for digit in digits {
-            match magnitude.checked_mul(10).and_then(|m| m.checked_add(u64::from(digit - b'0'))) {
+            match magnitude
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(u64::from(digit - b'0')))
+            {
                 Some(next) => magnitude = next,
                 None => return false,
             }
         }
-        let limit = if negative { self.max_integer.saturating_add(1) } else { self.max_integer };
+        let limit = if negative {
+            self.max_integer.saturating_add(1)
+        } else {
+            self.max_integer
+        };
         magnitude <= limit
     }
 
@@ -262,13 +318,7 @@ impl<'a> Scanner<'a> {
         let mut start = self.at;
         let mut decoded: Option<Vec<u8>> = None;
         loop {
-            while self.at < self.bytes.len() {
-                let byte = self.bytes[self.at];
-                if byte == b'"' || byte == b'\\' || byte < 0x20 {
-                    break;
-                }
-                self.at += 1;
-            }
+            self.at = plain_text_end(self.bytes, self.at);
             let bytes: &'a [u8] = self.bytes;
             let segment = &bytes[start..self.at];
             match self.peek()? {
@@ -335,7 +385,10 @@ impl<'a> Scanner<'a> {
     }
 
     fn hex4(&mut self) -> Step<u32> {
-        let digits = self.bytes.get(self.at..self.at + 4).ok_or("unexpected end of data")?;
+        let digits = self
+            .bytes
+            .get(self.at..self.at + 4)
+            .ok_or("unexpected end of data")?;
         let text = std::str::from_utf8(digits).map_err(|_| "invalid escape")?;
         if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err("invalid escape");
@@ -349,34 +402,25 @@ fn is_whitespace(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
 }
 
-/// One object's keys, and those seen twice.
-#[derive(Default)]
-struct Keys<'a> {
-    few: Vec<Cow<'a, [u8]>>,
-    many: Option<HashSet<Cow<'a, [u8]>>>,
-    twice: Vec<Cow<'a, [u8]>>,
-}
-
-impl<'a> Keys<'a> {
-    fn insert(&mut self, key: Cow<'a, [u8]>) {
-        let seen = match &mut self.many {
-            Some(set) => !set.insert(key.clone()),
-            None if self.few.contains(&key) => true,
-            None => {
-                self.few.push(key.clone());
-                if self.few.len() > LINEAR_KEYS {
-                    self.many = Some(self.few.drain(..).collect());
-                }
-                false
-            }
-        };
-        if seen {
-            self.twice.push(key);
+/// The first byte from `at` on that ends a string's plain text (`"`, `\\` or a control
+/// character), or the end: eight bytes per step, since strings are most of a record.
+fn plain_text_end(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Flags each byte below `n`; the lowest flag is always exact (a borrow only flags
+    // bytes above a true one), and the lowest is all that is read.
+    let below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word & HIGH;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        let flags =
+            below(word ^ (ONES * 0x22), 1) | below(word ^ (ONES * 0x5C), 1) | below(word, 0x20);
+        if flags != 0 {
+            return at + (flags.trailing_zeros() / 8) as usize;
         }
+        at += 8;
     }
-
-    /// The smallest key seen twice (the reference names the first of them, sorted).
-    fn first_twice(&self) -> Option<Cow<'a, [u8]>> {
-        self.twice.iter().min().cloned()
+    while at < bytes.len() && !matches!(bytes[at], b'"' | b'\\' | 0..=0x1F) {
+        at += 1;
     }
+    at
 }

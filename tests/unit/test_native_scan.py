@@ -147,3 +147,13 @@ def test_parse_json_is_the_same_either_way(
     native = parsed()
     monkeypatch.setattr(decoding, "_scan", None)
     assert native == parsed()
+
+
+@pytest.mark.parametrize("special", ['\\"', "\\\\", "\\n", "\\u003a", "\x01", "\x1f", '"', "é"])
+def test_a_string_ends_where_it_should_wherever_eight_byte_steps_fall(special: str) -> None:
+    """The scanner reads a string's plain text eight bytes at a time: a quote, backslash or
+    control character at every offset of a step must be found there."""
+    for before in range(17):
+        for after in (0, 1, 7, 8, 9):
+            text = "a" * before + special + "b" * after
+            assert_same_verdict(member("t", f'"{text}"'), SMALL)
