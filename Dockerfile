@@ -31,7 +31,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
-# .dockerignore lets in only pyproject.toml, README.md, LICENSE and the Python packages.
+# .dockerignore lets in only pyproject.toml, README.md, LICENSE, the Python packages and native/.
 COPY . .
 # The project wheel plus a wheel for every runtime dependency, into /wheels.
 RUN python -m pip wheel --wheel-dir /wheels .

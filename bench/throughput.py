@@ -44,6 +44,9 @@ _SHARED_INPUT_ROWS = ("copier", "typed", "chunks", "pauses")
 
 @dataclass(slots=True)
 class Throughput:
+    #: The events timed: those committed after the first commit the benchmark saw (all of
+    #: them when everything landed between two polls). ``committed`` is where every
+    #: process's group ended: the whole input, or the run raised.
     events: int
     seconds: float
     events_per_s: float
@@ -61,6 +64,7 @@ class Throughput:
     #: The engine's own account at the end (seconds per commit step and loop activity,
     #: summed over the row's processes; :meth:`bench.consumers.Consumer.engine_time`).
     engine_time: dict[str, float] = field(default_factory=dict)
+    committed: int = 0
 
 
 async def timed_consumption(
@@ -150,6 +154,7 @@ async def timed_consumption(
         steady_events_per_s=min(rate for rate, _ in steady),
         steady_cpu_s_per_million=sum(cpu for _, cpu in steady),
         engine_time={k: round(v, 3) for k, v in sorted(engine_time.items())},
+        committed=min(end[1] for end in done if end is not None),
         events=timed,
         seconds=seconds,
         events_per_s=min(rates),
