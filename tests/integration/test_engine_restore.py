@@ -36,6 +36,20 @@ async def _write(changelog: str, partition: int, writes: list[tuple[bytes, bytes
             await producer.abort_transaction()
     finally:
         await producer.stop()
+    await _settle(transactional_id)
+
+
+async def _settle(transactional_id: str) -> None:
+    """What the engine has before every restore: InitProducerId on the writer's id.
+
+    EndTxn returns once the coordinator has decided; the markers reach the partition
+    after. The coordinator answers InitProducerId with CONCURRENT_TRANSACTIONS (aiokafka
+    retries) until they have, so the last stable offset then covers the transaction.
+    Without this, a restore could read the end offset before the marker (seen on Kafka
+    3.9.1 in CI: the shared-partition test restored nothing)."""
+    producer = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, transactional_id=transactional_id)
+    await producer.start()
+    await producer.stop()
 
 
 async def test_restore_replays_committed_state_only(
