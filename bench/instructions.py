@@ -10,7 +10,11 @@ generation cancel out: (instructions with the loop - without) / events.
 * ``baseline``: ``orjson.dumps(orjson.loads(value))`` per record (bench/offline.py's baseline);
 * ``decode``: ``decode_agent_event`` with the key check, as the projectors call it;
 * ``typed`` / ``chunks``: ``ProjectorProcessor.process`` per record and the stores' changes per
-  250-record batch (a partition task's share of a 1,000-record fetch over 4 partitions).
+  250-record batch (a partition task's share of a 1,000-record fetch over 4 partitions);
+* ``task``: ``typed`` with the client's share of a stream task around it, all but the
+  network and the event loop: aiokafka reading each 250-record batch as fetched (a
+  transactional record batch, CRC checked, read_committed), ``to_input``, step 4's
+  ``append_all`` into aiokafka's record batches, each batch built, and step 9's report.
 
 valgrind is a system tool (``apt-get install valgrind``), not a Python dependency.
 """
@@ -32,6 +36,12 @@ _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 def _loop(what: str, records_file: str, passes: int) -> None:
     """The measured loop (runs in the child process under valgrind)."""
+    if what == "task":
+        import asyncio
+
+        with open(records_file, "rb") as handle:
+            asyncio.run(_task_loop(pickle.load(handle), passes))
+        return
     import orjson
 
     from symfonic_stream.engine.records import Collector, InputRecord
@@ -61,6 +71,67 @@ def _loop(what: str, records_file: str, passes: int) -> None:
                 for record in inputs[first : first + BATCH]:
                     processor.process(record, 1.0, out)
                 write_changes(processor.stores, out.state)
+
+
+def _fetched(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The records as the broker returns them: one transactional batch per BATCH."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    fetched = []
+    for first in range(0, len(pairs), BATCH):
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=1, producer_id=7,
+            producer_epoch=0, base_sequence=first, batch_size=1 << 30)
+        for n, (key, value) in enumerate(pairs[first : first + BATCH]):
+            builder.append(n, timestamp=1_700_000_000_000, key=key, value=value, headers=[])
+        fetched.append(bytes(builder.build()))
+    return fetched
+
+
+async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int) -> int:
+    """``task``: fetch, process, produce, report, as a stream task does per batch. Returns
+    how many records the built batches hold (for the test that it read every record)."""
+    from aiokafka import TopicPartition
+    from aiokafka.consumer.fetcher import READ_COMMITTED, PartitionRecords
+    from aiokafka.record.memory_records import MemoryRecords
+    from prometheus_client import CollectorRegistry
+
+    from symfonic_stream.app.topologies import projector_topology
+    from symfonic_stream.config import Settings
+    from symfonic_stream.engine.commit import append_all
+    from symfonic_stream.engine.commit_metrics import report_commit
+    from symfonic_stream.engine.producer import Batches, TaskProducer
+    from symfonic_stream.engine.records import Collector
+    from symfonic_stream.engine.store import write_changes
+    from symfonic_stream.engine.task import to_input
+    from symfonic_stream.observability.metrics import ConsumerMetrics
+
+    fetched = _fetched(pairs)
+    settings = Settings(partitions=4)
+    topology = projector_topology("typed", settings)
+    producer = TaskProducer(settings, "bench-instructions", 0)  # never started: no network
+    for topic in topology.output_topics:
+        producer._partition_counts[topic] = settings.partitions  # what learn_partitions asks
+    metrics = ConsumerMetrics("typed", CollectorRegistry())
+    tp = TopicPartition(topology.source_topic, 0)
+    written = 0
+    for _ in range(passes):
+        processor = topology.processor_factory(0)
+        for buffer in fetched:  # (each batch's offsets start at 0, as the builder wrote them)
+            records = list(PartitionRecords(tp, MemoryRecords(buffer), [], 0, None, None,
+                                            True, READ_COMMITTED))
+            out = Collector()
+            for record in records:
+                processor.process(to_input(record), 1.0, out)
+            write_changes(processor.stores, out.state)
+            batches = Batches(producer._producer)
+            append_all(topology, producer, batches, out)
+            for batch in [*(b for _, b in batches._full), *batches._open.values()]:
+                batch._build()
+                written += batch.record_count()
+            report_commit(metrics, tp.topic, out, len(records))
+    await producer.close()
+    return written
 
 
 def _count(valgrind: str, what: str, records_file: str, passes: int) -> int:
@@ -99,7 +170,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000)
-    parser.add_argument("--what", default="baseline,decode,typed,chunks")
+    parser.add_argument("--what", default="baseline,decode,typed,chunks,task")
     args = parser.parse_args()
     figures = measure(args.events, args.what.split(","))
     base = figures.get("baseline")

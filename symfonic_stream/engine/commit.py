@@ -227,13 +227,22 @@ async def _produce(
     topology: Topology, producer: TaskProducer, batches: Batches, out: Collector
 ) -> None:
     await producer.learn_partitions({record.topic for record in out.outputs})
+    if topology.dead_letter_topic is not None and out.dead_letters:
+        await producer.learn_partitions([topology.dead_letter_topic])
+    append_all(topology, producer, batches, out)
+    await batches.send_all()
+
+
+def append_all(topology: Topology, producer: TaskProducer, batches: Batches,
+               out: Collector) -> None:
+    """Step 4's records into ``batches``: outputs, dead letters, changelog records (every
+    output topic's partition count learnt first). Synchronous: no await per record."""
     partition_for, append = producer.partition_for, batches.append
     for record in out.outputs:
         partition = partition_for(record.topic, record.key)
         append(record.topic, partition, record.key, record.value, record.headers)
     dead_letter_topic = topology.dead_letter_topic
     if dead_letter_topic is not None and out.dead_letters:
-        await producer.learn_partitions([dead_letter_topic])
         for letter in out.dead_letters:
             key = letter.record.key
             headers = dead_letter_headers(letter, topology.consumer)
@@ -245,7 +254,6 @@ async def _produce(
         partition, prefix = topology.changelog_place(producer.partition)
         for key, value in out.state.items():
             append(topology.changelog_topic, partition, prefix + key, value, ())
-    await batches.send_all()
 
 
 def _aborted(task: Committing, seconds: float) -> CommitOutcome:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import random
 import re
 from collections.abc import AsyncIterator, Iterator
 
@@ -571,6 +572,38 @@ def test_the_batch_histogram_is_exported_exactly_like_a_prometheus_client_histog
         BatchHistogram("x_latency_seconds", "Doc.", "consumer", LATENCY_BUCKETS, ours)
     with pytest.raises(ValueError, match="increasing"):
         BatchHistogram("y_seconds", "Doc.", "consumer", (1.0, 0.5), CollectorRegistry())
+
+
+def _buckets(registry: CollectorRegistry) -> dict[str, float]:
+    return {sample.labels["le"]: sample.value
+            for family in registry.collect() for sample in family.samples
+            if sample.name.endswith("_bucket")}
+
+
+def test_the_batch_histogram_places_any_batch_as_one_observe_per_value_would() -> None:
+    """Random batches with values on the bounds, between, above, negative and repeated:
+    the same bucket counts as prometheus-client's, the same sum (up to rounding)."""
+    rng = random.Random(18)
+    values = [*LATENCY_BUCKETS, *(b * 1.000001 for b in LATENCY_BUCKETS), -0.5, 0.0, 1e6]
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    batch = BatchHistogram("z_seconds", "Doc.", "consumer", LATENCY_BUCKETS, ours)
+    reference = Histogram("z_seconds", "Doc.", ("consumer",), buckets=LATENCY_BUCKETS,
+                          registry=theirs)
+    observed: list[float] = []
+    for size in (0, 1, 2, 7, 100, 1000):
+        one = [rng.choice(values) if rng.random() < 0.5 else rng.uniform(-1.0, 120.0)
+               for _ in range(size)]
+        batch.labels("typed").observe_many(iter(one) if size % 2 else one)
+        observed.extend(one)
+        for value in one:
+            reference.labels("typed").observe(max(0.0, value))
+
+    assert _buckets(ours) == _buckets(theirs)
+    assert _buckets(ours)["+Inf"] == len(observed)
+    (ours_sum,) = [s.value for f in ours.collect() for s in f.samples if s.name.endswith("_sum")]
+    (their_sum,) = [s.value for f in theirs.collect() for s in f.samples
+                    if s.name.endswith("_sum")]
+    assert ours_sum == pytest.approx(their_sum, rel=1e-12)
 
 
 def test_readiness_says_which_partitions_keep_failing(metrics: ConsumerMetrics) -> None:

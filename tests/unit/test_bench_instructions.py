@@ -1,0 +1,27 @@
+"""``python -m bench.instructions --what task``'s loop, without valgrind: it must read every
+record it fetches and write what the projector makes of them, else its count is of less."""
+
+from __future__ import annotations
+
+from bench.instructions import BATCH, _task_loop
+from bench.offline import engine_records, make_lines
+from symfonic_stream.app.topologies import projector_topology
+from symfonic_stream.config import Settings
+from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.store import write_changes
+
+
+async def test_the_task_loop_writes_what_the_projector_makes_of_every_record() -> None:
+    records = engine_records(make_lines(1200))
+    processor = projector_topology("typed", Settings(partitions=4)).processor_factory(0)
+    expected = 0
+    for first in range(0, len(records), BATCH):
+        out = Collector()
+        for n, (key, value) in enumerate(records[first : first + BATCH]):
+            processor.process(InputRecord("in", 0, n, key, value), 1.0, out)
+        write_changes(processor.stores, out.state)
+        expected += len(out.outputs) + len(out.dead_letters) + len(out.state)
+
+    assert expected > len(records)
+    assert await _task_loop(records, 1) == expected
+    assert await _task_loop(records, 2) == 2 * expected
