@@ -126,7 +126,7 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int) -> int:
             write_changes(processor.stores, out.state)
             batches = Batches(producer._producer)
             append_all(topology, producer, batches, out)
-            for batch in [*(b for _, b in batches._full), *batches._open.values()]:
+            for _, batch in batches.in_send_order():
                 batch._build()
                 written += batch.record_count()
             report_commit(metrics, tp.topic, out, len(records))

@@ -161,8 +161,13 @@ class Batches:
         batch = self._open[where] = self._producer.create_batch()
         batch.append(timestamp=None, key=key, value=value, headers=headers)
 
+    def in_send_order(self) -> list[tuple[tuple[str, int], Any]]:
+        """Every batch with its (topic, partition): the full ones first, in the order they
+        filled, then the open ones, in the order they were started."""
+        return [*self._full, *self._open.items()]
+
     async def send_all(self) -> None:
-        for where, batch in [*self._full, *self._open.items()]:
+        for where, batch in self.in_send_order():
             topic, partition = where
             self.sends.append(await self._producer.send_batch(batch, topic, partition=partition))
         self._full.clear()

@@ -48,9 +48,9 @@ class BatchHistogramChild:
         if not seen:
             return
         ordered = sorted(seen)
-        if ordered[0] < 0.0:
+        if ordered[0] < 0.0:  # the negatives lead: as zeros the list stays sorted
+            ordered = [value if value > 0.0 else 0.0 for value in ordered]
             seen = [value if value > 0.0 else 0.0 for value in seen]
-            ordered = sorted(seen)
         total = sum(seen)  # in the order observed, as one observe() after another adds
         # How many values are <= each bound: the cumulative count of its bucket.
         upto = [bisect_right(ordered, bound) for bound in self._bounds]

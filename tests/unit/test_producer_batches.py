@@ -34,7 +34,7 @@ def _records() -> list[tuple[str, int, bytes | None, bytes | None, Any]]:
 def _written(batches: Batches) -> list[tuple[tuple[str, int], int, list[Record]]]:
     """Every batch in send order: where, its record count, its records read back."""
     written = []
-    for where, batch in [*batches._full, *batches._open.items()]:
+    for where, batch in batches.in_send_order():
         read = DefaultRecordBatch(bytes(batch._build()))
         records = [(r.offset, r.key, r.value, tuple(r.headers)) for r in read]
         written.append((where, batch.record_count(), records))
