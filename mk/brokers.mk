@@ -30,7 +30,7 @@ SEEDS ?= 3
 # The authorizer broker's client port (+1 controller, +2 the anonymous probe listener the
 # test session's fixtures are pointed at).
 ACLS_VERSIONS ?= 4.1.1 3.9.1
-ACLS_PORT ?= 39092
+ACLS_PORT ?= 29192
 
 .PHONY: test-cluster test-versions test-faults test-acls
 

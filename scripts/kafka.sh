@@ -46,7 +46,7 @@ CLUSTER_BASE_PORT="${SYMFONIC_KAFKA_CLUSTER_BASE_PORT:-19092}"
 CLUSTER_HEAP_OPTS="${SYMFONIC_KAFKA_CLUSTER_HEAP_OPTS:--Xms512m -Xmx512m}"
 CLUSTER_SIZE=3
 # The authorizer broker: its SASL_PLAINTEXT (SCRAM-SHA-512) client port; the others follow it.
-AUTH_PORT="${SYMFONIC_KAFKA_AUTH_PORT:-39092}"
+AUTH_PORT="${SYMFONIC_KAFKA_AUTH_PORT:-29192}"
 [[ "$AUTH_PORT" =~ ^[0-9]+$ ]] || die "SYMFONIC_KAFKA_AUTH_PORT must be a port number, not '$AUTH_PORT'"
 AUTH_CONTROLLER_PORT="${SYMFONIC_KAFKA_AUTH_CONTROLLER_PORT:-$((AUTH_PORT + 1))}"
 AUTH_PROBE_PORT="${SYMFONIC_KAFKA_AUTH_PROBE_PORT:-$((AUTH_PORT + 2))}"
@@ -716,8 +716,20 @@ while (cid := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
 print(cid)'
 }
 
+ports_of() { # dir: the setting(s) that choose the ports of the node in dir
+  case "$1" in
+    "$STATE_ROOT"/auth-*) echo "SYMFONIC_KAFKA_AUTH_PORT (and _AUTH_CONTROLLER_PORT, _AUTH_PROBE_PORT)" ;;
+    "$STATE_ROOT"/cluster-*) echo "SYMFONIC_KAFKA_CLUSTER_BASE_PORT" ;;
+    *) echo "SYMFONIC_KAFKA_PORT (and _CONTROLLER_PORT, _SASL_SSL_PORT, _MTLS_PORT)" ;;
+  esac
+}
+
 launch_node() { # dir heap_opts
   local dir="$1" heap="$2" i
+  # Kafka binds its acceptors one after another and exits when one fails, after another has
+  # served for a moment: a taken port is named here, before a JVM starts.
+  "$PYTHON" "$HELPER_DIR/ports.py" free "$dir/server.properties" \
+    || die "a port of the broker in $dir is taken: stop what holds it, or set $(ports_of "$dir")"
   [[ -f "$dir/logs/stdout.log" ]] && mv -f "$dir/logs/stdout.log" "$dir/logs/stdout.log.prev"
   rm -f "$dir/pid"
   printf '%s\n' "$KAFKA_VERSION" >"$dir/version"
@@ -758,7 +770,9 @@ wait_ready() { # dir host:port probe-options...: until it serves, the JVM dies, 
       tail -n 10 "$dir/logs/stdout.log" >&2 2>/dev/null || true
       return 1
     fi
-    if probe "$addr" --quiet "$@"; then
+    # Served by one listener, and every other one open: an acceptor that failed to bind
+    # stops the broker moments after the first served (scripts/kafka/ports.py).
+    if probe "$addr" --quiet "$@" && "$PYTHON" "$HELPER_DIR/ports.py" open "$dir/server.properties"; then
       return 0
     fi
     if ((SECONDS >= deadline)); then
