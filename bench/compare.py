@@ -165,7 +165,8 @@ async def latency_round(base: Settings, run_id: str, round_no: int, rates: dict[
             say(f"  {label:>5} {rate:>8,.0f}/s {row:<13} p50 {lat.p50_ms:7.1f}  p99 "
                 f"{lat.p99_ms:7.1f}  max {lat.max_ms:7.1f} ms  ({lat.samples:,} samples, "
                 f"cores: consumer {lat.consumer_cores:.2f}, broker {broker}, "
-                f"machine {lat.machine_busy_cores:.2f})")
+                f"machine {lat.machine_busy_cores:.2f}; the bench's longest collector pause "
+                f"{lat.bench_gc_longest_ms:.0f} ms)")
     return got
 
 

@@ -29,6 +29,7 @@ from bench.kafka_io import (
     publish_at_rate,
 )
 from bench.machine import BrokerCpu, machine_busy_seconds
+from bench.pauses import CollectorPauses, quiet_heap
 from bench.rows import ROWS
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
@@ -65,6 +66,9 @@ class Latency:
     #: CPU cores the broker used during the load (None: it does not run on this machine).
     #: At a trickle every transaction is a handful of requests and marker writes to it.
     broker_cores: float | None = None
+    #: The longest pause of the benchmark's own garbage collector during the load, ms: the
+    #: reader reads nothing meanwhile, so a stall of this length is the harness's.
+    bench_gc_longest_ms: float = 0.0
 
 
 def _output_topics(names: TopicNames, consumer: str) -> list[str]:
@@ -119,6 +123,7 @@ async def measure_latency(
         for name in consumers
     ]
     samples: list[tuple[float, float]] = []
+    pauses: CollectorPauses | None = None
     tickets: list[tuple[float, int, int]] = []
 
     def on_batch(records: list[Any], read_at: float) -> None:
@@ -147,6 +152,8 @@ async def measure_latency(
             await proc.wait_ready()
         await reader.start()
         await asyncio.sleep(settle_s)  # every consumer idle and polling
+        quiet_heap()  # the workload frozen out of this process's collections (bench/pauses.py)
+        pauses = CollectorPauses()
         me = psutil.Process()
         broker = BrokerCpu(settings.bootstrap_servers)
         broker_before = broker.seconds()
@@ -169,6 +176,7 @@ async def measure_latency(
                         raise RuntimeError(f"{name} did not catch up during the latency run")
                     await asyncio.sleep(POLL_S)
         await reader.wait_caught_up()
+        pauses.close()  # the load's last record read
         histograms: dict[str, dict[str, float]] = {}
         for proc in procs:
             for family, values in proc.histograms().items():
@@ -176,6 +184,8 @@ async def measure_latency(
                 for name, value in values.items():
                     into[name] = into.get(name, 0.0) + value
     finally:
+        if pauses is not None:
+            pauses.close()
         await reader.stop()
         for proc in procs:
             proc.stop()
@@ -203,6 +213,7 @@ async def measure_latency(
         bench_cores=bench_cores,
         machine_busy_cores=machine_busy_cores,
         broker_cores=broker_cores,
+        bench_gc_longest_ms=pauses.longest_ms if pauses is not None else 0.0,
         p99_by_second_ms=[
             round(_percentile(sorted(by_second[second]), 0.99), 1)
             for second in sorted(by_second)

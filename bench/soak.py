@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from bench.pauses import CollectorPauses
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.engine.store import write_changes
 from symfonic_stream.processors.ordering.guard import GuardLimits
@@ -38,28 +39,6 @@ from symfonic_stream.projections.typed import project_typed
 COMMIT_EVERY = 1000
 #: Documented (docs/benchmarks.md, "Soak"): peak RSS for 1M open runs at default settings.
 RSS_BOUND_MIB_PER_MILLION = 2048
-
-
-class CollectorPauses:
-    """CPython's garbage collector's pauses (``gc.callbacks``): their total, so far, and the
-    longest full (generation 2) one. A full collection walks every tracked object, so with
-    a million runs it takes a few hundred ms wherever an allocation sets it off: inside a
-    punctuation or not, it is the interpreter's pause, not the punctuation's work."""
-
-    def __init__(self) -> None:
-        self.total_s = 0.0
-        self.longest_full_ms = 0.0
-        self._started = 0.0
-        gc.callbacks.append(self._observe)
-
-    def _observe(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-            return
-        took = time.perf_counter() - self._started
-        self.total_s += took
-        if info["generation"] == 2:
-            self.longest_full_ms = max(self.longest_full_ms, took * 1000)
 
 
 PAUSES = CollectorPauses()

@@ -171,7 +171,7 @@ def test_compare_reports_the_goals_and_each_latency_runs_cores(
     """Issue 18's comparison on the project's own rows (the peers need their own virtual
     environment, made on first use: not here), ``run typed --workers 2`` among them. Every
     latency run says how many cores the consumer, the broker (when it runs on this
-    machine) and the whole machine used."""
+    machine) and the whole machine used, and the harness's own longest collector pause."""
     out = tmp_path / "compare.json"
     table = _run_module("bench.compare", "--rows", "copier,typed,typed-w2", "--events", "2000",
                         "--rounds", "1", "--latency-seconds", "2", "--out", str(out),
@@ -186,6 +186,8 @@ def test_compare_reports_the_goals_and_each_latency_runs_cores(
         for row, lat in rows.items():
             assert lat["samples"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"], (label, row)
             assert lat["consumer_cores"] > 0 and lat["machine_busy_cores"] > 0, (label, row)
+            # The harness's own collector, recorded; its workload frozen out of it.
+            assert 0 <= lat["bench_gc_longest_ms"] < 500, (label, row)
             if local:
                 assert lat["broker_cores"] > 0, (label, row)
     [verdicts] = result["verdicts"]
