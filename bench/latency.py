@@ -29,10 +29,11 @@ from bench.kafka_io import (
     publish_at_rate,
 )
 from bench.machine import BrokerCpu, machine_busy_seconds
-from bench.pauses import CollectorPauses, quiet_heap
+from bench.pauses import CollectorPauses
 from bench.rows import ROWS
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.heap import settle
 from symfonic_stream.models.names import TopicNames
 
 #: Latency samples whose source was sent in this first part of the load are dropped.
@@ -152,7 +153,7 @@ async def measure_latency(
             await proc.wait_ready()
         await reader.start()
         await asyncio.sleep(settle_s)  # every consumer idle and polling
-        quiet_heap()  # the workload frozen out of this process's collections (bench/pauses.py)
+        settle()  # the workload frozen out of this process's collections (bench/pauses.py)
         pauses = CollectorPauses()
         me = psutil.Process()
         broker = BrokerCpu(settings.bootstrap_servers)

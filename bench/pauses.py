@@ -5,16 +5,15 @@ whole workload, a million events as dicts, in the process that publishes and rea
 latency runs' records: there each full collection took about a second, wherever an
 allocation set it off, and the reader read nothing meanwhile. The stall was the
 harness's, and it was counted to whichever row was running (docs/benchmarks.md, "The
-harness's own pauses"). So a measurement freezes what it holds before its load
-(:func:`quiet_heap`) and records the collector's pauses during it (:class:`CollectorPauses`).
+harness's own pauses"). So a measurement freezes what it holds before its load, with the
+engine's own ``symfonic_stream.engine.heap.settle``, and records the collector's pauses
+during it (:class:`CollectorPauses`).
 """
 
 from __future__ import annotations
 
 import gc
 import time
-
-from symfonic_stream.engine.heap import settle
 
 
 class CollectorPauses:
@@ -41,10 +40,3 @@ class CollectorPauses:
         self.longest_ms = max(self.longest_ms, took_ms)
         if info["generation"] == 2:
             self.longest_full_ms = max(self.longest_full_ms, took_ms)
-
-
-def quiet_heap() -> None:
-    """Before a timed load: everything this process holds (the workload above all) is
-    collected once and frozen out of later collections, as the engine does after a restore
-    (``symfonic_stream.engine.heap.settle``)."""
-    settle()

@@ -33,10 +33,10 @@ from bench.kafka_io import (
     publish,
 )
 from bench.machine import machine_busy_seconds
-from bench.pauses import quiet_heap
 from bench.progress import say
 from bench.rows import ROWS
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.heap import settle
 from symfonic_stream.models.names import TopicNames
 
 #: The rows consumed one after the other from one published input (one group each).
@@ -82,7 +82,7 @@ async def timed_consumption(
     know (its ``name`` is still its group's suffix).
     """
     names = TopicNames(settings.topic_prefix)
-    quiet_heap()  # no full collection of the workload while the watcher times (bench/pauses.py)
+    settle()  # no full collection of the workload while the watcher times (bench/pauses.py)
     procs = [
         (factory(settings, log_dir) if factory is not None else Consumer(name, settings, log_dir))
         .start()

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from bench.pauses import CollectorPauses, quiet_heap
+from bench.pauses import CollectorPauses
+from symfonic_stream.engine.heap import settle
 
 
 def _cycles(n: int) -> None:
@@ -44,9 +45,9 @@ def test_records_each_generations_pauses_until_closed() -> None:
     pauses.close()  # twice is harmless
 
 
-def test_quiet_heap_freezes_what_the_process_holds() -> None:
+def test_settle_before_a_load_freezes_the_whole_workload() -> None:
     held = [{"event": n} for n in range(20_000)]  # a workload, as the comparison holds one
     gc.unfreeze()
-    quiet_heap()
+    settle()  # as bench.latency and bench.throughput call it before a load
     assert gc.get_freeze_count() >= len(held)
     assert gc.get_threshold()[0] >= 50_000  # young collections only past a loop's garbage
