@@ -5,8 +5,8 @@
 #   docker build -t symfonic-stream:0.1.0 .
 #   docker run --rm symfonic-stream:0.1.0 run typed      # one consumer: typed|chunks|pauses|resumes
 #
-# Stage 1 builds the decoder's native scanner (native/, Rust) into a wheel. Stage 2 builds
-# the project wheel and collects the wheels of its runtime dependencies. Stage 3 installs
+# Stage 1 builds the native hot path (native/, Rust: the decoder's scanner, the record
+# batches) into a wheel. Stage 2 builds the project wheel and collects the wheels of its runtime dependencies. Stage 3 installs
 # only those wheels (no index, no compiler, no source tree) and runs as a non-root numeric
 # user, so `runAsNonRoot` and `readOnlyRootFilesystem` work unchanged.
 

@@ -56,7 +56,7 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_scan.pyi $(wildcard native/src/*.rs)
 	@py=""; \
 	for c in $(PYTHON_CANDIDATES); do \
 	  if command -v "$$c" >/dev/null 2>&1 && \
@@ -73,9 +73,9 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/src/lib.rs
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
 	PATH="$$PATH:$$HOME/.cargo/bin"; \
 	if ! command -v cargo >/dev/null 2>&1; then \
-	  echo "make: cargo (Rust) is required to build native/, the decoder's scanner" >&2; exit 1; \
+	  echo "make: cargo (Rust) is required to build native/, the native hot path" >&2; exit 1; \
 	fi; \
-	echo "make: pip install ./native (the decoder's scanner, Rust: docs/engine.md, Decoding)"; \
+	echo "make: pip install ./native (the native hot path, Rust: docs/engine.md: Decoding, Producing)"; \
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check ./native
 	@touch $@
 

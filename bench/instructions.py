@@ -14,7 +14,9 @@ generation cancel out: (instructions with the loop - without) / events.
 * ``task``: ``typed`` with the client's share of a stream task around it, all but the
   network and the event loop: aiokafka reading each 250-record batch as fetched (a
   transactional record batch, CRC checked, read_committed), ``to_input``, step 4's
-  ``append_all`` into aiokafka's record batches, each batch built, and step 9's report.
+  ``append_all`` into the transaction's record batches (native, as the engine builds them
+  when ``symfonic-scan`` is installed), each batch built, and step 9's report;
+* ``task-aiokafka``: ``task`` with the batches built by aiokafka's record builder.
 
 valgrind is a system tool (``apt-get install valgrind``), not a Python dependency.
 """
@@ -36,11 +38,11 @@ _REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
 
 def _loop(what: str, records_file: str, passes: int) -> None:
     """The measured loop (runs in the child process under valgrind)."""
-    if what == "task":
+    if what in ("task", "task-aiokafka"):
         import asyncio
 
         with open(records_file, "rb") as handle:
-            asyncio.run(_task_loop(pickle.load(handle), passes))
+            asyncio.run(_task_loop(pickle.load(handle), passes, native=what == "task"))
         return
     import orjson
 
@@ -88,7 +90,7 @@ def _fetched(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
     return fetched
 
 
-async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int) -> int:
+async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool) -> int:
     """``task``: fetch, process, produce, report, as a stream task does per batch. Returns
     how many records the built batches hold (for the test that it read every record)."""
     from aiokafka import TopicPartition
@@ -98,9 +100,10 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int) -> int:
 
     from symfonic_stream.app.topologies import projector_topology
     from symfonic_stream.config import Settings
+    from symfonic_stream.engine.batches import Batches
     from symfonic_stream.engine.commit import append_all
     from symfonic_stream.engine.commit_metrics import report_commit
-    from symfonic_stream.engine.producer import Batches, TaskProducer
+    from symfonic_stream.engine.producer import TaskProducer
     from symfonic_stream.engine.records import Collector
     from symfonic_stream.engine.store import write_changes
     from symfonic_stream.engine.task import to_input
@@ -124,7 +127,7 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int) -> int:
             for record in records:
                 processor.process(to_input(record), 1.0, out)
             write_changes(processor.stores, out.state)
-            batches = Batches(producer._producer)
+            batches = Batches(producer._producer, native=native and producer.native_batches)
             append_all(topology, producer, batches, out)
             for _, batch in batches.in_send_order():
                 batch._build()
@@ -170,13 +173,13 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000)
-    parser.add_argument("--what", default="baseline,decode,typed,chunks,task")
+    parser.add_argument("--what", default="baseline,decode,typed,chunks,task,task-aiokafka")
     args = parser.parse_args()
     figures = measure(args.events, args.what.split(","))
     base = figures.get("baseline")
     for what, count in figures.items():
         ratio = f"  {count / base:5.2f}x the baseline" if base else ""
-        print(f"{what:<9} {count:10,.0f} instructions/event{ratio}")
+        print(f"{what:<13} {count:10,.0f} instructions/event{ratio}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@
 //! builds a tree and walks it, this reads the bytes once, so pydantic can then validate
 //! straight from them. The verdicts are the reference's, in the reference's precedence;
 //! `tests/unit/test_native_scan.py` holds the two against each other.
+//!
+//! The crate's other half, `batch`, builds a transaction's Kafka record batches.
+
+mod batch;
 
 use pyo3::prelude::*;
 use std::borrow::Cow;
@@ -63,7 +67,10 @@ fn scan(value: &[u8], max_depth: usize, max_integer: u64) -> Option<Verdict> {
 
 #[pymodule]
 fn symfonic_scan(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(scan, module)?)
+    module.add_function(wrap_pyfunction!(scan, module)?)?;
+    module.add_function(wrap_pyfunction!(batch::partition_for_key, module)?)?;
+    module.add_class::<batch::RecordBatch>()?;
+    module.add_class::<batch::RecordBatches>()
 }
 
 struct Scanner<'a> {

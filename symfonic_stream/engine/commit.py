@@ -41,19 +41,14 @@ from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
+from symfonic_stream.engine.batches import Batches, Sends
 from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.dead_letters import dead_letter_headers
 from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.position import KEY as POSITION
 from symfonic_stream.engine.position import Progress
-from symfonic_stream.engine.producer import (
-    Batches,
-    ProducerUnusable,
-    Sends,
-    TaskProducer,
-    TransactionAborted,
-)
+from symfonic_stream.engine.producer import ProducerUnusable, TaskProducer, TransactionAborted
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.engine.store import StateStore, write_changes
 from symfonic_stream.engine.topology import Topology
@@ -237,23 +232,20 @@ def append_all(topology: Topology, producer: TaskProducer, batches: Batches,
                out: Collector) -> None:
     """Step 4's records into ``batches``: outputs, dead letters, changelog records (every
     output topic's partition count learnt first). Synchronous: no await per record."""
-    partition_for, append = producer.partition_for, batches.append
-    for record in out.outputs:
-        partition = partition_for(record.topic, record.key)
-        append(record.topic, partition, record.key, record.value, record.headers)
+    batches.append_outputs(out.outputs, producer.partition_for, producer.partition_counts,
+                           producer.partition)
     dead_letter_topic = topology.dead_letter_topic
     if dead_letter_topic is not None and out.dead_letters:
         for letter in out.dead_letters:
             key = letter.record.key
             headers = dead_letter_headers(letter, topology.consumer)
-            append(dead_letter_topic, partition_for(dead_letter_topic, key), key,
-                   letter.record.value, headers)
+            batches.append(dead_letter_topic, producer.partition_for(dead_letter_topic, key),
+                           key, letter.record.value, headers)
     if out.state:
         if topology.changelog_topic is None:
             raise RuntimeError(f"{topology.consumer} is stateless but wrote state")
         partition, prefix = topology.changelog_place(producer.partition)
-        for key, value in out.state.items():
-            append(topology.changelog_topic, partition, prefix + key, value, ())
+        batches.append_state(topology.changelog_topic, partition, prefix, out.state)
 
 
 def _aborted(task: Committing, seconds: float) -> CommitOutcome:

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
 from aiokafka.producer import sender as aiokafka_sender
-from aiokafka.producer.message_accumulator import BatchBuilder
 
 from symfonic_stream.config import Settings
+from symfonic_stream.engine.batches import NATIVE_BATCHES, Batches, Sends
 from symfonic_stream.kafka.clients import transactional_producer_kwargs
 from symfonic_stream.kafka.partitioner import partition_for_key
 
@@ -42,9 +42,6 @@ _PARTITION_CACHE_MAX = 100_000
 #: are being written (aiokafka's own is 20 ms; the markers take a few ms).
 ADD_PARTITIONS_RETRY_S = 0.002
 
-Sends = list["asyncio.Future[Any]"]
-#: The headers of every record without any (the record builder only reads them).
-_NO_HEADERS: list[tuple[str, bytes]] = []
 
 
 class TransactionAborted(Exception):
@@ -94,86 +91,6 @@ def _retrieve_parked_errors(producer: Any) -> None:
             future.exception()
 
 
-def _builder_is_as_read() -> bool:
-    """Whether aiokafka's BatchBuilder still keeps what :meth:`Batches.append` reaches
-    into: its C record builder (``_builder``) and the count of records in it
-    (``_relative_offset``, which the sender reads for the batch's sequence numbers)."""
-    probe = BatchBuilder(1024, 0, is_transactional=True)
-    builder = getattr(probe, "_builder", None)
-    return (isinstance(getattr(probe, "_relative_offset", None), int)
-            and callable(getattr(builder, "append", None)))
-
-
-#: Records go straight to aiokafka's C record builder (see :class:`Batches`).
-DIRECT_APPEND = _builder_is_as_read()
-if not DIRECT_APPEND:
-    log.warning("aiokafka's BatchBuilder changed: appending through its public append()")
-
-
-class Batches:
-    """One transaction's record batches, one open per output (topic, partition).
-
-    Whole batches are handed to aiokafka (``send_batch``): ``send`` per record cost a
-    coroutine, a metadata check and a future per record, a third of a projector's
-    produce-side CPU. Appending is synchronous (no coroutine per record either): a batch
-    that fills up waits, and :meth:`send_all` hands every batch over in the order they
-    were started, so per partition records keep the order they were appended in.
-
-    A record goes straight into the batch's C record builder, as aiokafka's own
-    ``BatchBuilder.append`` does less its keyword parsing and its serializers (this
-    producer has none): that wrapper was a third of the cost of appending a record, some
-    2,200 instructions (docs/benchmarks.md). :data:`DIRECT_APPEND` checks at import that
-    aiokafka still keeps what this reaches into, else the public ``append`` is used.
-    """
-
-    def __init__(self, producer: AIOKafkaProducer) -> None:
-        self._producer = producer
-        self.sends: Sends = []
-        self._open: dict[tuple[str, int], Any] = {}
-        self._full: list[tuple[tuple[str, int], Any]] = []
-
-    def append(
-        self,
-        topic: str,
-        partition: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes]],
-    ) -> None:
-        if key is None and value is None:
-            value = b""  # aiokafka asserts on a record with neither (Kafka allows it)
-        if type(headers) is not list:  # the C record builder takes a list, nothing else
-            headers = list(headers) if headers else _NO_HEADERS
-        where = (topic, partition)
-        batch = self._open.get(where)
-        if batch is None:
-            batch = self._open[where] = self._producer.create_batch()
-        if DIRECT_APPEND:  # (inline: a function call per record costs what it saves)
-            offset = batch._relative_offset
-            if batch._builder.append(offset, None, key, value, headers) is not None:
-                batch._relative_offset = offset + 1
-                return
-            batch.close()  # full, as aiokafka's append leaves it
-        elif batch.append(timestamp=None, key=key, value=value, headers=headers) is not None:
-            return
-        # Full: it waits its turn, and the next one starts (a first record always fits).
-        self._full.append((where, batch))
-        batch = self._open[where] = self._producer.create_batch()
-        batch.append(timestamp=None, key=key, value=value, headers=headers)
-
-    def in_send_order(self) -> list[tuple[tuple[str, int], Any]]:
-        """Every batch with its (topic, partition): the full ones first, in the order they
-        filled, then the open ones, in the order they were started."""
-        return [*self._full, *self._open.items()]
-
-    async def send_all(self) -> None:
-        for where, batch in self.in_send_order():
-            topic, partition = where
-            self.sends.append(await self._producer.send_batch(batch, topic, partition=partition))
-        self._full.clear()
-        self._open.clear()
-
-
 class TaskProducer:
     """The transactional producer of one task (one input partition)."""
 
@@ -190,6 +107,8 @@ class TaskProducer:
         # and murmur2 per record was a tenth of a projector's CPU.
         self._partitions: dict[tuple[str, bytes], int] = {}
         self._partition_counts: dict[str, int] = {}
+        #: Batches built natively (engine/batches.py): aiokafka's builder compresses.
+        self.native_batches = NATIVE_BATCHES and settings.compression == "none"
 
     async def start(self) -> None:
         """Connect and run InitProducerId: every earlier producer of this id is fenced and
@@ -219,7 +138,7 @@ class TaskProducer:
         if not self.usable:
             raise ProducerUnusable(f"producer {self.transactional_id} is not usable", fenced=False)
         await self._producer.begin_transaction()
-        return Batches(self._producer)
+        return Batches(self._producer, native=self.native_batches)
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
         await asyncio.wait_for(
@@ -262,6 +181,11 @@ class TaskProducer:
         for topic in topics:
             if topic not in self._partition_counts:
                 self._partition_counts[topic] = len(await self._producer.partitions_for(topic))
+
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        """Each output topic's partition count, as learnt (:meth:`learn_partitions`)."""
+        return self._partition_counts
 
     def partition_for(self, topic: str, key: bytes | None) -> int:
         """The default partitioner's choice for ``key`` (``topic`` learnt first); a keyless

@@ -1,5 +1,6 @@
-"""``python -m bench.instructions --what task``'s loop, without valgrind: it must read every
-record it fetches and write what the projector makes of them, else its count is of less."""
+"""``python -m bench.instructions --what task``'s loop (either way of building batches),
+without valgrind: it must read every record it fetches and write what the projector makes
+of them, else its count is of less."""
 
 from __future__ import annotations
 
@@ -23,5 +24,6 @@ async def test_the_task_loop_writes_what_the_projector_makes_of_every_record() -
         expected += len(out.outputs) + len(out.dead_letters) + len(out.state)
 
     assert expected > len(records)
-    assert await _task_loop(records, 1) == expected
-    assert await _task_loop(records, 2) == 2 * expected
+    for native in (True, False):  # ``task`` and ``task-aiokafka``
+        assert await _task_loop(records, 1, native) == expected
+        assert await _task_loop(records, 2, native) == 2 * expected

@@ -89,6 +89,13 @@ class _Recorder:
                headers: Any) -> None:
         self._written.append((topic, key, value))
 
+    def append_outputs(self, records: list[OutputRecord], *_: Any) -> None:
+        self._written.extend((record.topic, record.key, record.value) for record in records)
+
+    def append_state(self, topic: str, partition: int, prefix: bytes,
+                     changes: dict[bytes, bytes | None]) -> None:
+        self._written.extend((topic, prefix + key, value) for key, value in changes.items())
+
     async def send_all(self) -> None:
         pass
 
@@ -113,6 +120,10 @@ class OffsetsProducer:
 
     def partition_for(self, topic: str, key: bytes | None) -> int:
         return 0
+
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        return {}
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
         self.offsets[-1] = offsets[TopicPartition(SOURCE, 0)]

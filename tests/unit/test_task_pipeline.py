@@ -74,6 +74,12 @@ class _Values(list[bytes | None]):
         if topic == "out":
             super().append(value)
 
+    def append_outputs(self, records: list[OutputRecord], *_: Any) -> None:
+        super().extend(record.value for record in records if record.topic == "out")
+
+    def append_state(self, *_: Any) -> None:
+        pass
+
     async def send_all(self) -> None:
         pass
 
@@ -82,6 +88,7 @@ class GatedProducer:
     """Each transaction waits for its gate; ``fail`` decides how it ends."""
 
     transactional_id = "group-agent-events-0"
+    partition = 0
 
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
@@ -105,6 +112,10 @@ class GatedProducer:
 
     def partition_for(self, topic: str, key: bytes | None) -> int:
         return 0
+
+    @property
+    def partition_counts(self) -> dict[str, int]:
+        return {}
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
         pass
