@@ -1,7 +1,7 @@
 //! One transaction's Kafka record batches (message format v2), built in one call per kind
 //! of record instead of one Python call per record.
 //!
-//! `engine/producer.py` hands a transaction's outputs, dead letters and changelog records
+//! `engine/batches.py` hands a transaction's outputs, dead letters and changelog records
 //! here; `RecordBatches` places each keyed record on the partition Kafka's default
 //! partitioner picks (murmur2, as the Java client), appends it to that partition's open
 //! batch, and starts another when a batch is full. Each batch is a `RecordBatch` that
@@ -33,6 +33,12 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
         rest >>= 7;
     }
     out.push(rest as u8);
+}
+
+/// How many bytes `put_varint` writes for `value`.
+fn varint_len(value: i64) -> usize {
+    let rest = ((value << 1) ^ (value >> 63)) as u64;
+    (64 - rest.leading_zeros() as usize).div_ceil(7).max(1)
 }
 
 /// `len` of a key, value or header value, or -1 for null, then the bytes.
@@ -75,6 +81,11 @@ pub fn murmur2(data: &[u8]) -> i32 {
     h as i32
 }
 
+/// `toPositive(murmur2(key)) % count`, as the Java client's `partitionForKey` (count ≥ 1).
+fn partition_of(key: &[u8], count: i32) -> i32 {
+    (murmur2(key) & 0x7fff_ffff) % count
+}
+
 /// The partition Kafka's default partitioner picks for `key` among `count`.
 #[pyfunction]
 pub fn partition_for_key(key: &[u8], count: i32) -> PyResult<i32> {
@@ -83,7 +94,7 @@ pub fn partition_for_key(key: &[u8], count: i32) -> PyResult<i32> {
             "a topic has at least 1 partition, not {count}"
         )));
     }
-    Ok((murmur2(key) & 0x7fff_ffff) % count)
+    Ok(partition_of(key, count))
 }
 
 /// One (topic, partition)'s batch: what aiokafka's `BatchBuilder` is to its sender.
@@ -118,18 +129,15 @@ impl RecordBatch {
     /// `max_bytes`. `rest`: the record after its attributes and its timestamp and offset
     /// deltas, which are written here (the offset is the batch's own count).
     fn push_record(&mut self, rest: &[u8], max_bytes: usize) -> bool {
-        let mut head = Vec::with_capacity(16);
-        head.push(0); // attributes
-        put_varint(&mut head, 0); // every record of a batch shares its first timestamp
-        put_varint(&mut head, i64::from(self.count));
-        let body = head.len() + rest.len();
-        let mut length = Vec::with_capacity(5);
-        put_varint(&mut length, body as i64);
-        if self.count > 0 && self.buffer.len() + length.len() + body > max_bytes {
+        let offset = i64::from(self.count);
+        // attributes 0, timestamp delta 0 (one timestamp per batch), offset delta
+        let body = 2 + varint_len(offset) + rest.len();
+        if self.count > 0 && self.buffer.len() + varint_len(body as i64) + body > max_bytes {
             return false;
         }
-        self.buffer.extend_from_slice(&length);
-        self.buffer.extend_from_slice(&head);
+        put_varint(&mut self.buffer, body as i64);
+        self.buffer.extend_from_slice(&[0, 0]);
+        put_varint(&mut self.buffer, offset);
         self.buffer.extend_from_slice(rest);
         self.count += 1;
         true
@@ -268,11 +276,13 @@ impl RecordBatches {
         match headers {
             None => put_varint(scratch, 0),
             Some(headers) => {
-                let headers: Vec<Bound<'_, PyAny>> =
-                    headers.try_iter()?.collect::<PyResult<_>>()?;
-                put_varint(scratch, headers.len() as i64);
-                for header in headers {
-                    let pair = header.cast::<PyTuple>()?;
+                let count = headers.len()?;
+                put_varint(scratch, count as i64);
+                let mut written = 0;
+                for header in headers.try_iter()? {
+                    written += 1;
+                    let pair = header?;
+                    let pair = pair.cast::<PyTuple>()?;
                     let name = pair.get_item(0)?;
                     let name = name.cast::<PyString>()?.to_str()?;
                     put_bytes(scratch, Some(name.as_bytes()));
@@ -282,6 +292,9 @@ impl RecordBatches {
                     } else {
                         put_bytes(scratch, Some(value.cast::<PyBytes>()?.as_bytes()));
                     }
+                }
+                if written != count {
+                    return Err(PyTypeError::new_err("headers changed length while read"));
                 }
             }
         }
@@ -372,7 +385,7 @@ impl RecordBatches {
             let headers = record.get_item(5)?;
             let count = self.count_of(topic, counts)?;
             let partition = match key {
-                Some(key) => (murmur2(key) & 0x7fff_ffff) % count,
+                Some(key) => partition_of(key, count),
                 None => keyless % count,
             };
             let headers = if headers.is_truthy()? {

@@ -43,7 +43,6 @@ _PARTITION_CACHE_MAX = 100_000
 ADD_PARTITIONS_RETRY_S = 0.002
 
 
-
 class TransactionAborted(Exception):
     """The transaction was aborted cleanly; the producer can be used again."""
 

@@ -115,3 +115,15 @@ def test_what_is_not_a_record_is_refused_with_an_error(call: Any, error: type) -
     batches = symfonic_scan.RecordBatches(1000, TIMESTAMP_MS)
     with pytest.raises(error):
         call(batches)
+
+
+def test_lengths_at_every_varint_boundary_read_back() -> None:
+    """A record's length and its value's length cross 1-, 2- and 3-byte varints."""
+    sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 16383, 16384, 300_000]
+    batches = symfonic_scan.RecordBatches(1 << 24, TIMESTAMP_MS)
+    for size in sizes:
+        batches.add("t", 0, None, b"x" * size, [])
+    [(_, _, batch)] = batches.take()
+    read = DefaultRecordBatch(batch._build())
+    assert read.validate_crc()
+    assert [len(record.value or b"") for record in read] == sizes
