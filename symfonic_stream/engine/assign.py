@@ -139,13 +139,16 @@ async def prepare_tasks(
                 raise result
         _check(cancelled)
         # 2. restore
-        processors = {tp: topology.processor_factory(tp.partition) for tp in tps}
-        keeps = keeps_position(settings, topology)
-        positions = {tp: position_store() if keeps else None for tp in tps}
-        await _restore(settings, topology, processors, positions, metrics, cancelled, on_progress)
+        processors, positions = await _restore(settings, topology, tps, metrics, cancelled,
+                                               on_progress)
         _check(cancelled)
         # 3. position
-        offsets, groups = await _positions(consumer, topology, positions)
+        groups = await _group_offsets(consumer, topology, tps)
+        disagree = [tp for tp in tps if _disagrees(positions[tp], groups[tp])]
+        if disagree:
+            await _restore_again(settings, topology, disagree, processors, positions, groups,
+                                 metrics, cancelled, on_progress)
+        offsets = await _positions(consumer, topology, positions, groups)
         _check(cancelled)
         # 4. settle
         heap.settle()
@@ -168,12 +171,15 @@ def keeps_position(settings: Settings, topology: Topology) -> bool:
 async def _restore(
     settings: Settings,
     topology: Topology,
-    processors: dict[TopicPartition, Processor],
-    positions: dict[TopicPartition, StateStore[Progress] | None],
+    tps: list[TopicPartition],
     metrics: ConsumerMetrics,
     cancelled: Callable[[], bool],
     on_progress: Callable[[], None],
-) -> None:
+) -> tuple[dict[TopicPartition, Processor], dict[TopicPartition, StateStore[Progress] | None]]:
+    """Step 2: fresh processors (and position stores) for ``tps``, restored."""
+    processors = {tp: topology.processor_factory(tp.partition) for tp in tps}
+    keeps = keeps_position(settings, topology)
+    positions = {tp: position_store() if keeps else None for tp in tps}
     if topology.changelog_topic is not None:
         targets: dict[int, list[tuple[bytes, list[StateStore[Any]]]]] = {}
         for tp, processor in processors.items():
@@ -188,31 +194,86 @@ async def _restore(
             metrics.state_restored(time.monotonic() - begun, records)
     for processor in processors.values():
         processor.restored()
+    return processors, positions
+
+
+def _disagrees(position: StateStore[Progress] | None, group_offset: int | None) -> bool:
+    """Whether a restored position says the group was last told another offset than the
+    group holds (never for a task without a position, or without a group)."""
+    saved = position.get(POSITION) if position is not None else None
+    return saved is not None and saved.group_offset != group_offset
+
+
+async def _restore_again(
+    settings: Settings,
+    topology: Topology,
+    tps: list[TopicPartition],
+    processors: dict[TopicPartition, Processor],
+    positions: dict[TopicPartition, StateStore[Progress] | None],
+    groups: dict[TopicPartition, int | None],
+    metrics: ConsumerMetrics,
+    cancelled: Callable[[], bool],
+    on_progress: Callable[[], None],
+) -> None:
+    """State that disagrees with the group's offset (step 3) is restored once more.
+
+    Both are final after step 1, and every transaction that tells the group an offset
+    writes it into the position record too: they disagree only when the restore missed
+    the changelog's tail (issue 32: 16 % of a million runs lost their state that way) or
+    when someone else moved the group's offset. A second restore tells the two apart: it
+    repairs the first, or it agrees with it, and then the group was reset by an operator
+    (``kafka-consumer-groups --reset-offsets``), which step 3 follows with this state."""
+    log.error("restored state disagrees with the group's committed offset; restoring again",
+              extra={"partitions": [tp.partition for tp in tps],
+                     "group_offsets": [groups[tp] for tp in tps],
+                     "changelog_offsets": [_saved_offset(positions[tp]) for tp in tps]})
+    again, again_positions = await _restore(settings, topology, tps, metrics, cancelled,
+                                            on_progress)
+    _check(cancelled)
+    for tp in tps:
+        first, second = _saved_offset(positions[tp]), _saved_offset(again_positions[tp])
+        processors[tp], positions[tp] = again[tp], again_positions[tp]
+        if second != first:
+            log.error("the second restore read further than the first: the first missed "
+                      "the changelog's tail", extra={"partition": tp.partition,
+                                                     "first": first, "second": second})
+        if _disagrees(positions[tp], groups[tp]):
+            log.warning("the group's committed offset was moved by someone else (a reset): "
+                        "resuming at the group's offset with the restored state",
+                        extra={"partition": tp.partition, "group_offset": groups[tp],
+                               "changelog_offset": second})
+
+
+def _saved_offset(position: StateStore[Progress] | None) -> int | None:
+    saved = position.get(POSITION) if position is not None else None
+    return None if saved is None else saved.next_offset
+
+
+async def _group_offsets(
+    consumer: AIOKafkaConsumer, topology: Topology, tps: list[TopicPartition]
+) -> dict[TopicPartition, int | None]:
+    """The group's committed offset of each partition (None for a task without a group)."""
+    if topology.bounded is not None:
+        return dict.fromkeys(tps)
+    return await committed_offsets(consumer, tps)
 
 
 async def _positions(
     consumer: AIOKafkaConsumer,
     topology: Topology,
     positions: dict[TopicPartition, StateStore[Progress] | None],
-) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int | None]]:
-    """Where each task resumes, and its group's committed offset."""
+    groups: dict[TopicPartition, int | None],
+) -> dict[TopicPartition, int]:
+    """Where each task resumes (step 3)."""
     offsets: dict[TopicPartition, int] = {}
     if topology.bounded is not None:
         for tp, store in positions.items():
             saved = store.get(POSITION) if store is not None else None
             start = topology.bounded.ranges[tp.partition][0]
             offsets[tp] = start if saved is None else saved.next_offset
-        return offsets, dict.fromkeys(positions)
-    groups = await committed_offsets(consumer, positions)
-    resumes: dict[TopicPartition, int | None] = {}
-    for tp, store in positions.items():
-        saved = store.get(POSITION) if store is not None else None
-        resumes[tp] = resume_offset(saved, groups[tp])
-        if saved is not None and saved.group_offset != groups[tp]:
-            log.warning("the group's committed offset moved since the changelog's position "
-                        "was written: resuming at the group's",
-                        extra={"partition": tp.partition, "group_offset": groups[tp],
-                               "changelog_offset": saved.next_offset})
+        return offsets
+    resumes = {tp: resume_offset(store.get(POSITION) if store is not None else None, groups[tp])
+               for tp, store in positions.items()}
     offsets = {tp: at for tp, at in resumes.items() if at is not None}
     fresh = [tp for tp, at in resumes.items() if at is None]
     if fresh:  # never committed: the beginning (auto_offset_reset=earliest)
@@ -220,7 +281,7 @@ async def _positions(
     for tp, store in positions.items():
         if store is not None:  # seeds the next transaction's position record
             store.put(POSITION, Progress(offsets[tp], group_offset=groups[tp]))
-    return offsets, groups
+    return offsets
 
 
 async def rebuild_task(

@@ -2,13 +2,32 @@
 
 A separate, group-less, read_committed consumer is assigned the changelog partitions of
 the tasks being set up, seeks to their beginning and hands every record to the store whose
-prefix it carries (:func:`~symfonic_stream.engine.store.restore_record`), until its position
-reaches the end offset captured first. Tasks without a group share one changelog
-partition, each under a key prefix of its own. Under
+prefix it carries (:func:`~symfonic_stream.engine.store.restore_record`). Tasks without a
+group share one changelog partition, each under a key prefix of its own. Under
 read_committed aiokafka's ``end_offsets`` is the last stable offset (ListOffsets carries the
 isolation level; aio-libs/aiokafka#1087 was about older versions that returned the high
 watermark), and since the partition's producer has already run InitProducerId, no
 transaction of ours is still open on it: the end offset is where our committed state ends.
+
+A partition is restored when its position has reached that end offset: proven by what was
+read, never inferred from silence. The position steps over commit and abort markers and
+aborted batches (aiokafka's fetcher moves it past them even when a poll returns no record;
+aio-libs/aiokafka#911 was a version that stopped one short of a marker).
+
+Silence proves nothing (issue 32): a fetch response carries at most ``fetch_max_bytes``,
+filled from whichever partitions come first (aiokafka shuffles them per request), and the
+others come back empty although they have records. A restore of 12 partitions of a million
+runs saw partitions go seconds without data, took them as finished, and lost the state of
+a sixth of the runs. So a partition whose position has not moved for :data:`SETTLE_S` is
+*probed*: a second consumer, assigned that partition alone, fetches at its position. A
+fetch of one partition returns its first batch whatever the size limits (KIP-74), so
+
+* records, or a position that moved: the partition was only starved; the restore goes on;
+* a response with nothing, the position where it was: no visible record lies between the
+  position and the end. Apache Kafka never leaves such a hole (compaction keeps every
+  batch's last offset), but a broker may drop the last markers or records of a compacted
+  partition (quix-streams#1017 saw Redpanda do it), and no fetch would ever reach the end:
+  the partition ends there, with a warning naming the offsets.
 """
 
 from __future__ import annotations
@@ -30,9 +49,11 @@ log = logging.getLogger(__name__)
 
 #: Fail a restore whose position has not moved for this long (broker gone, or a bug).
 RESTORE_STALL_S = 120.0
-#: A position that has not moved for this long, although fetches from it keep coming back
-#: empty, has nothing visible left to read (see :func:`_nothing_left`).
+#: A partition whose position has not moved for this long is probed (module docstring);
+#: and probed again no sooner than this after its last probe.
 SETTLE_S = 3.0
+#: How long one probe waits for its fetch response before it says nothing either way.
+PROBE_WAIT_S = 10.0
 _POLL_MS = 200
 _MAX_RECORDS = 10_000
 
@@ -69,6 +90,7 @@ async def restore_stores(
     if not targets:
         return {}
     consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
+    prober = _Prober(settings, changelog_topic)
     await consumer.start()
     try:
         tps = [TopicPartition(changelog_topic, p) for p in targets]
@@ -79,15 +101,15 @@ async def restore_stores(
         while run.remaining:
             if cancelled():
                 raise RestoreCancelled(changelog_topic)
-            poll_started = time.time()
             batch = await consumer.getmany(
                 *run.remaining, timeout_ms=_POLL_MS, max_records=_MAX_RECORDS
             )
-            # Everything fetched before the poll started has been handed over to us.
-            drained = sum(len(records) for records in batch.values()) < _MAX_RECORDS
             run.apply(batch)
-            await run.advance(drained, poll_started)
+            await run.advance()
             on_progress()
+            suspect = run.suspect()
+            if suspect is not None:
+                run.probed(suspect, await prober.anything_at(suspect, run.position(suspect)))
             if run.remaining and time.monotonic() - run.last_move > RESTORE_STALL_S:
                 raise RestoreStalled(f"{changelog_topic}: no progress for "
                                      f"{RESTORE_STALL_S:.0f} s at {run.where()}")
@@ -110,8 +132,10 @@ class _Restore:
         for tp in self.remaining:
             consumer.seek(tp, begins[tp])
         self._positions = {tp: begins[tp] for tp in self.remaining}
-        self._moved_at = dict.fromkeys(self.remaining, time.time())
-        self.last_move = time.monotonic()
+        now = time.monotonic()
+        #: When each partition's position last moved, or it was last probed.
+        self._quiet_since = dict.fromkeys(self.remaining, now)
+        self.last_move = now
 
     def apply(self, batch: dict[TopicPartition, Any]) -> None:
         for tp, records in batch.items():
@@ -124,43 +148,67 @@ class _Restore:
             if records:
                 fault_point("restoring")
 
-    async def advance(self, drained: bool, poll_started: float) -> None:
+    async def advance(self) -> None:
+        """Take each partition's position; one that reached its end offset is restored."""
         for tp in list(self.remaining):
             position = await self._consumer.position(tp)
             if position != self._positions[tp]:
                 self._positions[tp] = position
-                self._moved_at[tp] = time.time()
-                self.last_move = time.monotonic()
-            if position >= self._ends[tp] or (
-                drained and _nothing_left(self._consumer, tp, self._moved_at[tp], poll_started)
-            ):
+                self._quiet_since[tp] = self.last_move = time.monotonic()
+            if position >= self._ends[tp]:
                 self.remaining.discard(tp)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._positions[tp]
+
+    def suspect(self) -> TopicPartition | None:
+        """The partition quiet the longest, once that is :data:`SETTLE_S` or more."""
+        if not self.remaining:
+            return None
+        tp = min(self.remaining, key=self._quiet_since.__getitem__)
+        return tp if time.monotonic() - self._quiet_since[tp] >= SETTLE_S else None
+
+    def probed(self, tp: TopicPartition, anything: bool | None) -> None:
+        """A probe's answer: a hole (False) ends the partition where it stands."""
+        self._quiet_since[tp] = time.monotonic()
+        if anything is False:
+            log.warning("changelog partition has no record between its position and its "
+                        "end offset (a hole the broker left); restored up to the position",
+                        extra={"topic": tp.topic, "partition": tp.partition,
+                               "position": self._positions[tp], "end_offset": self._ends[tp]})
+            self.remaining.discard(tp)
 
     def where(self) -> str:
         return ", ".join(f"{tp.partition}@{self._positions[tp]}/{self._ends[tp]}"
                          for tp in self.remaining)
 
 
-def _nothing_left(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, moved_at: float, poll_started: float
-) -> bool:
-    """Whether the broker has said, after the position stopped, that nothing follows it.
+class _Prober:
+    """Fetches one partition alone, with a consumer of its own (module docstring)."""
 
-    Normally the position reaches the end offset, stepping over the trailing commit marker
-    (aio-libs/aiokafka#911 was a version where it stopped one short of it). A broker may
-    also drop the last markers or records of a compacted partition (quix-streams#1017 saw
-    Redpanda do it), leaving offsets that no fetch will ever return. A fetch response that
-    arrived well after the position last moved, but before the last poll started (so the
-    poll would have handed over anything it carried), and gave nothing, proves that: the
-    restore then ends there instead of waiting forever.
-    """
-    if time.time() - moved_at < SETTLE_S:
-        return False
-    polled_ms = consumer.last_poll_timestamp(tp)
-    if polled_ms is None or not moved_at + 1.0 < polled_ms / 1000 < poll_started:
-        return False
-    log.warning(
-        "changelog partition ends before its end offset; treating it as restored",
-        extra={"topic": tp.topic, "partition": tp.partition},
-    )
-    return True
+    def __init__(self, settings: Settings, changelog_topic: str) -> None:
+        self._kwargs = restore_consumer_kwargs(settings, f"{changelog_topic}-probe")
+
+    async def anything_at(self, tp: TopicPartition, position: int) -> bool | None:
+        """Whether a fetch of ``tp`` alone at ``position`` finds anything (a record, or a
+        marker or aborted batch that moves the position); None when no response came.
+
+        A consumer per probe: one that fetched before would still have a request in
+        flight (a long poll of up to ``fetch_max_wait_ms``) or records buffered, and the
+        fetch that answers must be one of ``tp`` alone, made at ``position``."""
+        consumer = AIOKafkaConsumer(**self._kwargs)
+        await consumer.start()
+        try:
+            consumer.assign([tp])
+            consumer.seek(tp, position)
+            deadline = time.monotonic() + PROBE_WAIT_S
+            while time.monotonic() < deadline:
+                batch = await consumer.getmany(tp, timeout_ms=_POLL_MS, max_records=1)
+                if batch.get(tp) or await consumer.position(tp) != position:
+                    return True
+                # Set by the first response for tp, records or none (aiokafka's fetcher).
+                if consumer.last_poll_timestamp(tp) is not None:
+                    return False
+            return None
+        finally:
+            await consumer.stop()

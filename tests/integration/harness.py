@@ -103,9 +103,10 @@ def consumer_env(prefix: str, **settings: str | int | float) -> dict[str, str]:
     return env
 
 
-async def create_topics(prefix: str, *, with_copier: bool = True) -> Settings:
+async def create_topics(prefix: str, *, with_copier: bool = True,
+                        partitions: int = PARTITIONS) -> Settings:
     """``topics ensure`` for ``prefix``, then wait until every partition has a leader."""
-    settings = settings_for(prefix)
+    settings = settings_for(prefix).model_copy(update={"partitions": partitions})
     specs = required_topics(settings, include_copier=with_copier)
     report = await ensure_topics(settings, specs)
     assert report.ok, report.mismatches
@@ -117,7 +118,7 @@ async def create_topics(prefix: str, *, with_copier: bool = True) -> Settings:
             described = await admin.describe_topics([spec.name for spec in specs])
             led = [
                 t for t in described
-                if t["error_code"] == 0 and len(t["partitions"]) == PARTITIONS
+                if t["error_code"] == 0 and len(t["partitions"]) == partitions
                 and all(p["leader"] >= 0 for p in t["partitions"])
             ]
             if len(led) == len(specs):

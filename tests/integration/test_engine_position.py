@@ -157,7 +157,10 @@ async def test_an_operators_reset_of_the_group_is_followed(
         # restored state has seen, so nothing new is written.
         await _consumed(second, sent)
         assert await metric_value(second, DUPLICATES) == sent, second.log()
-        assert "the group's committed offset moved" in second.log(tail=400)
+        # Restored twice (issue 32: the restore is suspected first), then taken as a reset.
+        log = second.log(tail=400)
+        assert "restoring again" in log
+        assert "the group's committed offset was moved by someone else" in log
     finally:
         first.stop()
         second.stop()
