@@ -6,7 +6,8 @@ Every document of every FILE (`helm template` output) is validated strictly (unk
 are errors) with kubernetes-validate's bundled schemas for each version. Custom resources
 (CRD kinds, listed by name below) have no schema there and are skipped; any other kind
 without a schema is an error, not a skip. On top of the schemas, every pod template is
-checked for the chart's security promises, and no env var may carry a literal secret. The
+checked for the chart's security promises (and for no Service links), and no env var may
+carry a literal secret. The
 settings ConfigMaps must load with the application's own settings model, and rendered
 routing rules files must parse with its own rules parser; the gateway's ConfigMap loads on top
 of the shared one, as its pods read them.
@@ -57,6 +58,10 @@ def security_problems(doc: dict[str, Any]) -> list[str]:
     problems = []
     for spec in pod_specs(doc):
         pod_sc = spec.get("securityContext") or {}
+        if spec.get("enableServiceLinks") is not False:
+            # Service links of a Service named symfonic-* are SYMFONIC_* variables, which
+            # config.py refuses as unknown settings.
+            problems.append("pod enableServiceLinks is not false")
         if pod_sc.get("runAsNonRoot") is not True:
             problems.append("pod securityContext.runAsNonRoot is not true")
         if (pod_sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":

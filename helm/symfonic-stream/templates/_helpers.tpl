@@ -217,6 +217,7 @@ SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
+SYMFONIC_IGNORED_VARIABLES: {{ join "," $v.ignoredVariables | quote }}
 SYMFONIC_PARTITIONS: {{ $v.topics.partitions | int64 | toString | quote }}
 SYMFONIC_REPLICATION_FACTOR: {{ $v.topics.replicationFactor | int64 | toString | quote }}
 SYMFONIC_MIN_INSYNC_REPLICAS: {{ $v.topics.minInsyncReplicas | int64 | toString | quote }}
