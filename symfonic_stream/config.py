@@ -36,6 +36,9 @@ NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*"
 #: key, and the TLS key's path (where the private key lives is worth hiding too).
 SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key")
 
+#: Shortest HS256 key (SYMFONIC_GATEWAY_JWT_KEY), in bytes of its UTF-8 text: SHA-256's output.
+HS256_MIN_KEY_BYTES: Final = 32
+
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
@@ -108,6 +111,10 @@ class Settings(BaseSettings):
     gateway_jwks_file: Path | None = None
     gateway_jwt_audience: str | None = None
     gateway_jwt_issuer: str | None = None
+    # Longest a token may live (exp - iat); an hour, since tokens travel in query strings.
+    gateway_jwt_max_lifetime_s: float = Field(3600.0, gt=0)
+    # Reachable from outside the cluster (the chart sets it with an Ingress or a LoadBalancer).
+    gateway_exposed: bool = False
 
     # Topic creation (`topics ensure`)
     partitions: int = Field(12, ge=1)
@@ -171,6 +178,7 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}GATEWAY_AUTH=jwt needs exactly one of {ENV_PREFIX}GATEWAY_JWT_KEY "
                 f"(an HS256 secret) and {ENV_PREFIX}GATEWAY_JWKS_FILE (a JWKS file)"
             )
+        self._check_gateway_auth()
         if self.event_loop == "uvloop" and not _installed("uvloop"):
             raise ValueError(
                 f"{ENV_PREFIX}EVENT_LOOP=uvloop, but uvloop is not installed here: install it "
@@ -182,6 +190,24 @@ class Settings(BaseSettings):
                 shown = "" if name in SECRET_SETTINGS else f": {path}"
                 raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file{shown}")
         return self
+
+
+    def _check_gateway_auth(self) -> None:
+        if self.gateway_auth != "jwt":
+            return
+        key = self.gateway_jwt_key
+        if key is not None and len(key.get_secret_value().encode()) < HS256_MIN_KEY_BYTES:
+            # RFC 7518 section 3.2: an HMAC key at least as long as the hash's output.
+            raise ValueError(
+                f"{ENV_PREFIX}GATEWAY_JWT_KEY must be at least {HS256_MIN_KEY_BYTES} bytes "
+                "(RFC 7518 section 3.2); a shorter HS256 key can be guessed offline from one token"
+            )
+        if self.gateway_exposed and not self.gateway_jwt_audience:
+            raise ValueError(
+                f"{ENV_PREFIX}GATEWAY_EXPOSED with {ENV_PREFIX}GATEWAY_AUTH=jwt needs "
+                f"{ENV_PREFIX}GATEWAY_JWT_AUDIENCE: without it, a token its issuer minted for "
+                "another service is accepted here"
+            )
 
 
 def _installed(module: str) -> bool:

@@ -105,7 +105,7 @@ def _settings_problems(data: dict[str, str], tmp: Path) -> list[str]:
     if overrides.get("gateway_auth") == "jwt":
         # The key (secretKeyRef) or the JWKS file (a mount) comes from the pod spec; the
         # chart's own check makes it exactly one of them.
-        overrides["gateway_jwt_key"] = "from-the-secret"
+        overrides["gateway_jwt_key"] = "a-key-from-the-secret-32-bytes-or-more"
     try:
         load_settings(**overrides)
     except ConfigError as exc:

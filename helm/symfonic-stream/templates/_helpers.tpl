@@ -170,6 +170,13 @@ rules:
 {{- if eq .Values.gateway.auth.mode "jwt" }}true{{ end -}}
 {{- end -}}
 
+{{/* "true" when the gateway is reachable from outside the cluster: an Ingress, or a
+LoadBalancer or NodePort Service (SYMFONIC_GATEWAY_EXPOSED). */}}
+{{- define "symfonic-stream.gateway.exposed" -}}
+{{- $g := .Values.gateway -}}
+{{- if or $g.ingress.enabled (has $g.service.type (list "LoadBalancer" "NodePort")) }}true{{ end -}}
+{{- end -}}
+
 {{/* "true" when the gateway mounts a JWKS file (from gateway.auth.jwks). */}}
 {{- define "symfonic-stream.gateway.jwks" -}}
 {{- $j := .Values.gateway.auth.jwks -}}
@@ -261,7 +268,9 @@ SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}
 SYMFONIC_GATEWAY_CORS_ORIGINS: {{ join "," $g.corsOrigins | quote }}
 SYMFONIC_GATEWAY_AUTH: {{ $g.auth.mode | quote }}
+SYMFONIC_GATEWAY_EXPOSED: {{ include "symfonic-stream.gateway.exposed" . | eq "true" | toString | quote }}
 {{- if include "symfonic-stream.gateway.jwt" . }}
+SYMFONIC_GATEWAY_JWT_MAX_LIFETIME_S: {{ $g.auth.maxLifetimeSeconds | toString | quote }}
 {{- with $g.auth.audience }}
 SYMFONIC_GATEWAY_JWT_AUDIENCE: {{ . | quote }}
 {{- end }}
@@ -583,6 +592,14 @@ priorityClassName: {{ . }}
 {{- end -}}
 {{- if and (include "symfonic-stream.gateway.jwt" .) (eq (empty $g.auth.jwtKey.existingSecret) (and (empty $jwks.existingConfigMap) (empty $jwks.existingSecret))) -}}
 {{- fail "gateway.auth.mode jwt needs exactly one of gateway.auth.jwtKey.existingSecret (a Secret with the HS256 key) and gateway.auth.jwks (a ConfigMap or Secret with the JWKS)." -}}
+{{- end -}}
+{{- if include "symfonic-stream.gateway.exposed" . -}}
+{{- if and (include "symfonic-stream.gateway.jwt" .) (not $g.auth.audience) -}}
+{{- fail "gateway.auth.audience is required with gateway.auth.mode jwt when the gateway is exposed (gateway.ingress.enabled, or a LoadBalancer or NodePort gateway.service.type): without it a token its issuer minted for another service reads the runs." -}}
+{{- end -}}
+{{- if and (eq $g.auth.mode "none") (not $g.auth.allowUnauthenticated) -}}
+{{- fail "gateway.auth.mode none serves every tenant's runs to whoever reaches the gateway, and it is exposed (gateway.ingress.enabled, or a LoadBalancer or NodePort gateway.service.type): use mode jwt, or set gateway.auth.allowUnauthenticated to true to mean it." -}}
+{{- end -}}
 {{- end -}}
 {{- if $g.ingress.enabled -}}
 {{- if not $g.ingress.hosts -}}
