@@ -7,7 +7,7 @@ are errors) with kubernetes-validate's bundled schemas for each version. Custom 
 (CRD kinds, listed by name below) have no schema there and are skipped; any other kind
 without a schema is an error, not a skip. On top of the schemas, every pod template is
 checked for the chart's security promises (and for no Service links), and no env var may
-carry a literal secret. The
+carry a literal secret; KEDA's scalers must sign in to Kafka as the pods they scale. The
 settings ConfigMaps must load with the application's own settings model, and rendered
 routing rules files must parse with its own rules parser; the gateway's ConfigMap loads on top
 of the shared one, as its pods read them.
@@ -92,6 +92,59 @@ def security_problems(doc: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _named(docs: list[Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs
+            if isinstance(d, dict) and d.get("kind") == kind}
+
+
+def _env_source(container: dict[str, Any], name: str, maps: dict[str, Any]) -> Any:
+    """Where ``container`` gets the variable ``name``: its ``env`` entry (which wins), else
+    the ConfigMap of its ``envFrom`` that holds it, else None."""
+    for item in container.get("env") or []:
+        if item["name"] == name:
+            return item.get("valueFrom") or {"value": item.get("value")}
+    for source in container.get("envFrom") or []:
+        data = maps.get((source.get("configMapRef") or {}).get("name"), {}).get("data") or {}
+        if name in data:
+            return {"value": data[name]}
+    return None
+
+
+def keda_problems(docs: list[Any]) -> list[str]:
+    """KEDA's scaler must sign in as the pods it scales (issue 33: with Strimzi users it took
+    each consumer's user name but the shared user's password). For each ScaledObject's
+    TriggerAuthentication: the ``password`` comes from the Secret key the scaled container's
+    SYMFONIC_SASL_PASSWORD comes from, and each ``env`` parameter names a variable the
+    container has (KEDA reads it there)."""
+    auths, maps = _named(docs, "TriggerAuthentication"), _named(docs, "ConfigMap")
+    deployments = _named(docs, "Deployment")
+    problems = []
+    for name, scaled in _named(docs, "ScaledObject").items():
+        pod = deployments[scaled["spec"]["scaleTargetRef"]["name"]]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        for trigger in scaled["spec"]["triggers"]:
+            ref = (trigger.get("authenticationRef") or {}).get("name")
+            if ref is None:
+                continue
+            if ref not in auths:
+                problems.append(f"ScaledObject/{name}: no TriggerAuthentication {ref}")
+                continue
+            spec = auths[ref]["spec"]
+            keda = {t["parameter"]: {"secretKeyRef": {"name": t["name"], "key": t["key"]}}
+                    for t in spec.get("secretTargetRef") or []}
+            keda.update({e["parameter"]: _env_source(container, e["name"], maps)
+                         for e in spec.get("env") or []})
+            if "sasl" not in trigger["metadata"]:
+                continue
+            for parameter, variable in (("username", "SYMFONIC_SASL_USERNAME"),
+                                        ("password", "SYMFONIC_SASL_PASSWORD")):
+                mine = _env_source(container, variable, maps)
+                if keda.get(parameter) != mine:
+                    problems.append(f"ScaledObject/{name}: KEDA's {parameter} is "
+                                    f"{keda.get(parameter)}, the pod's {variable} {mine}")
+    return problems
+
+
 def _settings_problems(data: dict[str, str], tmp: Path) -> list[str]:
     overrides: dict[str, object] = {
         key.removeprefix(ENV_PREFIX).lower(): value for key, value in data.items()
@@ -161,6 +214,9 @@ def main() -> int:
         shared = next((d["data"] for d in docs if _is_shared_settings(d)), {})
         checked: Counter[str] = Counter()
         skipped: Counter[str] = Counter()
+        for problem in keda_problems(docs):
+            print(f"ERROR {path.name}: {problem}")
+            failures += 1
         for doc in docs:
             if not isinstance(doc, dict):
                 print(f"ERROR {path}: a document is not a mapping: {str(doc)[:80]!r}")

@@ -170,6 +170,61 @@ rules:
 {{- if eq .Values.gateway.auth.mode "jwt" }}true{{ end -}}
 {{- end -}}
 
+{{/* The KafkaUser (strimzi.enabled) a component signs in as, and the name of the User
+Operator's Secret with its password: <prefix>-<component>. Call with (dict "ctx" $ "component" name). */}}
+{{- define "symfonic-stream.kafkaUserName" -}}
+{{- printf "%s-%s" .ctx.Values.kafka.topicPrefix .component -}}
+{{- end -}}
+
+{{/*
+A KEDA TriggerAuthentication for the kafka scaler. Call with (dict "ctx" $ "name" name
+"secret" name "key" key): the SASL password from that Secret key (with a SASL protocol), the
+TLS files from kafka.tls.existingSecret. The user name is not a secret: KEDA reads it from the
+scaled container's env (SYMFONIC_SASL_USERNAME), so it is always the pods' own.
+*/}}
+{{- define "symfonic-stream.kedaAuth" -}}
+{{- $v := .ctx.Values }}
+{{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
+---
+apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata:
+  name: {{ .name }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "symfonic-stream.labels" (dict "ctx" .ctx "component" "") | nindent 4 }}
+  {{- include "symfonic-stream.annotations" (dict "ctx" .ctx) }}
+spec:
+  {{- if $sasl }}
+  env:
+    - parameter: username
+      name: SYMFONIC_SASL_USERNAME
+  {{- end }}
+  secretTargetRef:
+    {{- if $sasl }}
+    - parameter: password
+      name: {{ .secret }}
+      key: {{ .key }}
+    {{- end }}
+    {{- if include "symfonic-stream.tlsFiles" .ctx }}
+    {{- with $v.kafka.tls.caKey }}
+    - parameter: ca
+      name: {{ $v.kafka.tls.existingSecret }}
+      key: {{ . }}
+    {{- end }}
+    {{- with $v.kafka.tls.certKey }}
+    - parameter: cert
+      name: {{ $v.kafka.tls.existingSecret }}
+      key: {{ . }}
+    {{- end }}
+    {{- with $v.kafka.tls.keyKey }}
+    - parameter: key
+      name: {{ $v.kafka.tls.existingSecret }}
+      key: {{ . }}
+    {{- end }}
+    {{- end }}
+{{- end -}}
+
 {{/* "true" when the gateway is reachable from outside the cluster: an Ingress, or a
 LoadBalancer or NodePort Service (SYMFONIC_GATEWAY_EXPOSED). */}}
 {{- define "symfonic-stream.gateway.exposed" -}}
