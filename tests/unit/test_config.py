@@ -313,6 +313,18 @@ def test_a_misspelt_setting_fails_naming_it_and_the_closest_setting(
     assert "foo" not in message, "the value is never shown"
 
 
+@pytest.mark.parametrize("args", [["run", "typed"], ["topics", "ensure"], ["gateway"]])
+def test_a_command_with_a_misspelt_setting_stops_before_doing_anything(args: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from symfonic_stream.cli import main
+
+    done = CliRunner().invoke(main, args, env={"SYMFONIC_TOPIC_PREFX": "foo"})
+    assert done.exit_code == 2, done.output
+    assert "SYMFONIC_TOPIC_PREFX is not a setting (did you mean SYMFONIC_TOPIC_PREFIX?)" in (
+        done.output)
+
+
 def test_a_lowercase_misspelling_is_caught_too(monkeypatch: pytest.MonkeyPatch) -> None:
     # pydantic-settings reads variables case-insensitively, so the check does as well.
     monkeypatch.setenv("symfonic_gap_timeout", "5")
