@@ -1,15 +1,21 @@
 """Settings: every ``SYMFONIC_*`` environment variable, its default, and its validation.
 
 One pydantic-settings model is the single place a setting is named. A bad value fails
-start-up with a message naming the variable (see :func:`load_settings`), and secrets are
-``SecretStr`` so they never reach a log line or a repr.
+start-up with a message naming the variable (see :func:`load_settings`), and so does a
+``SYMFONIC_*`` variable that is no setting (a misspelling would otherwise start with the
+default). Secrets are ``SecretStr`` so they never reach a log line or a repr, and no
+message shows the value of a :data:`SECRET_SETTINGS` entry.
 """
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import importlib.util
+import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,6 +23,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from symfonic_stream.models.decoding import DecodeLimits
 
 ENV_PREFIX = "SYMFONIC_"
+
+#: ``SYMFONIC_*`` variables that are not settings (fnmatch patterns), which the unknown-variable
+#: check lets pass: the development brokers' (scripts/kafka.sh), the tests' and the fault
+#: injection's namespaces, the index a supervisor gives each worker process, and two names of
+#: the test and chart tooling. No setting may start with one of these namespaces
+#: (tests/unit/test_config.py checks it, and that the repository uses no other name).
+NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*",
+                       "SYMFONIC_WORKER_INDEX", "SYMFONIC_UPDATE_GOLDEN", "SYMFONIC_TOOLS_DIR")
+
+#: Settings whose value no message shows (config errors, logs): the SASL password, the HS256
+#: key, and the TLS key's path (where the private key lives is worth hiding too).
+SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key")
+
+#: Shortest HS256 key (SYMFONIC_GATEWAY_JWT_KEY), in bytes of its UTF-8 text: SHA-256's output.
+HS256_MIN_KEY_BYTES: Final = 32
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -71,6 +92,8 @@ class Settings(BaseSettings):
     # Worker processes of one `run` (engine/workers.py): more than 1 makes it a supervisor.
     workers: int = Field(1, ge=1, le=64)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Other SYMFONIC_* variables to let pass (names or fnmatch patterns, comma-separated).
+    ignored_variables: str = ""
 
     # The SSE gateway (`symfonic-stream gateway`, docs/gateway.md)
     gateway_port: int = Field(8400, ge=0, le=65535)
@@ -88,6 +111,10 @@ class Settings(BaseSettings):
     gateway_jwks_file: Path | None = None
     gateway_jwt_audience: str | None = None
     gateway_jwt_issuer: str | None = None
+    # Longest a token may live (exp - iat); an hour, since tokens travel in query strings.
+    gateway_jwt_max_lifetime_s: float = Field(3600.0, gt=0)
+    # Reachable from outside the cluster (the chart sets it with an Ingress or a LoadBalancer).
+    gateway_exposed: bool = False
 
     # Topic creation (`topics ensure`)
     partitions: int = Field(12, ge=1)
@@ -117,14 +144,14 @@ class Settings(BaseSettings):
         return DecodeLimits(self.max_record_bytes, self.max_json_depth, self.max_integer)
 
     def secrets(self) -> tuple[str, ...]:
-        """What no log line may show: the SASL password and the TLS key's path."""
+        """What no log line may show: the values of :data:`SECRET_SETTINGS` that are set."""
         found = []
-        if self.sasl_password is not None:
-            found.append(self.sasl_password.get_secret_value())
-        if self.ssl_keyfile is not None:
-            found.append(str(self.ssl_keyfile))
-        if self.gateway_jwt_key is not None:
-            found.append(self.gateway_jwt_key.get_secret_value())
+        for name in SECRET_SETTINGS:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                found.append(value.get_secret_value())
+            elif value is not None:
+                found.append(str(value))
         return tuple(found)
 
     @model_validator(mode="after")
@@ -151,6 +178,7 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}GATEWAY_AUTH=jwt needs exactly one of {ENV_PREFIX}GATEWAY_JWT_KEY "
                 f"(an HS256 secret) and {ENV_PREFIX}GATEWAY_JWKS_FILE (a JWKS file)"
             )
+        self._check_gateway_auth()
         if self.event_loop == "uvloop" and not _installed("uvloop"):
             raise ValueError(
                 f"{ENV_PREFIX}EVENT_LOOP=uvloop, but uvloop is not installed here: install it "
@@ -159,8 +187,27 @@ class Settings(BaseSettings):
         for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "gateway_jwks_file"):
             path = getattr(self, name)
             if path is not None and not path.is_file():
-                raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file: {path}")
+                shown = "" if name in SECRET_SETTINGS else f": {path}"
+                raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file{shown}")
         return self
+
+
+    def _check_gateway_auth(self) -> None:
+        if self.gateway_auth != "jwt":
+            return
+        key = self.gateway_jwt_key
+        if key is not None and len(key.get_secret_value().encode()) < HS256_MIN_KEY_BYTES:
+            # RFC 7518 section 3.2: an HMAC key at least as long as the hash's output.
+            raise ValueError(
+                f"{ENV_PREFIX}GATEWAY_JWT_KEY must be at least {HS256_MIN_KEY_BYTES} bytes "
+                "(RFC 7518 section 3.2); a shorter HS256 key can be guessed offline from one token"
+            )
+        if self.gateway_exposed and not self.gateway_jwt_audience:
+            raise ValueError(
+                f"{ENV_PREFIX}GATEWAY_EXPOSED with {ENV_PREFIX}GATEWAY_AUTH=jwt needs "
+                f"{ENV_PREFIX}GATEWAY_JWT_AUDIENCE: without it, a token its issuer minted for "
+                "another service is accepted here"
+            )
 
 
 def _installed(module: str) -> bool:
@@ -170,21 +217,58 @@ def _installed(module: str) -> bool:
         return False
 
 
+def is_known_variable(name: str, ignored: str) -> bool:
+    """Whether ``name`` (any case, as pydantic-settings reads them) is a setting, a
+    :data:`NOT_SETTINGS` variable, or matches a pattern of ``ignored`` (comma-separated)."""
+    upper = name.upper()
+    if upper.removeprefix(ENV_PREFIX).lower() in Settings.model_fields:
+        return True
+    patterns = [*NOT_SETTINGS, *(p.strip().upper() for p in ignored.split(",") if p.strip())]
+    return any(fnmatch.fnmatchcase(upper, pattern) for pattern in patterns)
+
+
+def unknown_variables(environ: Mapping[str, str], ignored: str) -> list[str]:
+    """A message per ``SYMFONIC_*`` variable of ``environ`` that is no setting, naming the
+    closest setting (difflib); never its value."""
+    settings = [name.upper() for name in Settings.model_fields]
+    found = []
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX) or is_known_variable(name, ignored):
+            continue
+        close = difflib.get_close_matches(name.upper().removeprefix(ENV_PREFIX), settings, n=1)
+        guess = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
+        found.append(f"{name} is not a setting{guess}; a variable meant for something else "
+                     f"can be named in {ENV_PREFIX}IGNORED_VARIABLES")
+    return found
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Read and validate the settings, or raise :class:`ConfigError` naming each bad variable."""
+    """Read and validate the settings, or raise :class:`ConfigError` naming each bad variable
+    and each ``SYMFONIC_*`` variable that is no setting."""
+    settings: Settings | None = None
+    problems: list[str] = []
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        settings = Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            location = [str(part) for part in error["loc"]]
-            variable = ENV_PREFIX + location[0].upper() if location else "configuration"
-            message = error["msg"]
-            if not location:
-                problems.append(message.removeprefix("Value error, "))
-            else:
-                value = error.get("input")
-                secret = "password" in variable.lower() or variable.endswith("_JWT_KEY")
-                shown = "<secret>" if secret else repr(value)
-                problems.append(f"{variable}={shown}: {message}")
-        raise ConfigError("invalid configuration: " + "; ".join(problems)) from None
+        problems = _problems(exc)
+    ignored = (settings.ignored_variables if settings is not None
+               else os.environ.get(f"{ENV_PREFIX}IGNORED_VARIABLES", ""))
+    # The unknown names first: a misspelling is often why a required setting is missing.
+    problems = unknown_variables(os.environ, ignored) + problems
+    if problems or settings is None:
+        raise ConfigError("invalid configuration: " + "; ".join(problems))
+    return settings
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    problems = []
+    for error in exc.errors():
+        location = [str(part) for part in error["loc"]]
+        message = error["msg"]
+        if not location:
+            problems.append(message.removeprefix("Value error, "))
+            continue
+        variable = ENV_PREFIX + location[0].upper()
+        shown = "<secret>" if location[0] in SECRET_SETTINGS else repr(error.get("input"))
+        problems.append(f"{variable}={shown}: {message}")
+    return problems

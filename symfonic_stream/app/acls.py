@@ -35,6 +35,8 @@ Operation = Literal[
 CLUSTER_NAME = "kafka-cluster"
 #: ``User:name`` (Kafka's principal form: a type, a colon, a name).
 PRINCIPAL = re.compile(r"[A-Za-z][A-Za-z0-9]*:\S+")
+#: The name of Kafka's wildcard principal (``User:*``: every user of that type).
+WILDCARD = "*"
 
 _TOPIC_READ: tuple[Operation, ...] = ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")
 _TOPIC_WRITE: tuple[Operation, ...] = ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")
@@ -120,9 +122,22 @@ def transactional_id_prefix(topology: Topology) -> str:
     return prefix
 
 
-def check_principal(text: str, option: str) -> str:
+def check_principal(text: str, option: str, allow_wildcard: bool = False) -> str:
+    """``text`` if it is one principal; the wildcard ``User:*`` only with ``allow_wildcard``
+    (issue 33: a plan for one consumer or reviewer must not grant every user by a typo)."""
     if not PRINCIPAL.fullmatch(text):
         raise AclPlanError(f"{option} {text!r}: a principal is TYPE:NAME, e.g. User:alice")
+    kind, _, name = text.partition(":")
+    if name == WILDCARD and not allow_wildcard:
+        raise AclPlanError(
+            f"{option} {text!r} grants to every {kind}, not one: name the principal, or pass "
+            "--allow-wildcard if every one of them may do this"
+        )
+    if WILDCARD in name and name != WILDCARD:
+        raise AclPlanError(
+            f"{option} {text!r}: Kafka has no partial wildcard ({kind}:{WILDCARD} is every "
+            f"{kind}; this would name one {kind} whose name holds a {WILDCARD!r})"
+        )
     return text
 
 
@@ -229,11 +244,13 @@ def build_plan(
     consumers: Sequence[str] = CONSUMERS,
     reviewers: Sequence[ReviewerSpec] = (),
     principals: Mapping[str, str] | None = None,
+    allow_wildcard: bool = False,
 ) -> AclPlan:
     """The plan for ``consumers`` and ``reviewers``. ``principals`` maps a consumer name or
     ``reviewer:<tenant>`` to its principal (default :func:`default_principal`,
-    :func:`reviewer_principal`)."""
-    chosen = dict(principals or {})
+    :func:`reviewer_principal`); ``User:*`` there only with ``allow_wildcard``."""
+    chosen = {key: check_principal(principal, f"--principal {key}=", allow_wildcard)
+              for key, principal in (principals or {}).items()}
     known = {*CONSUMERS, *(f"reviewer:{r.tenant}" for r in reviewers)}
     unknown = sorted(set(chosen) - known)
     if unknown:

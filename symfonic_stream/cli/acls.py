@@ -23,12 +23,12 @@ import click
 from aiokafka.errors import KafkaError
 
 from symfonic_stream.app.acls import (
+    WILDCARD,
     AclBinding,
     AclPlan,
     AclPlanError,
     ReviewerSpec,
     build_plan,
-    check_principal,
     kafka_acls_command,
 )
 from symfonic_stream.config import ConfigError, Settings, load_settings
@@ -104,7 +104,7 @@ def _principals(pairs: Sequence[str]) -> dict[str, str]:
         if not sep or not key:
             raise AclPlanError(f"--principal {pair!r}: expected CONSUMER=User:NAME "
                                "or reviewer:TENANT=User:NAME")
-        chosen[key] = check_principal(principal, f"--principal {key}=")
+        chosen[key] = principal  # checked by build_plan, wildcards too
     return chosen
 
 
@@ -117,14 +117,16 @@ def _principals(pairs: Sequence[str]) -> dict[str, str]:
               help="The principal of a consumer (typed=User:x) or a reviewer "
                    "(reviewer:acme=User:y); default User:<prefix>-<consumer>, "
                    "User:reviewer-<tenant>.")
+@click.option("--allow-wildcard", is_flag=True,
+              help="Accept a --principal of every user (User:*); refused without it.")
 @click.option("--no-consumers", is_flag=True, help="Only the --reviewer principals.")
 @click.option("--command-config", metavar="FILE",
               help="Printed into each kafka-acls.sh line (the admin's client properties).")
 @click.option("--apply", "apply_", is_flag=True,
               help="Create the ACLs through the admin API (SYMFONIC_* as the admin user).")
 def command(consumers: tuple[str, ...], reviewers: tuple[str, ...],
-            principals: tuple[str, ...], no_consumers: bool, command_config: str | None,
-            apply_: bool) -> None:
+            principals: tuple[str, ...], allow_wildcard: bool, no_consumers: bool,
+            command_config: str | None, apply_: bool) -> None:
     """Print the least-privilege ACLs of the consumers (and reviewers) as kafka-acls.sh lines.
 
     Topic, group and transactional-id names follow SYMFONIC_TOPIC_PREFIX, the routing rules
@@ -134,13 +136,18 @@ def command(consumers: tuple[str, ...], reviewers: tuple[str, ...],
         settings = load_settings()
         chosen = () if no_consumers else (consumers or CONSUMERS)
         plan = build_plan(settings, chosen, [ReviewerSpec.parse(r) for r in reviewers],
-                          _principals(principals))
+                          _principals(principals), allow_wildcard)
     except (ConfigError, AclPlanError) as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # the routing rules file, read by the router's topology
         click.echo(f"symfonic-stream: cannot build the ACL plan: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    for principal in plan.principals():
+        kind, _, name = principal.partition(":")
+        if name == WILDCARD:
+            click.echo(f"symfonic-stream: warning: {principal} grants to every {kind} "
+                       "(--allow-wildcard)", err=True)
     if not apply_:
         for grant in plan.grants():
             click.echo(kafka_acls_command(grant, settings.bootstrap_servers, command_config))

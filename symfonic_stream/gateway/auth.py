@@ -6,8 +6,11 @@ The token comes in ``Authorization: Bearer <token>``, or, because a browser's
 It is verified with PyJWT: HS256 with ``SYMFONIC_GATEWAY_JWT_KEY``, or the asymmetric
 algorithms of the keys in ``SYMFONIC_GATEWAY_JWKS_FILE``, picked by ``kid`` (a JWKS never
 admits an HMAC algorithm: a public key used as an HMAC secret is the classic forgery). It
-must carry ``exp``; ``aud`` and ``iss`` are checked when configured. The run's tenant is the
-``symfonic-tenant`` header the projectors copy from the events' ``scope.tenant``.
+must carry ``exp`` and ``iat``, and live at most ``SYMFONIC_GATEWAY_JWT_MAX_LIFETIME_S``
+(``exp - iat``): a leaked token, from a query string in some proxy's log, is worth little for
+long. ``aud`` and ``iss`` are checked when configured (``aud`` must be, for a gateway that is
+``SYMFONIC_GATEWAY_EXPOSED``: config.py). The run's tenant is the ``symfonic-tenant`` header the
+projectors copy from the events' ``scope.tenant``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class TokenCheck:
     jwks: jwt.PyJWKSet | None
     audience: str | None
     issuer: str | None
+    max_lifetime_s: float
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenCheck | None:
@@ -57,7 +61,8 @@ class TokenCheck:
                 raise ValueError(f"SYMFONIC_GATEWAY_JWKS_FILE: not a usable JWKS: {exc}") from None
         secret = settings.gateway_jwt_key
         return cls(secret.get_secret_value() if secret is not None else None, jwks,
-                   settings.gateway_jwt_audience, settings.gateway_jwt_issuer)
+                   settings.gateway_jwt_audience, settings.gateway_jwt_issuer,
+                   settings.gateway_jwt_max_lifetime_s)
 
     def claims(self, token: str | None) -> dict[str, Any]:
         """The verified claims of ``token``, or :class:`AuthError` (401)."""
@@ -67,9 +72,14 @@ class TokenCheck:
             key, algorithms = self._key_for(token)
             claims: dict[str, Any] = jwt.decode(
                 token, key, algorithms=algorithms, audience=self.audience, issuer=self.issuer,
-                options={"require": ["exp"], "verify_aud": self.audience is not None})
+                options={"require": ["exp", "iat"], "verify_aud": self.audience is not None})
         except jwt.PyJWTError as exc:
             raise AuthError(401, "unauthorized", f"invalid token: {exc}") from None
+        # PyJWT has checked that both are integers (as int() reads them) and that iat is
+        # not in the future; the lifetime is the issuer's promise, bounded here.
+        if int(claims["exp"]) - int(claims["iat"]) > self.max_lifetime_s:
+            raise AuthError(401, "unauthorized", "invalid token: it lives longer (exp - iat) "
+                            f"than {self.max_lifetime_s:g} s")
         return claims
 
     def _key_for(self, token: str) -> tuple[Any, list[str]]:

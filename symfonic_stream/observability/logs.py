@@ -7,12 +7,23 @@ whatever context the call passed with ``extra={...}`` (topic, partition, offset,
 
     log.warning("dead-lettered", extra={"topic": t, "partition": p, "offset": o})
 
-Redaction runs on every line, because a secret reaches a log through code nobody reviews for
-it (an exception message, a config dump): any key containing ``password``, ``secret``,
-``token`` or ``sasl`` has its value replaced with ``<redacted>``, at any depth, and
-``key=value`` / ``key: value`` pairs with such keys are redacted inside text too. This
-over-redacts (``input_tokens`` too) by design: a missing number in a log is cheap, a
-leaked credential is not.
+Redaction runs on every part of every line (the message, each ``extra`` at any depth, the
+exception with its traceback and chained causes, the stack), because a secret reaches a log
+through code nobody reviews for it (an exception's ``repr``, a library's message, a config
+dump). Two rules, both applied everywhere:
+
+- **Secret-looking names.** Any key containing ``password``, ``secret``, ``token``, ``sasl``
+  or the name of a secret setting (``config.SECRET_SETTINGS``) has its value replaced with
+  ``<redacted>``, and so do ``key=value`` / ``key: value`` pairs with such keys inside text.
+  This over-redacts (``input_tokens`` too) by design: a missing number in a log is cheap, a
+  leaked credential is not.
+- **The configured secrets' values** (:class:`Secrets`: the SASL password, the HS256 key, the
+  TLS key's path), whatever their length, also in their ``repr`` and JSON-escaped forms. One
+  of at least :data:`ANYWHERE_MIN` characters is replaced wherever it occurs. A shorter one
+  is replaced only where it stands as a whole token (no letter, digit or ``_`` touching it on
+  either side): replaced anywhere, a one-character password would take that character out of
+  every line. As a token it is still caught where a leak puts it (``password=x``, ``'x'``,
+  ``: x``, a field's whole value); an ordinary word equal to it is redacted too.
 """
 
 from __future__ import annotations
@@ -20,17 +31,23 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import IO, Any, Final
 
 import orjson
 
+from symfonic_stream.config import SECRET_SETTINGS
+
 REDACTED: Final = "<redacted>"
-_SECRET_KEY = re.compile(r"password|secret|token|sasl", re.IGNORECASE)
+#: A configured secret this long or longer is redacted wherever it occurs; a shorter one
+#: only as a whole token (see the module's docstring).
+ANYWHERE_MIN: Final = 8
+_SECRET_WORDS: Final = "|".join(("password", "secret", "token", "sasl", *SECRET_SETTINGS))
+_SECRET_KEY = re.compile(_SECRET_WORDS, re.IGNORECASE)
 # ``password=x``, ``sasl_password: 'x'``, ``"token": "x"``: the key, its separator, the value.
 _SECRET_PAIR = re.compile(
-    r"""(?P<key>[\w.-]*(?:password|secret|token|sasl)[\w.-]*["']?\s*[=:]\s*)"""
+    rf"""(?P<key>[\w.-]*(?:{_SECRET_WORDS})[\w.-]*["']?\s*[=:]\s*)"""
     r"""(?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]]+)""",
     re.IGNORECASE,
 )
@@ -50,26 +67,49 @@ def redact_text(text: str) -> str:
     return _SECRET_PAIR.sub(lambda m: m.group("key") + REDACTED, text)
 
 
-def redact(value: Any, key: str = "", _depth: int = 0) -> Any:
+class Secrets:
+    """Finds the configured secrets' values in text (see the module's docstring)."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for value in values:
+            if value:  # the text as it is, as ``repr`` shows it, as JSON escapes it
+                forms.update((value, repr(value)[1:-1], orjson.dumps(value).decode()[1:-1]))
+        # Longest first: at one position the alternation takes the first that matches.
+        parts = [re.escape(form) if len(form) >= ANYWHERE_MIN
+                 else rf"(?<!\w){re.escape(form)}(?!\w)"
+                 for form in sorted(forms, key=lambda f: (-len(f), f))]
+        self._found = re.compile("|".join(parts)) if parts else None
+
+    def __call__(self, text: str) -> str:
+        """``text`` with every configured secret and secret-looking pair replaced."""
+        if self._found is not None:
+            text = self._found.sub(REDACTED, text)
+        return redact_text(text)
+
+
+def redact(value: Any, key: str = "", _depth: int = 0,
+           text: Callable[[str], str] = redact_text) -> Any:
     """``value`` with every secret-looking key's value replaced, recursively.
 
-    ``key`` is the name ``value`` is stored under; strings are scanned with
-    :func:`redact_text`. Deeper than a few levels (or a cycle), the rest becomes text.
+    ``key`` is the name ``value`` is stored under; strings (keys too) are scanned with
+    ``text`` (a :class:`Secrets`, or :func:`redact_text`). Deeper than a few levels (or a
+    cycle), the rest becomes text.
     """
     if key and _SECRET_KEY.search(key):
         return REDACTED
     if _depth > _MAX_DEPTH:
-        return redact_text(repr(value))
+        return text(repr(value))
     if isinstance(value, str):
-        return redact_text(value)
+        return text(value)
     if isinstance(value, Mapping):
-        return {str(k): redact(v, str(k), _depth + 1) for k, v in value.items()}
+        return {text(str(k)): redact(v, str(k), _depth + 1, text) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [redact(v, "", _depth + 1) for v in value]
+        return [redact(v, "", _depth + 1, text) for v in value]
     if isinstance(value, bool | int | float) or value is None:
         return value
     # Anything else is logged as its text, which may hold a secret too.
-    return redact_text(_text(value))
+    return text(_text(value))
 
 
 def _text(value: Any) -> str:
@@ -79,12 +119,15 @@ def _text(value: Any) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    """Formats a record as one JSON object (no newline inside) with secrets redacted."""
+    """Formats a record as one JSON object (no newline inside) with secrets redacted:
+    ``secrets`` (the configured ones' values) and secret-looking names, in every field."""
 
-    def __init__(self, consumer: str, worker: int | None = None) -> None:
+    def __init__(self, consumer: str, worker: int | None = None,
+                 secrets: Iterable[str] = ()) -> None:
         super().__init__()
         self.consumer = consumer
         self.worker = worker
+        self._redact = Secrets(secrets)
         # A worker's index is a fixed field too; elsewhere ``worker`` is ordinary context
         # (the supervisor's lines about one of its workers).
         self._own: tuple[str, ...] = _OWN_FIELDS if worker is None else (*_OWN_FIELDS, "worker")
@@ -100,17 +143,18 @@ class JsonFormatter(logging.Formatter):
         if self.worker is not None:
             payload["worker"] = self.worker
         payload["logger"] = record.name
-        payload["message"] = redact_text(record.getMessage())
+        text = self._redact
+        payload["message"] = text(record.getMessage())
         for key, value in vars(record).items():
             # The fixed fields win: an ``extra`` cannot forge the level or the consumer.
             if key not in _STANDARD_ATTRS and key not in self._own:
-                payload[key] = redact(value, key)
+                payload[text(key)] = redact(value, key, text=text)
         if record.exc_info:
-            payload["exception"] = redact_text(self.formatException(record.exc_info))
+            payload["exception"] = text(self.formatException(record.exc_info))
         elif record.exc_text:
-            payload["exception"] = redact_text(record.exc_text)
+            payload["exception"] = text(record.exc_text)
         if record.stack_info:
-            payload["stack"] = redact_text(self.formatStack(record.stack_info))
+            payload["stack"] = text(self.formatStack(record.stack_info))
         try:
             return orjson.dumps(payload, default=_text, option=orjson.OPT_NON_STR_KEYS).decode()
         except orjson.JSONEncodeError:
@@ -139,23 +183,6 @@ class _DemoteConnectFailures(logging.Filter):
         return True
 
 
-class _RedactValues(logging.Filter):
-    """Replaces given values (a password, a key file's path) wherever a line holds them:
-    a library may print them in a message of its own, where no key names them."""
-
-    def __init__(self, values: tuple[str, ...]) -> None:
-        super().__init__()
-        self._values = values
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if any(value in message for value in self._values):
-            for value in self._values:
-                message = message.replace(value, REDACTED)
-            record.msg, record.args = message, None
-        return True
-
-
 def configure_logging(
     consumer: str,
     level: str,
@@ -169,8 +196,9 @@ def configure_logging(
     ``level`` is a level name (``DEBUG``, ``INFO``, ``WARNING``, ``ERROR``; any case). The
     root logger's existing handlers are replaced, so calling this again reconfigures rather
     than duplicates lines: a process's logging is configured here and nowhere else.
-    Python ``warnings`` are routed into the log too. ``secrets`` (the SASL password, the
-    TLS key's path) are replaced wherever a message holds them. ``worker``, a worker
+    Python ``warnings`` are routed into the log too. ``secrets`` (``Settings.secrets()``: the
+    SASL password, the HS256 key, the TLS key's path) are replaced in every part of every
+    line, whatever their length (see the module's docstring). ``worker``, a worker
     process's index, is on every line. Returns the installed handler.
     """
     levels = logging.getLevelNamesMapping()
@@ -178,11 +206,8 @@ def configure_logging(
     if numeric is None:
         raise ValueError(f"unknown log level {level!r}")
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
-    handler.setFormatter(JsonFormatter(consumer, worker))
+    handler.setFormatter(JsonFormatter(consumer, worker, secrets))
     handler.addFilter(_DemoteConnectFailures(numeric))
-    shown = tuple(value for value in secrets if len(value) >= 4)
-    if shown:
-        handler.addFilter(_RedactValues(shown))
     setattr(handler, _HANDLER_MARK, True)
     root = logging.getLogger()
     for old in list(root.handlers):

@@ -6,7 +6,8 @@ Every document of every FILE (`helm template` output) is validated strictly (unk
 are errors) with kubernetes-validate's bundled schemas for each version. Custom resources
 (CRD kinds, listed by name below) have no schema there and are skipped; any other kind
 without a schema is an error, not a skip. On top of the schemas, every pod template is
-checked for the chart's security promises, and no env var may carry a literal secret. The
+checked for the chart's security promises (and for no Service links), and no env var may
+carry a literal secret; KEDA's scalers must sign in to Kafka as the pods they scale. The
 settings ConfigMaps must load with the application's own settings model, and rendered
 routing rules files must parse with its own rules parser; the gateway's ConfigMap loads on top
 of the shared one, as its pods read them.
@@ -57,6 +58,10 @@ def security_problems(doc: dict[str, Any]) -> list[str]:
     problems = []
     for spec in pod_specs(doc):
         pod_sc = spec.get("securityContext") or {}
+        if spec.get("enableServiceLinks") is not False:
+            # Service links of a Service named symfonic-* are SYMFONIC_* variables, which
+            # config.py refuses as unknown settings.
+            problems.append("pod enableServiceLinks is not false")
         if pod_sc.get("runAsNonRoot") is not True:
             problems.append("pod securityContext.runAsNonRoot is not true")
         if (pod_sc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
@@ -87,6 +92,59 @@ def security_problems(doc: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _named(docs: list[Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs
+            if isinstance(d, dict) and d.get("kind") == kind}
+
+
+def _env_source(container: dict[str, Any], name: str, maps: dict[str, Any]) -> Any:
+    """Where ``container`` gets the variable ``name``: its ``env`` entry (which wins), else
+    the ConfigMap of its ``envFrom`` that holds it, else None."""
+    for item in container.get("env") or []:
+        if item["name"] == name:
+            return item.get("valueFrom") or {"value": item.get("value")}
+    for source in container.get("envFrom") or []:
+        data = maps.get((source.get("configMapRef") or {}).get("name"), {}).get("data") or {}
+        if name in data:
+            return {"value": data[name]}
+    return None
+
+
+def keda_problems(docs: list[Any]) -> list[str]:
+    """KEDA's scaler must sign in as the pods it scales (issue 33: with Strimzi users it took
+    each consumer's user name but the shared user's password). For each ScaledObject's
+    TriggerAuthentication: the ``password`` comes from the Secret key the scaled container's
+    SYMFONIC_SASL_PASSWORD comes from, and each ``env`` parameter names a variable the
+    container has (KEDA reads it there)."""
+    auths, maps = _named(docs, "TriggerAuthentication"), _named(docs, "ConfigMap")
+    deployments = _named(docs, "Deployment")
+    problems = []
+    for name, scaled in _named(docs, "ScaledObject").items():
+        pod = deployments[scaled["spec"]["scaleTargetRef"]["name"]]["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        for trigger in scaled["spec"]["triggers"]:
+            ref = (trigger.get("authenticationRef") or {}).get("name")
+            if ref is None:
+                continue
+            if ref not in auths:
+                problems.append(f"ScaledObject/{name}: no TriggerAuthentication {ref}")
+                continue
+            spec = auths[ref]["spec"]
+            keda = {t["parameter"]: {"secretKeyRef": {"name": t["name"], "key": t["key"]}}
+                    for t in spec.get("secretTargetRef") or []}
+            keda.update({e["parameter"]: _env_source(container, e["name"], maps)
+                         for e in spec.get("env") or []})
+            if "sasl" not in trigger["metadata"]:
+                continue
+            for parameter, variable in (("username", "SYMFONIC_SASL_USERNAME"),
+                                        ("password", "SYMFONIC_SASL_PASSWORD")):
+                mine = _env_source(container, variable, maps)
+                if keda.get(parameter) != mine:
+                    problems.append(f"ScaledObject/{name}: KEDA's {parameter} is "
+                                    f"{keda.get(parameter)}, the pod's {variable} {mine}")
+    return problems
+
+
 def _settings_problems(data: dict[str, str], tmp: Path) -> list[str]:
     overrides: dict[str, object] = {
         key.removeprefix(ENV_PREFIX).lower(): value for key, value in data.items()
@@ -100,7 +158,7 @@ def _settings_problems(data: dict[str, str], tmp: Path) -> list[str]:
     if overrides.get("gateway_auth") == "jwt":
         # The key (secretKeyRef) or the JWKS file (a mount) comes from the pod spec; the
         # chart's own check makes it exactly one of them.
-        overrides["gateway_jwt_key"] = "from-the-secret"
+        overrides["gateway_jwt_key"] = "a-key-from-the-secret-32-bytes-or-more"
     try:
         load_settings(**overrides)
     except ConfigError as exc:
@@ -156,6 +214,9 @@ def main() -> int:
         shared = next((d["data"] for d in docs if _is_shared_settings(d)), {})
         checked: Counter[str] = Counter()
         skipped: Counter[str] = Counter()
+        for problem in keda_problems(docs):
+            print(f"ERROR {path.name}: {problem}")
+            failures += 1
         for doc in docs:
             if not isinstance(doc, dict):
                 print(f"ERROR {path}: a document is not a mapping: {str(doc)[:80]!r}")

@@ -292,7 +292,8 @@ async def test_jwt_a_token_reads_only_its_tenants_runs(prefix: str) -> None:
     settings = _gateway_settings(prefix, gateway_auth="jwt", gateway_jwt_key=secret)
 
     def token(tenant: str) -> str:
-        return jwt.encode({"tenant": tenant, "exp": int(time.time()) + 300}, secret,
+        now = int(time.time())
+        return jwt.encode({"tenant": tenant, "iat": now, "exp": now + 300}, secret,
                           algorithm="HS256")
 
     async with projectors(prefix):

@@ -165,6 +165,33 @@ def test_principal_overrides() -> None:
         build_plan(Settings(), ["typed"], [], {"copier": "User:x"})
 
 
+@pytest.mark.parametrize("key", ["typed", "reviewer:acme"])
+def test_a_wildcard_principal_is_refused_unless_asked_for(key: str) -> None:
+    """Issue 33: ``--principal reviewer:acme=User:*`` printed grants to every user."""
+    runner = CliRunner()
+    env = {"SYMFONIC_TOPIC_PREFIX": "p", "SYMFONIC_TENANT_QUEUES": "true"}
+    args = ["acls", "--consumer", "typed", "--reviewer", "acme", "--principal", f"{key}=User:*"]
+    refused = runner.invoke(main, args, env=env)
+    assert refused.exit_code == 2, refused.output
+    assert "User:*" in refused.output and "--allow-wildcard" in refused.output
+    assert "kafka-acls.sh" not in refused.output
+    with pytest.raises(AclPlanError, match="every User"):
+        build_plan(Settings(topic_prefix="p", tenant_queues=True), ["typed"],
+                   [ReviewerSpec("acme")], {key: "User:*"})
+    allowed = runner.invoke(main, [*args, "--allow-wildcard"], env=env)
+    assert allowed.exit_code == 0, allowed.output
+    assert "--allow-principal 'User:*'" in allowed.output
+    assert "warning" in allowed.output and "every User" in allowed.output
+
+
+@pytest.mark.parametrize("principal", ["User:reviewer-*", "User:*acme", "User:a*b"])
+def test_a_partial_wildcard_is_refused_even_when_wildcards_are_allowed(principal: str) -> None:
+    """Kafka has no partial wildcard: ``User:reviewer-*`` would name one odd user, not a
+    prefix, so it is a mistake either way."""
+    with pytest.raises(AclPlanError, match="no partial wildcard"):
+        build_plan(Settings(), ["typed"], [], {"typed": principal}, allow_wildcard=True)
+
+
 def test_kafka_acls_lines() -> None:
     plan = build_plan(Settings(topic_prefix="p", tenant_queues=True), ["pauses"])
     lines = [kafka_acls_command(g, "k:9092", "admin.properties") for g in plan.grants()]

@@ -3,7 +3,9 @@ from them (TLS, SASL, compression, the engine's consumer and producer contracts)
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -127,6 +129,22 @@ def test_a_missing_tls_file_names_its_variable(
     monkeypatch.setenv("SYMFONIC_SSL_CAFILE", str(tmp_path / "nope.pem"))
     with pytest.raises(ConfigError, match="SYMFONIC_SSL_CAFILE"):
         load_settings()
+
+
+def test_a_secret_settings_value_is_never_shown_in_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Issue 33: a missing key file's error printed its path; a bad value of any secret
+    setting shows as <secret>."""
+    hidden = str(tmp_path / "private" / "client-key.pem")
+    monkeypatch.setenv("SYMFONIC_SSL_KEYFILE", hidden)
+    with pytest.raises(ConfigError, match="SYMFONIC_SSL_KEYFILE: no such file") as error:
+        load_settings()
+    assert hidden not in str(error.value) and "client-key" not in str(error.value)
+    with pytest.raises(ConfigError) as error:
+        load_settings(ssl_keyfile=["client-key", "pem"])
+    assert "SYMFONIC_SSL_KEYFILE=<secret>" in str(error.value)
+    assert "client-key" not in str(error.value)
 
 
 # --------------------------------------------------------------------------- client kwargs
@@ -279,3 +297,95 @@ def test_uvloop_where_it_is_not_installed_fails_naming_the_setting(
         load_settings()
     monkeypatch.setenv("SYMFONIC_EVENT_LOOP", "asyncio")
     assert load_settings().event_loop == "asyncio"
+
+
+# --------------------------------------------------------------------------- unknown variables
+
+
+def test_a_misspelt_setting_fails_naming_it_and_the_closest_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SYMFONIC_TOPIC_PREFX", "foo")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    message = str(error.value)
+    assert "SYMFONIC_TOPIC_PREFX" in message and "SYMFONIC_TOPIC_PREFIX" in message
+    assert "foo" not in message, "the value is never shown"
+
+
+@pytest.mark.parametrize("args", [["run", "typed"], ["topics", "ensure"], ["gateway"]])
+def test_a_command_with_a_misspelt_setting_stops_before_doing_anything(args: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from symfonic_stream.cli import main
+
+    done = CliRunner().invoke(main, args, env={"SYMFONIC_TOPIC_PREFX": "foo"})
+    assert done.exit_code == 2, done.output
+    assert "SYMFONIC_TOPIC_PREFX is not a setting (did you mean SYMFONIC_TOPIC_PREFIX?)" in (
+        done.output)
+
+
+def test_a_lowercase_misspelling_is_caught_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pydantic-settings reads variables case-insensitively, so the check does as well.
+    monkeypatch.setenv("symfonic_gap_timeout", "5")
+    with pytest.raises(ConfigError, match="SYMFONIC_GAP_TIMEOUT_S"):
+        load_settings()
+
+
+def test_a_name_like_no_setting_is_named_without_a_guess(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYMFONIC_QQQQQQQQQQQQ", "1")
+    with pytest.raises(ConfigError, match="SYMFONIC_QQQQQQQQQQQQ is not a setting") as error:
+        load_settings()
+    assert "did you mean" not in str(error.value)
+
+
+def test_the_dev_and_test_variables_are_not_settings_and_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("SYMFONIC_KAFKA_PORT", "SYMFONIC_TEST_CLUSTER", "SYMFONIC_FAULT_FREEZE",
+                 "SYMFONIC_WORKER_INDEX", "SYMFONIC_UPDATE_GOLDEN", "SYMFONIC_TOOLS_DIR"):
+        monkeypatch.setenv(name, "x")
+    assert load_settings().topic_prefix == "symfonic"
+
+
+def test_deliberate_extras_are_listed_by_name_or_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYMFONIC_SIDECAR_MODE", "on")
+    monkeypatch.setenv("SYMFONIC_TYPED_METRICS_SERVICE_HOST", "10.0.0.1")
+    with pytest.raises(ConfigError, match="SYMFONIC_SIDECAR_MODE"):
+        load_settings()
+    monkeypatch.setenv("SYMFONIC_IGNORED_VARIABLES", "SYMFONIC_SIDECAR_MODE, SYMFONIC_TYPED_*")
+    load_settings()
+
+
+def test_an_unknown_variable_is_named_beside_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYMFONIC_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("SYMFONIC_SASL_MECHANISMS", "PLAIN")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    assert "SYMFONIC_SASL_MECHANISMS is not a setting" in str(error.value)
+    assert "SYMFONIC_SASL_MECHANISM is required" in str(error.value)
+
+
+def test_every_symfonic_variable_the_repository_uses_is_a_setting_or_not_one_on_purpose() -> None:
+    """Scripts, Makefiles, tests and the chart name SYMFONIC_* variables; each must be a
+    setting or fall under config.NOT_SETTINGS, or the check would stop them."""
+    from symfonic_stream.config import is_known_variable
+
+    root = Path(__file__).resolve().parents[2]
+    found: set[str] = set()
+    for pattern in ("scripts/*", "Makefile", "mk/*.mk", "tests/**/*.py", "bench/**/*.py",
+                    "symfonic_stream/**/*.py", "helm/*/templates/**/*", ".ci/*"):
+        for path in root.glob(pattern):
+            # (This file names misspellings on purpose.)
+            if path.is_file() and path != Path(__file__).resolve():
+                found.update(re.findall(r"\bSYMFONIC_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
+    unknown = sorted(name for name in found if not is_known_variable(name, ""))
+    assert unknown == []
+
+
+def test_the_not_settings_namespaces_hold_no_setting() -> None:
+    from symfonic_stream.config import NOT_SETTINGS, is_known_variable
+
+    for name in Settings.model_fields:
+        assert not any(fnmatch.fnmatchcase(f"SYMFONIC_{name.upper()}", p) for p in NOT_SETTINGS)
+        assert is_known_variable(f"SYMFONIC_{name.upper()}", "")

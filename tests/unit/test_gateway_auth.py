@@ -20,7 +20,8 @@ SECRET_512 = SECRET * 2  # HS512 wants 64 bytes (HS256 is the only algorithm adm
 
 
 def _claims(**extra: Any) -> dict[str, Any]:
-    return {"tenant": "acme", "exp": int(time.time()) + 60, **extra}
+    now = int(time.time())
+    return {"tenant": "acme", "iat": now, "exp": now + 60, **extra}
 
 
 def _hs(**overrides: Any) -> TokenCheck:
@@ -39,7 +40,52 @@ def test_a_valid_hs256_token_gives_its_claims() -> None:
     assert _hs().claims(token)["tenant"] == "acme"
 
 
+@pytest.mark.parametrize("key", ["k", "x" * 31, "é" * 15])
+def test_an_hs256_key_shorter_than_32_bytes_is_refused_at_start(key: str) -> None:
+    """Issue 33: a 1-character key was accepted; one token is enough to guess it offline."""
+    with pytest.raises(ConfigError, match="SYMFONIC_GATEWAY_JWT_KEY must be at least 32 bytes"
+                       ) as refused:
+        load_settings(gateway_auth="jwt", gateway_jwt_key=key)
+    assert len(key) == 1 or key not in str(refused.value)  # (one letter is in any text)
+    load_settings(gateway_auth="jwt", gateway_jwt_key="x" * 32)
+    load_settings(gateway_auth="jwt", gateway_jwt_key="é" * 16)  # 32 bytes of UTF-8
 
+
+def test_a_token_living_longer_than_the_maximum_is_refused() -> None:
+    """Issue 33: ``exp`` 2**40 was accepted; exp - iat is bounded (an hour by default)."""
+    now = int(time.time())
+    check = _hs()
+    assert check.max_lifetime_s == 3600
+    assert check.claims(jwt.encode(_claims(iat=now - 10, exp=now - 10 + 3600), SECRET))
+    for exp in (2**40, now + 3601):
+        with pytest.raises(AuthError, match="lives longer") as refused:
+            check.claims(jwt.encode(_claims(iat=now, exp=exp), SECRET, algorithm="HS256"))
+        assert refused.value.status == 401
+    day = _hs(gateway_jwt_max_lifetime_s=86_400)
+    assert day.claims(jwt.encode(_claims(iat=now, exp=now + 86_400), SECRET, algorithm="HS256"))
+
+
+def test_a_token_without_iat_or_issued_in_the_future_is_refused() -> None:
+    now = int(time.time())
+    no_iat = {"tenant": "acme", "exp": now + 60}
+    future = _claims(iat=now + 600, exp=now + 900)
+    for claims, why in ((no_iat, "iat"), (future, "not yet valid")):
+        with pytest.raises(AuthError, match=why):
+            _hs().claims(jwt.encode(claims, SECRET, algorithm="HS256"))
+
+
+def test_an_exposed_gateway_needs_an_audience() -> None:
+    """Issue 33: ``aud`` was optional even behind an Ingress, so a token the same issuer
+    minted for another service read the runs."""
+    with pytest.raises(ConfigError, match="SYMFONIC_GATEWAY_JWT_AUDIENCE"):
+        load_settings(gateway_auth="jwt", gateway_jwt_key=SECRET, gateway_exposed=True)
+    check = TokenCheck.from_settings(load_settings(
+        gateway_auth="jwt", gateway_jwt_key=SECRET, gateway_exposed=True,
+        gateway_jwt_audience="symfonic-gateway"))
+    assert check is not None
+    with pytest.raises(AuthError, match="Audience"):
+        check.claims(jwt.encode(_claims(aud="billing"), SECRET, algorithm="HS256"))
+    load_settings(gateway_auth="jwt", gateway_jwt_key=SECRET)  # not exposed: aud optional
 
 
 @pytest.mark.parametrize(("token", "why"), [
@@ -123,7 +169,7 @@ def test_jwt_needs_exactly_one_key_source(tmp_path: Path) -> None:
     path = tmp_path / "jwks.json"
     path.write_text('{"keys": []}')
     with pytest.raises(ConfigError, match="exactly one"):
-        load_settings(gateway_auth="jwt", gateway_jwt_key="k", gateway_jwks_file=path)
+        load_settings(gateway_auth="jwt", gateway_jwt_key=SECRET, gateway_jwks_file=path)
 
 
 def test_a_bad_jwt_key_value_is_never_shown() -> None:

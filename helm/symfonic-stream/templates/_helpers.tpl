@@ -170,6 +170,68 @@ rules:
 {{- if eq .Values.gateway.auth.mode "jwt" }}true{{ end -}}
 {{- end -}}
 
+{{/* The KafkaUser (strimzi.enabled) a component signs in as, and the name of the User
+Operator's Secret with its password: <prefix>-<component>. Call with (dict "ctx" $ "component" name). */}}
+{{- define "symfonic-stream.kafkaUserName" -}}
+{{- printf "%s-%s" .ctx.Values.kafka.topicPrefix .component -}}
+{{- end -}}
+
+{{/*
+A KEDA TriggerAuthentication for the kafka scaler. Call with (dict "ctx" $ "name" name
+"secret" name "key" key): the SASL password from that Secret key (with a SASL protocol), the
+TLS files from kafka.tls.existingSecret. The user name is not a secret: KEDA reads it from the
+scaled container's env (SYMFONIC_SASL_USERNAME), so it is always the pods' own.
+*/}}
+{{- define "symfonic-stream.kedaAuth" -}}
+{{- $v := .ctx.Values }}
+{{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
+---
+apiVersion: keda.sh/v1alpha1
+kind: TriggerAuthentication
+metadata:
+  name: {{ .name }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "symfonic-stream.labels" (dict "ctx" .ctx "component" "") | nindent 4 }}
+  {{- include "symfonic-stream.annotations" (dict "ctx" .ctx) }}
+spec:
+  {{- if $sasl }}
+  env:
+    - parameter: username
+      name: SYMFONIC_SASL_USERNAME
+  {{- end }}
+  secretTargetRef:
+    {{- if $sasl }}
+    - parameter: password
+      name: {{ .secret }}
+      key: {{ .key }}
+    {{- end }}
+    {{- if include "symfonic-stream.tlsFiles" .ctx }}
+    {{- with $v.kafka.tls.caKey }}
+    - parameter: ca
+      name: {{ $v.kafka.tls.existingSecret }}
+      key: {{ . }}
+    {{- end }}
+    {{- with $v.kafka.tls.certKey }}
+    - parameter: cert
+      name: {{ $v.kafka.tls.existingSecret }}
+      key: {{ . }}
+    {{- end }}
+    {{- with $v.kafka.tls.keyKey }}
+    - parameter: key
+      name: {{ $v.kafka.tls.existingSecret }}
+      key: {{ . }}
+    {{- end }}
+    {{- end }}
+{{- end -}}
+
+{{/* "true" when the gateway is reachable from outside the cluster: an Ingress, or a
+LoadBalancer or NodePort Service (SYMFONIC_GATEWAY_EXPOSED). */}}
+{{- define "symfonic-stream.gateway.exposed" -}}
+{{- $g := .Values.gateway -}}
+{{- if or $g.ingress.enabled (has $g.service.type (list "LoadBalancer" "NodePort")) }}true{{ end -}}
+{{- end -}}
+
 {{/* "true" when the gateway mounts a JWKS file (from gateway.auth.jwks). */}}
 {{- define "symfonic-stream.gateway.jwks" -}}
 {{- $j := .Values.gateway.auth.jwks -}}
@@ -217,6 +279,7 @@ SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
+SYMFONIC_IGNORED_VARIABLES: {{ join "," $v.ignoredVariables | quote }}
 SYMFONIC_PARTITIONS: {{ $v.topics.partitions | int64 | toString | quote }}
 SYMFONIC_REPLICATION_FACTOR: {{ $v.topics.replicationFactor | int64 | toString | quote }}
 SYMFONIC_MIN_INSYNC_REPLICAS: {{ $v.topics.minInsyncReplicas | int64 | toString | quote }}
@@ -260,7 +323,9 @@ SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}
 SYMFONIC_GATEWAY_CORS_ORIGINS: {{ join "," $g.corsOrigins | quote }}
 SYMFONIC_GATEWAY_AUTH: {{ $g.auth.mode | quote }}
+SYMFONIC_GATEWAY_EXPOSED: {{ include "symfonic-stream.gateway.exposed" . | eq "true" | toString | quote }}
 {{- if include "symfonic-stream.gateway.jwt" . }}
+SYMFONIC_GATEWAY_JWT_MAX_LIFETIME_S: {{ $g.auth.maxLifetimeSeconds | toString | quote }}
 {{- with $g.auth.audience }}
 SYMFONIC_GATEWAY_JWT_AUDIENCE: {{ . | quote }}
 {{- end }}
@@ -582,6 +647,14 @@ priorityClassName: {{ . }}
 {{- end -}}
 {{- if and (include "symfonic-stream.gateway.jwt" .) (eq (empty $g.auth.jwtKey.existingSecret) (and (empty $jwks.existingConfigMap) (empty $jwks.existingSecret))) -}}
 {{- fail "gateway.auth.mode jwt needs exactly one of gateway.auth.jwtKey.existingSecret (a Secret with the HS256 key) and gateway.auth.jwks (a ConfigMap or Secret with the JWKS)." -}}
+{{- end -}}
+{{- if include "symfonic-stream.gateway.exposed" . -}}
+{{- if and (include "symfonic-stream.gateway.jwt" .) (not $g.auth.audience) -}}
+{{- fail "gateway.auth.audience is required with gateway.auth.mode jwt when the gateway is exposed (gateway.ingress.enabled, or a LoadBalancer or NodePort gateway.service.type): without it a token its issuer minted for another service reads the runs." -}}
+{{- end -}}
+{{- if and (eq $g.auth.mode "none") (not $g.auth.allowUnauthenticated) -}}
+{{- fail "gateway.auth.mode none serves every tenant's runs to whoever reaches the gateway, and it is exposed (gateway.ingress.enabled, or a LoadBalancer or NodePort gateway.service.type): use mode jwt, or set gateway.auth.allowUnauthenticated to true to mean it." -}}
+{{- end -}}
 {{- end -}}
 {{- if $g.ingress.enabled -}}
 {{- if not $g.ingress.hosts -}}
