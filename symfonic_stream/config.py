@@ -105,6 +105,7 @@ class Settings(BaseSettings):
     gateway_heartbeat_s: float = Field(15.0, gt=0)
     gateway_send_timeout_s: float = Field(10.0, gt=0)
     gateway_max_clients: int = Field(10_000, ge=1)
+    gateway_max_clients_per_tenant: int = Field(1_000, ge=1)
     gateway_cors_origins: str = ""
     gateway_auth: Literal["none", "jwt"] = "none"
     gateway_jwt_key: SecretStr | None = None

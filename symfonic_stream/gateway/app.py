@@ -6,13 +6,15 @@
 =========================================  ==================================================
 
 ``Last-Event-ID: n`` or ``?after_seq=n`` resumes after seq n. A run not yet seen is waited
-for up to ``SYMFONIC_GATEWAY_RUN_WAIT_S``, then 404. docs/gateway.md has the protocol.
+for up to ``SYMFONIC_GATEWAY_RUN_WAIT_S``, then 404; so is a run the token may not read,
+on the same path (:meth:`.runs.RunStore.wait_for`). docs/gateway.md has the protocol.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError
@@ -25,9 +27,10 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from symfonic_stream.config import Settings
-from symfonic_stream.gateway.auth import AuthError, TokenCheck, bearer, check_tenant
+from symfonic_stream.gateway.auth import AuthError, TokenCheck, bearer, claimed_tenant
 from symfonic_stream.gateway.page import page
 from symfonic_stream.gateway.runs import Run
+from symfonic_stream.gateway.slots import Slots
 from symfonic_stream.gateway.sse import BadRequest, check_run_id, resume_after
 from symfonic_stream.gateway.tail import TopicTail
 from symfonic_stream.gateway.viewer import Viewing, agui_messages, envelope_messages, records
@@ -45,18 +48,22 @@ class GatewayState:
     metrics: GatewayMetrics
     #: Verifies bearer tokens (``SYMFONIC_GATEWAY_AUTH=jwt``); None: anyone may read.
     tokens: TokenCheck | None = None
-    #: Requests waiting for their run, and streams open: together at most
-    #: ``SYMFONIC_GATEWAY_MAX_CLIENTS``.
-    waiting: int = 0
-    streaming: int = 0
+    #: Requests waiting for their run and streams open, in all and per tenant (:mod:`.slots`).
+    slots: Slots = field(init=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.slots = Slots(settings.gateway_max_clients,
+                           None if self.tokens is None else settings.gateway_max_clients_per_tenant)
 
 
 class _RunStream(EventSourceResponse):
     """An SSE response that pins its run while it streams and counts how it ended."""
 
     def __init__(self, state: GatewayState, stream: str, run: Run, after: int,
-                 ag_ui: bool) -> None:
+                 ag_ui: bool, tenant: str | None) -> None:
         self._state, self._stream, self._run = state, stream, run
+        self._tenant = tenant  # whose slot it holds, given back when the stream ends
         self.viewing = viewing = Viewing()
         settings = state.settings
         tail = state.tails[stream]
@@ -79,7 +86,6 @@ class _RunStream(EventSourceResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         metrics, stream = self._state.metrics, self._stream
-        self._state.streaming += 1
         self._run.viewers += 1
         metrics.viewers.labels(stream).inc()
         ending = "disconnected"
@@ -92,7 +98,7 @@ class _RunStream(EventSourceResponse):
             log.info("viewer dropped: a send took longer than SYMFONIC_GATEWAY_SEND_TIMEOUT_S",
                      extra={"stream": stream})
         finally:
-            self._state.streaming -= 1
+            self._state.slots.give(self._tenant)
             self._run.viewers -= 1
             metrics.viewers.labels(stream).dec()
             metrics.streams.labels(stream, ending).inc()
@@ -102,10 +108,14 @@ class _RunStream(EventSourceResponse):
                     self.viewing.first_sent - self.viewing.started)
 
 
-def _refuse(state: GatewayState, stream: str, status: int, reason: str, detail: str) -> Response:
-    state.metrics.refused.labels(stream, reason).inc()
+def _refuse(state: GatewayState, stream: str, status: int, counted: str, detail: str, *,
+            reason: str | None = None) -> Response:
+    """The refusal: ``counted`` is its metric reason, ``reason`` what the client is told
+    (the same unless given)."""
+    state.metrics.refused.labels(stream, counted).inc()
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": reason, "detail": detail}, status_code=status, headers=headers)
+    return JSONResponse({"error": reason or counted, "detail": detail}, status_code=status,
+                        headers=headers)
 
 
 async def _run_stream(request: Request, stream: str) -> Response:
@@ -123,24 +133,29 @@ async def _run_stream(request: Request, stream: str) -> Response:
             bearer(request.headers.get("authorization"), request.query_params.get("access_token")))
     except AuthError as exc:
         return _refuse(state, stream, exc.status, exc.reason, exc.detail)
-    if state.waiting + state.streaming >= settings.gateway_max_clients:
-        return _refuse(state, stream, 503, "too_many_clients",
-                       f"SYMFONIC_GATEWAY_MAX_CLIENTS={settings.gateway_max_clients} reached")
-    state.waiting += 1
+    tenant = None if claims is None else claimed_tenant(claims)
+    no_slot = state.slots.take(tenant)
+    if no_slot is not None:
+        return _refuse(state, stream, 503, no_slot.reason, no_slot.detail)
+    store = state.tails[stream].store
+    response: _RunStream | None = None
     try:
-        run = await _find(state.tails[stream], run_id, settings.gateway_run_wait_s)
+        run = await store.wait_for(run_id, _readable(claims is not None, tenant),
+                                   settings.gateway_run_wait_s)
+        if run is not None:
+            response = _RunStream(state, stream, run, after, ag_ui, tenant)
     finally:
-        state.waiting -= 1
-    if run is None:
-        return _refuse(state, stream, 404, "not_found",
-                       f"no record of run {run_id!r} within the gateway's window after "
-                       f"waiting {settings.gateway_run_wait_s:g} s")
-    if claims is not None:
-        try:
-            check_tenant(claims, run.tenant)
-        except AuthError as exc:
-            return _refuse(state, stream, exc.status, exc.reason, exc.detail)
-    return _RunStream(state, stream, run, after, ag_ui)
+        if response is None:  # (else the stream holds the slot until it ends)
+            state.slots.give(tenant)
+    if response is not None:
+        return response
+    # Not seen, or not this token's: one answer, after one wait. Only the metric (on the
+    # operator's port) tells them apart.
+    counted = "forbidden" if store.get(run_id) is not None else "not_found"
+    return _refuse(state, stream, 404, counted,
+                   f"no run {run_id!r} that this request may read within the gateway's "
+                   f"window after waiting {settings.gateway_run_wait_s:g} s",
+                   reason="not_found")
 
 
 def _format(name: str | None, stream: str) -> bool:
@@ -152,12 +167,12 @@ def _format(name: str | None, stream: str) -> bool:
     raise BadRequest(f"format must be envelope or (for /events) ag-ui, got {name[:40]!r}")
 
 
-async def _find(tail: TopicTail, run_id: str, wait_s: float) -> Run | None:
-    run = tail.store.get(run_id)
-    if run is not None:
-        return run
-    # (during start-up the run may be further on in the window than the tail has read)
-    return await tail.store.wait_for(run_id, wait_s)
+def _readable(with_tokens: bool, tenant: str | None) -> Callable[[Run], bool]:
+    """Which runs a request may read: any without tokens; else those pinned to its token's
+    tenant (a run of no tenant is nobody's)."""
+    if not with_tokens:
+        return lambda run: True
+    return lambda run: run.pinned and run.tenant is not None and run.tenant == tenant
 
 
 async def _events(request: Request) -> Response:

@@ -28,7 +28,8 @@ ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 
 
 class AuthError(Exception):
-    """A refused request: ``status`` 401 (no valid token) or 403 (not this run's tenant)."""
+    """A refused request: ``status`` 401 (no valid token). A token of another tenant than
+    the run's is not refused here: the run is then as unknown to it (404, after the wait)."""
 
     def __init__(self, status: int, reason: str, detail: str) -> None:
         super().__init__(detail)
@@ -105,11 +106,8 @@ def bearer(authorization: str | None, access_token: str | None) -> str | None:
     return access_token or None
 
 
-def check_tenant(claims: dict[str, Any], run_tenant: str | None) -> None:
-    """403 unless the token's ``tenant`` claim is the run's tenant (a run without one is
-    readable by no token: nothing says whose it is)."""
+def claimed_tenant(claims: dict[str, Any]) -> str | None:
+    """The token's ``tenant`` claim when it is a string; None: the token reads no run (a
+    run whose tenant is the claim's is readable, docs/gateway.md "Who may read")."""
     claimed = claims.get("tenant")
-    if run_tenant is None:
-        raise AuthError(403, "forbidden", "the run carries no tenant")
-    if type(claimed) is not str or claimed != run_tenant:
-        raise AuthError(403, "forbidden", "the token's tenant is not the run's")
+    return claimed if type(claimed) is str else None

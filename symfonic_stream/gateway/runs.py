@@ -13,6 +13,12 @@ Two bounds, both settings:
 * ``SYMFONIC_GATEWAY_MAX_RUNS``: the runs indexed. Over it, the least recently active run
   without a viewer is forgotten; opening it again waits like an unknown run.
 
+A run is **pinned** to one tenant by the first of its records projected from an event:
+that record's ``symfonic-tenant`` (or none). A later record under the same run id that
+carries another tenant (or none, though projected from an event) is not the run's: it is
+never held nor served, only counted (``foreign``). What a projector writes of its own, a gap
+or an abandoned end, carries no tenant and stays the run's.
+
 Pure bookkeeping: no I/O; an ``asyncio.Event`` per run wakes its viewers.
 """
 
@@ -20,13 +26,19 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from symfonic_stream.gateway.sse import Envelope
 
 #: Bookkeeping bytes of one held record on top of its value (the tuple, the int, the str).
 HELD_OVERHEAD = 120
+
+#: What :meth:`RunStore.append` did with a record (the tail's ``records`` metric).
+Filing = Literal["filed", "repeated", "foreign"]
 
 
 @dataclass(slots=True)
@@ -57,10 +69,21 @@ class Run:
     held: list[Held] = field(default_factory=list)
     held_bytes: int = 0
     closed: bool = False
-    #: The ``symfonic-tenant`` header of the run's first record that had one.
+    #: The tenant the run is pinned to: the ``symfonic-tenant`` of its first record
+    #: projected from an event (None: that event named none). Never changes once pinned.
     tenant: str | None = None
+    pinned: bool = False
+    #: Records under this run id of another tenant: neither held nor served.
+    foreign: int = 0
     viewers: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def serves(self, tenant: str | None, from_event: bool) -> bool:
+        """Whether a record carrying ``tenant`` is this run's: its pinned tenant's, or
+        one a projector wrote of its own (no event, so no tenant)."""
+        if tenant is None and not from_event:
+            return True
+        return self.pinned and tenant == self.tenant
 
     @property
     def held_from(self) -> int:
@@ -94,6 +117,8 @@ class RunStore:
         #: (a hole on the topic: held, the viewer sees the jump in ``id``).
         self.repeated = 0
         self.jumped = 0
+        #: Records of another tenant than their run's (never held).
+        self.foreign = 0
         #: The runs holding records, least recently active first (what the budget trims).
         self._holding: OrderedDict[str, Run] = OrderedDict()
         #: Per run id waited for: its arrival, and how many requests wait for it.
@@ -106,23 +131,27 @@ class RunStore:
         return self._runs.get(run_id)
 
     def append(self, partition: int, offset: int, envelope: Envelope, data: bytes,
-               tenant: str | None = None) -> Run:
-        """File one record under its run (creating the run at its first record)."""
+               tenant: str | None = None) -> Filing:
+        """File one record under its run (creating the run at its first record, pinning
+        it at its first from an event); what became of the record."""
         run = self._runs.get(envelope.run_id)
         if run is None:
             run = self._runs[envelope.run_id] = Run(
                 envelope.run_id, partition, offset, envelope.seq, envelope.seq)
-            arrival = self._arrivals.pop(envelope.run_id, None)
-            if arrival is not None:
-                arrival[0].set()
+            self._signal(envelope.run_id)
             self._forget_beyond_max_runs()
         else:
             self._runs.move_to_end(envelope.run_id)
+        if not run.pinned and (envelope.from_event or tenant is not None):
+            run.tenant, run.pinned = tenant, True
+            self._signal(envelope.run_id)  # (a request waiting for it may now read it)
+        if not run.serves(tenant, envelope.from_event):
+            run.foreign += 1
+            self.foreign += 1
+            return "foreign"
         if envelope.seq < run.next_seq:
             self.repeated += 1
-            return run
-        if run.tenant is None:
-            run.tenant = tenant
+            return "repeated"
         if envelope.seq > run.next_seq:
             self.jumped += 1
         run.held.append(Held(envelope.seq, envelope.name, data, envelope.closes))
@@ -135,13 +164,31 @@ class RunStore:
         self._holding.move_to_end(run.run_id)
         self._trim_to_budget(run)
         run.wake()
-        return run
+        return "filed"
 
-    async def wait_for(self, run_id: str, timeout_s: float) -> Run | None:
-        """The run, waiting up to ``timeout_s`` for its first record."""
-        run = self._runs.get(run_id)
-        if run is not None or timeout_s <= 0:
-            return run
+    async def wait_for(self, run_id: str, readable: Callable[[Run], bool],
+                       timeout_s: float) -> Run | None:
+        """The run once it is indexed and ``readable``; None when it is not within
+        ``timeout_s``. A run not seen and a run ``readable`` refuses are one case, so
+        both wait the whole timeout on the same event (docs/gateway.md, "Who may read"):
+        a request cannot tell them apart by when its answer comes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            run = self._runs.get(run_id)
+            if run is not None and readable(run):
+                return run
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            await self._watch(run_id, left)
+
+    def waiters(self, run_id: str) -> int:
+        """Requests waiting for ``run_id`` to be indexed or pinned."""
+        arrival = self._arrivals.get(run_id)
+        return arrival[1][0] if arrival is not None else 0
+
+    async def _watch(self, run_id: str, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for ``run_id`` to be indexed or pinned."""
         arrival, waiting = self._arrivals.setdefault(run_id, (asyncio.Event(), [0]))
         waiting[0] += 1
         try:
@@ -152,7 +199,11 @@ class RunStore:
             waiting[0] -= 1
             if waiting[0] == 0 and self._arrivals.get(run_id, (None,))[0] is arrival:
                 del self._arrivals[run_id]  # the last one waiting gave up
-        return self._runs.get(run_id)
+
+    def _signal(self, run_id: str) -> None:
+        arrival = self._arrivals.pop(run_id, None)
+        if arrival is not None:
+            arrival[0].set()
 
     def _trim_to_budget(self, newest: Run) -> None:
         """Drop held records until the held bytes fit: the least recently active runs'

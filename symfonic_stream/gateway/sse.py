@@ -41,6 +41,10 @@ class Envelope:
     name: str
     #: A closing ``end`` (completed, error, cancelled, abandoned): the stream ends after it.
     closes: bool
+    #: Projected from a kernel's event (``source_index`` set), so it carries that event's
+    #: tenant; False for what a projector writes of its own (a gap, an abandoned end),
+    #: which carries none (docs/records.md, "Headers").
+    from_event: bool = True
 
 
 def read_envelope(value: bytes | None) -> Envelope | None:
@@ -62,7 +66,7 @@ def read_envelope(value: bytes | None) -> Envelope | None:
     name, closes = _name_of(parsed)
     if name is None:
         return None
-    return Envelope(run_id, seq, name, closes)
+    return Envelope(run_id, seq, name, closes, parsed.get("source_index") is not None)
 
 
 def _name_of(parsed: dict[str, Any]) -> tuple[str | None, bool]:

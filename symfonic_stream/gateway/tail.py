@@ -121,9 +121,17 @@ class TopicTail:
             self._on_record("skipped")  # not an envelope of its key's run: never sent
             return
         assert value is not None
-        repeated = self.store.repeated
-        self.store.append(partition, offset, envelope, value, tenant_of(headers))
-        self._on_record("repeated" if self.store.repeated != repeated else "filed")
+        filing = self.store.append(partition, offset, envelope, value, tenant_of(headers))
+        self._on_record(filing)
+        if filing == "foreign" and self._first_foreign(envelope.run_id):
+            # Once per run; no run id or tenant in a log line: the offset finds the record.
+            log.warning("a record of another tenant than its run's: not served (each one "
+                        "counted in the records metric, outcome foreign)",
+                        extra={"topic": self.topic, "partition": partition, "offset": offset})
+
+    def _first_foreign(self, run_id: str) -> bool:
+        run = self.store.get(run_id)
+        return run is not None and run.foreign == 1
 
     def _check_caught_up(self) -> None:
         for partition, end in list(self._catch_up_to.items()):
@@ -151,8 +159,9 @@ def tenant_of(headers: Sequence[tuple[str, bytes | None]] | None) -> str | None:
 
 async def read_back(
     settings: Settings, topic: str, partition: int, run_id: str, start: int, until: int
-) -> AsyncGenerator[tuple[int, Envelope, bytes], None]:
-    """``run_id``'s records in ``[start, until)`` of one partition, with their offsets."""
+) -> AsyncGenerator[tuple[int, Envelope, bytes, str | None], None]:
+    """``run_id``'s records in ``[start, until)`` of one partition, with their offsets and
+    tenants (whether one is the run's is the caller's to decide: :meth:`.runs.Run.serves`)."""
     if start >= until:
         return
     consumer = _consumer(settings, "gateway-read-back")
@@ -170,7 +179,7 @@ async def read_back(
                 envelope = read_envelope(record.value)
                 if record.key == key and envelope is not None and envelope.run_id == run_id:
                     assert record.value is not None
-                    yield record.offset, envelope, record.value
+                    yield record.offset, envelope, record.value, tenant_of(record.headers)
             if await consumer.position(tp) >= until:
                 return
     finally:

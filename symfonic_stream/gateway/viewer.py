@@ -127,10 +127,10 @@ class _ReadBack:
                             self.offset, until)
         batch: list[Item] = []
         async with contextlib.aclosing(reading):
-            async for at, envelope, data in reading:
+            async for at, envelope, data, tenant in reading:
                 self.offset = at + 1
-                if envelope.seq < self.next_seq:
-                    continue
+                if envelope.seq < self.next_seq or not run.serves(tenant, envelope.from_event):
+                    continue  # (another tenant's record: never served, as the tail held none)
                 batch.append(Held(envelope.seq, envelope.name, data, envelope.closes))
                 self.next_seq = envelope.seq + 1
                 if envelope.closes or self.next_seq >= run.held_from:

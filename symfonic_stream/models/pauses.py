@@ -45,6 +45,9 @@ class ResumeRequest(BaseModel):
     token: str
     answer: Any
     responder: str | None = None
+    tenant: str | None = Field(None, description=(
+        "The ticket's tenant (its `tenant` field): two tenants' tickets may share an id. "
+        "Absent: the ticket of that id whose token this is."))
 
 
 class Resume(BaseModel):

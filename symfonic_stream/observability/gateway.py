@@ -16,9 +16,10 @@ STREAMS: Final = ("events", "chunks")
 #: How a viewer's stream ended.
 ENDINGS: Final = ("run_ended", "disconnected", "too_slow", "shutdown")
 #: What became of a request before any stream began.
-REFUSALS: Final = ("bad_request", "unauthorized", "forbidden", "not_found", "too_many_clients")
+REFUSALS: Final = ("bad_request", "unauthorized", "forbidden", "not_found", "too_many_clients",
+                   "too_many_tenant_clients")
 #: What the tail did with a record.
-FILINGS: Final = ("filed", "repeated", "skipped")
+FILINGS: Final = ("filed", "repeated", "foreign", "skipped")
 FIRST_EVENT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                               2.5, 5, 10, 30)
 

@@ -57,7 +57,7 @@ class ExpiringState(Generic[V]):
         raise NotImplementedError
 
     @property
-    def stores(self) -> tuple[StateStore[V]]:
+    def stores(self) -> tuple[StateStore[V], ...]:
         return (self.state,)
 
     def punctuate(self, now: float, out: Collector) -> None:

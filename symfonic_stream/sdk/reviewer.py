@@ -21,6 +21,7 @@ answers. ``Reviewer(..., follow_outcomes=False)`` never touches them: ``tickets`
 from __future__ import annotations
 
 import asyncio
+import enum
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -38,6 +39,12 @@ from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
 
 class OutcomesUnavailable(RuntimeError):
     """``outcome`` on a reviewer made with ``follow_outcomes=False``."""
+
+
+class Unnamed(enum.Enum):
+    """``submit``'s ``tenant`` when the answer names none (None is a tenant-less ticket's)."""
+
+    TENANT = enum.auto()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,16 +139,19 @@ class Reviewer:
             await self._queue_consumer.commit()
 
     async def submit(
-        self, ticket_id: str, token: str, answer: Any, responder: str | None = None
+        self, ticket_id: str, token: str, answer: Any, responder: str | None = None,
+        *, tenant: str | Unnamed | None = Unnamed.TENANT,
     ) -> None:
-        """Send one answer (no wait for the verdict)."""
+        """Send one answer (no wait for the verdict). ``tenant``, the ticket's, names which
+        ticket when tenants share the id; unnamed, the token tells."""
+        named = {} if isinstance(tenant, Unnamed) else {"tenant": tenant}
         request = ResumeRequest(
-            ticket_id=ticket_id, token=token, answer=answer, responder=responder
+            ticket_id=ticket_id, token=token, answer=answer, responder=responder, **named
         )
         await self._producer.send_and_wait(
             self._names.resume_requests,
             key=ticket_id.encode(),
-            value=orjson.dumps(request.model_dump()),
+            value=orjson.dumps(request.model_dump(exclude_unset=True)),
         )
 
     async def answer(
@@ -151,7 +161,8 @@ class Reviewer:
         ``follow_outcomes=False``: raises :class:`OutcomesUnavailable` before sending; use
         :meth:`submit`)."""
         self._check_outcomes()
-        await self.submit(ticket.ticket_id, ticket.token, answer, responder)
+        await self.submit(ticket.ticket_id, ticket.token, answer, responder,
+                          tenant=ticket.tenant)
         return await self.outcome(ticket.ticket_id, timeout_s)
 
     async def outcome(self, ticket_id: str, timeout_s: float = 30.0) -> TicketOutcome:

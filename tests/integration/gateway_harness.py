@@ -1,5 +1,6 @@
 """Helpers of the gateway's tests against the real broker (tests/integration and
-tests/browser): a gateway in the test's event loop, and an SSE reader."""
+tests/browser): a gateway in the test's event loop, an SSE reader, and a spy on the
+requests that wait for a run (tests/unit/test_gateway_tenants.py too)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 
 from symfonic_stream.config import Settings
+from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.server import Gateway
 
 
@@ -56,3 +59,22 @@ async def running_gateway(settings: Settings) -> AsyncIterator[tuple[Gateway, st
         with contextlib.suppress(Exception):
             await asyncio.wait_for(serving, 15)
         await gateway.close()
+
+
+def spy_on_waits(store: RunStore) -> list[str]:
+    """The run ids requests began to wait for (RunStore.wait_for), in order."""
+    entered: list[str] = []
+    wait_for = store.wait_for
+
+    async def spy(run_id: str, *args: Any) -> Any:
+        entered.append(run_id)
+        return await wait_for(run_id, *args)
+
+    store.wait_for = spy  # type: ignore[method-assign,assignment]
+    return entered
+
+
+async def until_waiting(entered: list[str], count: int, *requests: asyncio.Task[Any]) -> None:
+    while len(entered) < count:
+        assert not any(r.done() for r in requests), "answered before the wait"
+        await asyncio.sleep(0.005)

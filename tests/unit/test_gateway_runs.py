@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
-from symfonic_stream.gateway.runs import HELD_OVERHEAD, RunStore
+from symfonic_stream.gateway.runs import HELD_OVERHEAD, Run, RunStore
 from symfonic_stream.gateway.sse import Envelope
 
 
 def _file(store: RunStore, run_id: str, seq: int, *, offset: int = 0, size: int = 10,
-          closes: bool = False, partition: int = 0) -> None:
-    envelope = Envelope(run_id, seq, "end" if closes else "text_delta", closes)
-    store.append(partition, offset, envelope, b"x" * size)
+          closes: bool = False, partition: int = 0, tenant: str | None = None,
+          from_event: bool = True) -> str:
+    envelope = Envelope(run_id, seq, "end" if closes else "text_delta", closes, from_event)
+    return store.append(partition, offset, envelope, b"x" * size, tenant)
+
+
+def _any(run: Run) -> bool:
+    return True
 
 
 def test_a_run_is_indexed_at_its_first_record() -> None:
@@ -97,7 +103,7 @@ def test_the_run_bound_forgets_the_oldest_run_without_a_viewer() -> None:
 
 async def test_waiting_for_a_run_returns_it_when_it_arrives() -> None:
     store = RunStore(cache_bytes=10**6, max_runs=10)
-    waiting = asyncio.create_task(store.wait_for("late", 5.0))
+    waiting = asyncio.create_task(store.wait_for("late", _any, 5.0))
     await asyncio.sleep(0.01)
     _file(store, "late", 0)
     run = await asyncio.wait_for(waiting, 1.0)
@@ -106,8 +112,8 @@ async def test_waiting_for_a_run_returns_it_when_it_arrives() -> None:
 
 async def test_waiting_for_a_run_that_never_comes_times_out() -> None:
     store = RunStore(cache_bytes=10**6, max_runs=10)
-    assert await store.wait_for("never", 0.05) is None
-    assert await store.wait_for("never", 0) is None
+    assert await store.wait_for("never", _any, 0.05) is None
+    assert await store.wait_for("never", _any, 0) is None
 
 
 async def test_viewers_are_woken_by_each_record() -> None:
@@ -126,8 +132,8 @@ async def test_viewers_are_woken_by_each_record() -> None:
 
 async def test_a_request_that_gives_up_does_not_cut_the_others_wait() -> None:
     store = RunStore(cache_bytes=10**6, max_runs=10)
-    patient = asyncio.create_task(store.wait_for("late", 5.0))
-    impatient = asyncio.create_task(store.wait_for("late", 0.05))
+    patient = asyncio.create_task(store.wait_for("late", _any, 5.0))
+    impatient = asyncio.create_task(store.wait_for("late", _any, 0.05))
     assert await impatient is None
     _file(store, "late", 0)
     run = await asyncio.wait_for(patient, 1.0)
@@ -158,3 +164,68 @@ def test_what_is_ready_goes_out_in_few_writes() -> None:
               Held(2, "text_delta", b"late", False)]
     assert [[h.seq for h in p] for p in _pieces(ending)] == [[0, 1]]  # nothing after the end
     assert _pieces([]) == []
+
+
+def test_a_run_is_pinned_to_the_tenant_of_its_first_record_from_an_event() -> None:
+    """Issue 33 item 3: a later record of the same run id with another tenant (or, though
+    projected from an event, with none) is neither held nor served; a projector's own
+    records (a gap, an abandoned end: no event, no tenant) stay the run's."""
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    assert _file(store, "r", 0, tenant=None, from_event=False) == "filed"  # a gap: no pin yet
+    run = store.get("r")
+    assert run is not None and not run.pinned
+    assert _file(store, "r", 1, tenant="acme") == "filed"
+    assert (run.pinned, run.tenant) == (True, "acme")
+    assert _file(store, "r", 2, tenant="globex") == "foreign"
+    assert _file(store, "r", 3, tenant=None) == "foreign"  # an event naming no tenant
+    assert _file(store, "r", 4, tenant="acme") == "filed"
+    assert _file(store, "r", 5, tenant=None, from_event=False, closes=True) == "filed"
+    assert [h.seq for h in run.held] == [0, 1, 4, 5]
+    assert (run.foreign, store.foreign) == (2, 2)
+    assert run.closed
+
+
+def test_a_foreign_closing_record_does_not_close_the_run() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "r", 0, tenant="acme")
+    assert _file(store, "r", 1, tenant="globex", closes=True) == "foreign"
+    run = store.get("r")
+    assert run is not None and not run.closed and run.next_seq == 1
+
+
+def test_a_run_whose_first_event_names_no_tenant_is_pinned_to_none() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "r", 0, tenant=None)
+    assert _file(store, "r", 1, tenant="acme") == "foreign"
+    run = store.get("r")
+    assert run is not None and (run.pinned, run.tenant, [h.seq for h in run.held]) == (
+        True, None, [0])
+
+
+def _of(tenant: str) -> Callable[[Run], bool]:
+    return lambda run: run.pinned and run.tenant == tenant
+
+
+async def test_a_run_of_another_tenant_is_waited_for_like_an_unknown_one() -> None:
+    """Issue 33 item 4: both requests wait on the same event, the run id's arrival, for
+    the whole wait, and both get nothing; only a pin to the right tenant ends a wait."""
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "acme-run", 0, tenant="acme")
+    foreign = asyncio.create_task(store.wait_for("acme-run", _of("globex"), 0.3))
+    unknown = asyncio.create_task(store.wait_for("nobody", _of("globex"), 0.3))
+    await asyncio.sleep(0)  # (each runs to its wait)
+    assert (store.waiters("acme-run"), store.waiters("nobody")) == (1, 1)
+    _file(store, "nobody", 0, tenant="acme")  # arrives, but is not globex's: waits on
+    assert await foreign is None and await unknown is None
+    assert (store.waiters("acme-run"), store.waiters("nobody")) == (0, 0)
+
+
+async def test_a_wait_ends_when_the_run_is_pinned_to_the_requests_tenant() -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _file(store, "r", 0, tenant=None, from_event=False)  # a gap first: not pinned yet
+    waiting = asyncio.create_task(store.wait_for("r", _of("acme"), 5.0))
+    await asyncio.sleep(0)
+    assert store.waiters("r") == 1
+    _file(store, "r", 1, tenant="acme")
+    run = await asyncio.wait_for(waiting, 1.0)
+    assert run is not None and run.tenant == "acme"

@@ -54,7 +54,7 @@ def test_a_run_remembers_only_its_latest_interrupts() -> None:
     write_changes(h.router, h.out)
     run = ROUTED_CODEC.decode(h.out.state[b"run/run-1"] or b"")
     assert len(run.interrupt_ids) == REMEMBERED_INTERRUPTS
-    assert run.interrupt_ids[-1] == f"i-{REMEMBERED_INTERRUPTS + 49}"
+    assert run.interrupt_ids[-1] == ("acme", f"i-{REMEMBERED_INTERRUPTS + 49}")
     again = RouterHarness()
     restore_from(again.router, dict(h.out.state))
     again.feed(pause_event(interrupt_id=f"i-{REMEMBERED_INTERRUPTS + 49}"))

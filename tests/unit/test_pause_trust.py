@@ -14,9 +14,10 @@ from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.decoding import DecodeLimits
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.intake import ResumeIntake
+from symfonic_stream.processors.pauses.registry import TICKET_CODEC
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import RulesError, is_topic_part, parse_rules
-from symfonic_stream.processors.pauses.validator import MAX_INVALID_ANSWERS, TICKET_CODEC
+from symfonic_stream.processors.pauses.validator import MAX_INVALID_ANSWERS
 from tests.unit.helpers import restore_from, write_changes
 from tests.unit.test_pauses import (
     NAMES,

@@ -474,7 +474,7 @@ def test_answered_and_expired_tickets_are_forgotten_after_grace() -> None:
     v.validator.punctuate(NOW + 150, v.out)
     assert v.validator.active_runs == 0
     write_changes(v.validator, v.out)
-    assert v.out.state[b"ticket/intr-1"] is None
+    assert v.out.state[b'tenant-ticket/["acme","intr-1"]'] is None
 
 
 def test_topics_ensure_creates_every_queue_the_rules_can_reach(tmp_path: Path) -> None:

@@ -321,6 +321,7 @@ SYMFONIC_GATEWAY_RUN_WAIT_S: {{ $g.runWaitSeconds | toString | quote }}
 SYMFONIC_GATEWAY_HEARTBEAT_S: {{ $g.heartbeatSeconds | toString | quote }}
 SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}
+SYMFONIC_GATEWAY_MAX_CLIENTS_PER_TENANT: {{ $g.maxClientsPerTenant | int64 | toString | quote }}
 SYMFONIC_GATEWAY_CORS_ORIGINS: {{ join "," $g.corsOrigins | quote }}
 SYMFONIC_GATEWAY_AUTH: {{ $g.auth.mode | quote }}
 SYMFONIC_GATEWAY_EXPOSED: {{ include "symfonic-stream.gateway.exposed" . | eq "true" | toString | quote }}

@@ -10,8 +10,10 @@ For every raw event carrying an interrupt the router writes, in one transaction:
    validator's intake, which appends each answer after it) may write that topic, so a
    reviewer cannot forge or pre-empt a ticket; committed with the queue record, the
    registration precedes every answer a human could give;
-3. the run's routed interrupt ids to the changelog, so a kernel re-send, a restart or a
-   rebalance never routes the same interrupt twice.
+3. the run's routed interrupts, each a (tenant, interrupt id), to the changelog, so a
+   kernel re-send, a restart or a rebalance never routes the same interrupt twice; another
+   tenant's interrupt with the same id is another ticket (the validator registers each
+   tenant's tickets apart: :mod:`.registry`).
 
 A ticket lives at most ``SYMFONIC_TICKET_MAX_LIFETIME_S`` from its event's timestamp (or
 from now, if that is later than now): its ``expires_at`` is capped so, and a re-send of
@@ -96,23 +98,32 @@ def build_ticket(
 #: the latest, so a run that pauses without end cannot grow its state record without end.
 REMEMBERED_INTERRUPTS = 1000
 
+#: A routed interrupt: its tenant and id; or, routed by a version before tickets were per
+#: tenant, its id alone (the tenant unknown: it stands for the id in every tenant).
+Routed = tuple[str | None, str] | str
+
 
 @dataclass(slots=True)
 class RoutedRun:
     """A run that paused: the interrupts already routed (the latest), when it closed (0:
     open), and when an open one is forgotten anyway (its last pause long past, 0: never)."""
 
-    interrupt_ids: list[str]
+    interrupt_ids: list[Routed]
     closed_at: float = 0.0
     forget_at: float = 0.0
+
+    def routed(self, tenant: str | None, interrupt_id: str) -> bool:
+        return (tenant, interrupt_id) in self.interrupt_ids or interrupt_id in self.interrupt_ids
 
 
 def _decode_routed(data: bytes) -> RoutedRun:
     closed_at, routed, *rest = orjson.loads(data)  # (0.x wrote no forget_at)
-    return RoutedRun([str(i) for i in routed], float(closed_at), float(rest[0]) if rest else 0.0)
+    return RoutedRun([(i[0], str(i[1])) if isinstance(i, list) else str(i) for i in routed],
+                     float(closed_at), float(rest[0]) if rest else 0.0)
 
 
-#: The changelog value: ``[closed_at, [interrupt ids], forget_at]``.
+#: The changelog value: ``[closed_at, [[tenant, interrupt id], ...], forget_at]`` (the
+#: previous versions wrote each interrupt as its id alone).
 ROUTED_CODEC: Codec[RoutedRun] = Codec(
     lambda run: orjson.dumps([run.closed_at, run.interrupt_ids, run.forget_at]), _decode_routed
 )
@@ -172,7 +183,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         out: Collector,
     ) -> None:
         run = self.runs.get(event.run_id)
-        if run is not None and pending.interrupt_id in run.interrupt_ids:
+        if run is not None and run.routed(event.tenant, pending.interrupt_id):
             out.count("duplicates")
             return
         kind = "ask_user" if event.kind == "ask_user" else "interrupt"
@@ -210,11 +221,12 @@ class PauseRouter(ExpiringState[RoutedRun]):
                 ((RECORD_TYPE_HEADER, TICKET_MARK),),
             )
         )
+        routed: Routed = (event.tenant, pending.interrupt_id)
         if run is None:
-            run = RoutedRun([pending.interrupt_id])
+            run = RoutedRun([routed])
             self.runs.put(event.run_id, run)
         else:
-            run.interrupt_ids.append(pending.interrupt_id)
+            run.interrupt_ids.append(routed)
             del run.interrupt_ids[:-REMEMBERED_INTERRUPTS]
             self.runs.touch(event.run_id)
         if not run.closed_at:  # (a run that never closes is forgotten after its pauses)

@@ -5,18 +5,22 @@ It reads ``<prefix>.pause-registrations``, keyed by ticket id, which only the pa
 own intake (each answer from resume-requests, header ``answer``:
 :mod:`symfonic_stream.processors.pauses.intake`) may write. So a ticket is registered
 before any answer to it, on the same partition, and no reviewer can forge or pre-empt one.
-Its state store, the ticket registry, maps ticket id → what checking an answer needs and
-whether it was answered; it lives in the ``<prefix>-resumes-state-changelog`` topic,
-co-partitioned with the registrations, so "first answer wins" holds across restarts and
-rebalances.
+Its state, the ticket registry (:mod:`.registry`), maps each tenant's ticket → what
+checking an answer needs and whether it was answered; it lives in the
+``<prefix>-resumes-state-changelog`` topic, co-partitioned with the registrations, so
+"first answer wins" holds across restarts and rebalances.
 
-A ticket is remembered, answered or not, until its expiry plus the grace: while it is, a
-second registration of its id is a duplicate (an answered ticket cannot be answered
-again), and its expiry is capped at ``SYMFONIC_TICKET_MAX_LIFETIME_S`` after it was
-registered, so nothing is remembered for ever.
+A ticket is its tenant's: another tenant's ticket with the same interrupt id is registered
+and answered on its own. A ticket is remembered, answered or not, until its expiry plus
+the grace: while it is, a second registration of its tenant and id is a duplicate (an
+answered ticket cannot be answered again), and its expiry is capped at
+``SYMFONIC_TICKET_MAX_LIFETIME_S`` after it was registered, so nothing is remembered for
+ever.
 
-Checks, in SPEC §7's order: the ticket exists (``unknown_ticket``), the token matches in
-constant time (``bad_token``: checked before anything else is revealed about the ticket),
+Checks, in SPEC §7's order: the ticket exists (``unknown_ticket``; the request's
+``tenant``, when it names one, narrows which), the token matches in constant time
+(``bad_token``: checked before anything else is revealed about the ticket; also when it
+matches tickets of several tenants and the request names none),
 it has not expired (``expired``), it was not answered (``already_answered``), the answer
 fits the ticket's ``payload.response_schema`` when it has one (``invalid_answer``; also
 when the schema cannot be applied safely: :mod:`.answer_schema`). A request with a
@@ -26,14 +30,12 @@ readable ``ticket_id`` but missing or mistyped fields is refused ``invalid_answe
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
@@ -51,80 +53,30 @@ from symfonic_stream.models.headers import (
 )
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
-from symfonic_stream.processors.expiring import ExpiringState
 from symfonic_stream.processors.pauses.answer_schema import answer_problem, schema_problem
+from symfonic_stream.processors.pauses.registry import Registered, TicketRegistry
 from symfonic_stream.processors.pauses.router import DEFAULT_TICKET_MAX_LIFETIME_S
-
-
-@dataclass(slots=True)
-class Registered:
-    """One ticket as the registry keeps it."""
-
-    token: str
-    run_id: str
-    tool_call_id: str | None
-    expires_at: float
-    response_schema: dict[str, Any] | None
-    #: When this registry got it (its own clock: a ticket's ``routed_at`` is the router's).
-    registered_at: float
-    answered_at: float = 0.0
-    #: Why its response_schema cannot be applied (checked once, at registration).
-    schema_refused: str | None = None
-    #: Answers with its token that its schema refused: past MAX_INVALID_ANSWERS, no more
-    #: are checked, so what a token holder's answers can cost is bounded per ticket.
-    invalid_answers: int = 0
-
-    def encode(self) -> bytes:
-        return orjson.dumps(
-            [
-                self.token,
-                self.run_id,
-                self.tool_call_id,
-                self.expires_at,
-                self.response_schema,
-                self.registered_at,
-                self.answered_at,
-                self.schema_refused,
-                self.invalid_answers,
-            ]
-        )
-
-    @classmethod
-    def decode(cls, data: bytes) -> Registered:
-        return cls(*orjson.loads(data))  # (0.x wrote the first 7: the rest default)
-
-    def forget_after(self, grace_s: float) -> float:
-        """When the registry may drop it: expired (its capped expiry), answered or
-        registered, whichever is last, plus the grace."""
-        return max(self.expires_at, self.answered_at, self.registered_at) + grace_s
-
 
 #: How many answers a ticket's schema is applied to and refuses before it refuses the rest
 #: unchecked (each check is bounded: answer_schema.MAX_ANSWER_STEPS).
 MAX_INVALID_ANSWERS = 20
-
-#: How a ticket travels in the changelog.
-TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
-
 
 #: The ``type`` of records in: the router's ticket registrations and the reviewers' answers.
 REGISTRATION_INPUT = "registration"
 REQUEST_INPUT = "request"
 
 
-class ResumeValidator(ExpiringState[Registered]):
-    """The validator's processor for one resume-requests partition."""
+class ResumeValidator(TicketRegistry):
+    """The validator's processor for one registrations partition."""
 
     def __init__(
         self, names: TopicNames, *, grace_s: float, decode: DecodeLimits = DEFAULT_LIMITS,
         max_lifetime_s: float = DEFAULT_TICKET_MAX_LIFETIME_S, punctuate_budget_s: float = 0.05,
     ) -> None:
         self._names = names
-        self._grace_s = grace_s
         self._max_lifetime_s = max_lifetime_s
         self._decode = decode
-        super().__init__(StateStore("ticket", TICKET_CODEC), punctuate_budget_s)
-        self.tickets = self.state
+        super().__init__(grace_s, punctuate_budget_s)
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
@@ -151,7 +103,8 @@ class ResumeValidator(ExpiringState[Registered]):
                 DeadLetterReason.INVALID_EVENT, "ticket: " + describe_validation_error(exc)
             ) from None
         _check_key(record, ticket.ticket_id)
-        if ticket.ticket_id in self.tickets:
+        key = self.key_for(ticket.ticket_id, ticket.tenant, ticket.run_id)
+        if key is None:
             out.count("duplicates")
             return
         schema = ticket.payload.get("response_schema")
@@ -162,6 +115,7 @@ class ResumeValidator(ExpiringState[Registered]):
             ticket.expires_at,
             schema if isinstance(schema, dict) else None,
             now,
+            tenant=ticket.tenant,
         )
         # (The router caps it too; a registry that must forget does not rely on that.)
         registered.expires_at = min(registered.expires_at, now + self._max_lifetime_s)
@@ -169,8 +123,7 @@ class ResumeValidator(ExpiringState[Registered]):
             registered.schema_refused = schema_problem(registered.response_schema)
             if registered.schema_refused is not None:
                 registered.response_schema = None
-        self.tickets.put(ticket.ticket_id, registered)
-        self.tickets.schedule(ticket.ticket_id, self.deadline_of(registered))
+        self.add(ticket.ticket_id, key, registered)
 
     def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         if not isinstance(parsed, dict):
@@ -196,23 +149,30 @@ class ResumeValidator(ExpiringState[Registered]):
                 out,
             )
             return
-        ticket = self.tickets.get(request.ticket_id)
+        named = self.named(request.ticket_id, request.token, request.tenant,
+                           "tenant" in request.model_fields_set)
+        key, ticket = named.key, named.ticket
+        if named.ambiguous:
+            self._reject(request, RejectionReason.BAD_TOKEN, "the token matches tickets of "
+                         "several tenants with this id: the request must name its tenant",
+                         now, out)
+            return
         refusal = _refusal(request, ticket, now)
         if refusal is not None:
-            if refusal[0] is RejectionReason.INVALID_ANSWER and ticket is not None:
+            if refusal[0] is RejectionReason.INVALID_ANSWER and key is not None and ticket:
                 ticket.invalid_answers += 1
-                self.tickets.touch(request.ticket_id)
+                self.tickets.touch(key)
             self._reject(request, *refusal, now, out)
         else:
-            assert ticket is not None
-            self._accept(request, ticket, now, out)
+            assert key is not None and ticket is not None
+            self._accept(request, key, ticket, now, out)
 
-    def _accept(self, request: ResumeRequest, ticket: Registered, now: float,
+    def _accept(self, request: ResumeRequest, key: str, ticket: Registered, now: float,
                 out: Collector) -> None:
         """The first good answer: remembered as answered, a resume for the kernel."""
         ticket.answered_at = now
-        self.tickets.touch(request.ticket_id)
-        self.tickets.schedule(request.ticket_id, self.deadline_of(ticket))
+        self.tickets.touch(key)
+        self.tickets.schedule(key, self.deadline_of(ticket))
         resume = {
             "ticket_id": request.ticket_id,
             "run_id": ticket.run_id,
@@ -264,9 +224,6 @@ class ResumeValidator(ExpiringState[Registered]):
         )
         out.resumes[reason.value] += 1
 
-    def deadline_of(self, ticket: Registered) -> float:
-        """Answered, expired (and routed) longer than the grace period ago."""
-        return ticket.forget_after(self._grace_s)
 
 
 def _refusal(

@@ -1,0 +1,171 @@
+"""The resume validator's ticket registry: each tenant's tickets, remembered until they may
+be forgotten, in a changelogged state store (docs/pauses.md, "Trust").
+
+A ticket is its tenant's: two tenants' kernels may use the same interrupt id, and each
+ticket is registered and answered on its own. So the store's key is the pair (tenant,
+ticket id), and an index finds the tickets of one id. The registrations of one id share
+a partition (they are keyed by ticket id), so all of an id's tickets are in one task.
+
+An answer names its ticket by id, and by tenant when it carries ``tenant`` (the ticket's
+own field, as the reviewer SDK sends it). Among the tickets it may name, the one whose
+token it carries is its ticket (compared in constant time with each); if the token
+matches none, any one stands in so that the token check refuses it (``bad_token``); if it
+matches several (tenants' tickets sharing an id and a token), no ticket is named: the
+answer must name its tenant.
+
+**The previous version's state.** Before tickets were per tenant, the registry's store
+was ``ticket`` (changelog keys ``ticket/<ticket id>``), whose values hold no tenant. When
+such records are restored they are moved into this store as tickets of an unknown tenant
+(the old keys get tombstones at the next commit). Such a ticket answers requests of any
+tenant, as it did; and a registration of its id is its duplicate when it is of the same
+run (a kernel's re-send), else another tenant's ticket, registered on its own.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.store import Codec, StateStore
+from symfonic_stream.processors.expiring import ExpiringState, within_budget
+
+
+@dataclass(slots=True)
+class Registered:
+    """One ticket as the registry keeps it."""
+
+    token: str
+    run_id: str
+    tool_call_id: str | None
+    expires_at: float
+    response_schema: dict[str, Any] | None
+    #: When this registry got it (its own clock: a ticket's ``routed_at`` is the router's).
+    registered_at: float
+    answered_at: float = 0.0
+    #: Why its response_schema cannot be applied (checked once, at registration).
+    schema_refused: str | None = None
+    #: Answers with its token that its schema refused: past MAX_INVALID_ANSWERS, no more
+    #: are checked, so what a token holder's answers can cost is bounded per ticket.
+    invalid_answers: int = 0
+    #: The ticket's tenant (its ``tenant`` field); unknown (``known`` False) for a ticket
+    #: the previous version registered.
+    tenant: str | None = None
+    known: bool = True
+
+    def encode(self) -> bytes:
+        return orjson.dumps([
+            self.token, self.run_id, self.tool_call_id, self.expires_at, self.response_schema,
+            self.registered_at, self.answered_at, self.schema_refused, self.invalid_answers,
+            self.tenant if self.known else False,
+        ])
+
+    @classmethod
+    def decode(cls, data: bytes) -> Registered:
+        fields = orjson.loads(data)
+        ticket = cls(*fields[:9])  # (the previous versions wrote 7 fields, then 9: no tenant)
+        tenant = fields[9] if len(fields) > 9 else False
+        ticket.known = tenant is not False
+        ticket.tenant = tenant if isinstance(tenant, str) else None
+        return ticket
+
+    def forget_after(self, grace_s: float) -> float:
+        """When the registry may drop it: expired (its capped expiry), answered or
+        registered, whichever is last, plus the grace."""
+        return max(self.expires_at, self.answered_at, self.registered_at) + grace_s
+
+
+#: How a ticket travels in the changelog: ``[token, run_id, tool_call_id, expires_at,
+#: response_schema, registered_at, answered_at, schema_refused, invalid_answers, tenant]``
+#: (``tenant`` false: unknown).
+TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
+
+
+def ticket_key(ticket_id: str, tenant: str | None, known: bool = True) -> str:
+    """The store's key of a tenant's ticket (injective: a JSON array)."""
+    return orjson.dumps([tenant if known else False, ticket_id]).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """The ticket an answer names (``key`` None: none), or that its token matched several."""
+
+    key: str | None
+    ticket: Registered | None
+    ambiguous: bool = False
+
+
+class TicketRegistry(ExpiringState[Registered]):
+    """Every tenant's tickets of one registrations partition."""
+
+    def __init__(self, grace_s: float, punctuate_budget_s: float) -> None:
+        super().__init__(StateStore("tenant-ticket", TICKET_CODEC), punctuate_budget_s)
+        self.tickets = self.state
+        #: The previous version's store, only read (restored, then moved into ``tickets``).
+        self._previous = StateStore("ticket", TICKET_CODEC)
+        self._grace_s = grace_s
+        #: Ticket id → the keys of its tickets.
+        self._by_id: dict[str, list[str]] = {}
+
+    @property
+    def stores(self) -> tuple[StateStore[Registered], ...]:
+        return self.tickets, self._previous
+
+    def restored(self) -> None:
+        for ticket_id, ticket in self._previous.items():
+            key = ticket_key(ticket_id, None, known=False)
+            if key not in self.tickets:
+                self.tickets.put(key, ticket)
+            self._previous.delete(ticket_id)
+        super().restored()
+        self._by_id.clear()
+        for key, _ in self.tickets.items():
+            self._by_id.setdefault(orjson.loads(key)[1], []).append(key)
+
+    def deadline_of(self, value: Registered) -> float:
+        """Answered, expired (and routed) longer than the grace period ago."""
+        return value.forget_after(self._grace_s)
+
+    def punctuate(self, now: float, out: Collector) -> None:
+        for key in within_budget(self.tickets.due(now), self._budget_s, out):
+            self.tickets.delete(key)
+            ticket_id = orjson.loads(key)[1]
+            keys = self._by_id.get(ticket_id, [])
+            if key in keys:
+                keys.remove(key)
+            if not keys:
+                self._by_id.pop(ticket_id, None)
+
+    def key_for(self, ticket_id: str, tenant: str | None, run_id: str) -> str | None:
+        """Where a new registration of ``tenant``'s ticket ``ticket_id`` goes; None when
+        it is a duplicate (a ticket of its tenant with that id is remembered, or one of
+        the previous version's of the same run)."""
+        for key in self._by_id.get(ticket_id, ()):
+            ticket = self.tickets.get(key)
+            assert ticket is not None
+            if (ticket.tenant == tenant) if ticket.known else (ticket.run_id == run_id):
+                return None
+        return ticket_key(ticket_id, tenant)
+
+    def add(self, ticket_id: str, key: str, ticket: Registered) -> None:
+        self.tickets.put(key, ticket)
+        self.tickets.schedule(key, self.deadline_of(ticket))
+        self._by_id.setdefault(ticket_id, []).append(key)
+
+    def named(self, ticket_id: str, token: str, tenant: str | None, names_tenant: bool) -> Named:
+        """The ticket an answer with ``token`` names (see the module's docstring)."""
+        candidates = [(key, ticket) for key in self._by_id.get(ticket_id, ())
+                      if (ticket := self.tickets.get(key)) is not None
+                      and (not names_tenant or not ticket.known or ticket.tenant == tenant)]
+        if not candidates:
+            return Named(None, None)
+        # Each compared, in constant time, whatever the others gave.
+        matched = [c for c in candidates
+                   if hmac.compare_digest(token.encode(), c[1].token.encode())]
+        if len(matched) > 1:
+            return Named(None, None, ambiguous=True)
+        key, ticket = matched[0] if matched else candidates[0]
+        return Named(key, ticket)
