@@ -35,7 +35,7 @@ _JSON_TYPE_NAMES = {
 }
 
 
-_Scan = Callable[[bytes, int, int], "tuple[str, str] | None"]
+_Scan = Callable[[bytes, int, int, bool], "tuple[str, str] | None"]
 _scan: _Scan | None
 try:
     from symfonic_scan import scan as _scan
@@ -192,9 +192,9 @@ def parse_json(value: bytes | None, limits: DecodeLimits = DEFAULT_LIMITS) -> An
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
     check_size(value, limits.max_bytes)
-    if _scan is not None:
-        verdict = _scan(value, limits.max_depth, limits.max_integer)
-        if verdict is not None and verdict[0] != "type":
+    if _scan is not None:  # any document, with the checks check_shape makes below
+        verdict = _scan(value, limits.max_depth, limits.max_integer, False)
+        if verdict is not None:
             raise _refusal(value, verdict, limits)
         return _loads(value)
     try:
@@ -248,7 +248,7 @@ def decode_record(
     if _scan is None:
         return decode_record_reference(value, key, check_key, limits)
     value = _present(value, limits)
-    verdict = _scan(value, limits.max_depth, limits.max_integer)
+    verdict = _scan(value, limits.max_depth, limits.max_integer, True)
     if verdict is not None:
         raise _refusal(value, verdict, limits)
     try:
