@@ -39,7 +39,7 @@ include mk/brokers.mk
 
 help:
 	@echo "make venv          create $(VENV) and install the package with its dev extras"
-	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy (native/)"
+	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy + test (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
 	@echo "make test-cluster  broker failures on the 3-node cluster, the crash and fencing suites"
@@ -84,8 +84,9 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_sca
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	cd native && PATH="$$PATH:$$HOME/.cargo/bin" cargo fmt --check && \
-	  PATH="$$PATH:$$HOME/.cargo/bin" cargo clippy --release --quiet -- -D warnings
+	cd native && export PATH="$$PATH:$$HOME/.cargo/bin" PYO3_PYTHON="$(abspath $(BIN)/python)" && \
+	  cargo fmt --check && cargo clippy --release --quiet --all-targets -- -D warnings && \
+	  cargo test --release --quiet
 
 # Runs $(1) with a Kafka available, and stops the broker afterwards only when this run
 # started it (a broker that was already running, maybe used by someone else, stays up), also

@@ -21,6 +21,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from symfonic_stream.models.decoding import DecodeLimits
+from symfonic_stream.models.pauses import DEFAULT_MAX_ANSWER_BYTES
 
 ENV_PREFIX = "SYMFONIC_"
 
@@ -86,6 +87,7 @@ class Settings(BaseSettings):
     routing_rules: Path | None = None
     tenant_queues: bool = False
     ticket_max_lifetime_s: float = Field(86_400.0, gt=0)
+    max_answer_bytes: int = Field(DEFAULT_MAX_ANSWER_BYTES, ge=1024)
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)

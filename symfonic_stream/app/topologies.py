@@ -130,6 +130,7 @@ def validator_topology(settings: Settings) -> Topology:
             names, grace_s=settings.closed_run_grace_s, decode=settings.decode_limits(),
             max_lifetime_s=settings.ticket_max_lifetime_s,
             punctuate_budget_s=settings.punctuate_budget_ms / 1000,
+            max_answer_bytes=settings.max_answer_bytes,
         )
 
     return Topology(

@@ -277,6 +277,7 @@ SYMFONIC_MAX_STATE_RECORD_BYTES: {{ $v.guard.maxStateRecordBytes | int64 | toStr
 SYMFONIC_PUNCTUATE_BUDGET_MS: {{ $v.guard.punctuateBudgetMs | int64 | toString | quote }}
 SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
+SYMFONIC_MAX_ANSWER_BYTES: {{ $v.pauses.maxAnswerBytes | int64 | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
 SYMFONIC_IGNORED_VARIABLES: {{ join "," $v.ignoredVariables | quote }}
