@@ -393,8 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     say(f"consumer logs in {log_dir}")
 
     async def go() -> list[Outcome]:
-        return [await scenario(base, name, args.runs, args.partitions, args.hold_s, log_dir)
-                for name in args.scenario or ["join-leave", "kill-restart"]]
+        done = []
+        for name in args.scenario or ["join-leave", "kill-restart"]:
+            done.append(await scenario(base, name, args.runs, args.partitions, args.hold_s,
+                                       log_dir))
+            say(_report(done[-1:]))
+        return done
 
     outcomes = asyncio.run(go())
     print(_report(outcomes))
