@@ -47,10 +47,10 @@ def _loop(what: str, records_file: str, passes: int) -> None:
     import orjson
 
     from symfonic_stream.engine.records import Collector, InputRecord
-    from symfonic_stream.engine.store import write_changes
     from symfonic_stream.models.decoding import DecodeLimits, decode_agent_event
     from symfonic_stream.processors.ordering.guard import GuardLimits
     from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+    from symfonic_stream.state.store import write_changes
 
     with open(records_file, "rb") as handle:
         pairs: list[tuple[bytes, bytes]] = pickle.load(handle)
@@ -105,9 +105,9 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
     from symfonic_stream.engine.commit_metrics import report_commit
     from symfonic_stream.engine.producer import TaskProducer
     from symfonic_stream.engine.records import Collector
-    from symfonic_stream.engine.store import write_changes
     from symfonic_stream.engine.task import to_input
     from symfonic_stream.observability.metrics import ConsumerMetrics
+    from symfonic_stream.state.store import write_changes
 
     fetched = _fetched(pairs)
     settings = Settings(partitions=4)

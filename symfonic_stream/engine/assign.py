@@ -8,7 +8,7 @@ under its lock):
    transaction it left open. From here on nobody else writes the task's outputs,
    changelog or offsets.
 2. **restore**: a fresh processor's stores are replayed from the changelog
-   (:mod:`symfonic_stream.engine.restore`), then told so (``restored``).
+   (:mod:`symfonic_stream.state.restore`), then told so (``restored``).
 3. **position**: where to resume: the position the changelog restored, unless the
    group's committed offset was moved by someone else since (:func:`.position.resume_offset`);
    without a position (a stateless consumer, or ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS=0``), the
@@ -36,17 +36,17 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine import heap
-from symfonic_stream.engine.faults import fault_point
-from symfonic_stream.engine.position import KEY as POSITION
-from symfonic_stream.engine.position import Progress, position_store, resume_offset
 from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import Processor
-from symfonic_stream.engine.restore import restore_stores
-from symfonic_stream.engine.store import StateStore
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.retry import OnWait
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import KEY as POSITION
+from symfonic_stream.state.position import Progress, position_store, resume_offset
+from symfonic_stream.state.restore import restore_stores
+from symfonic_stream.state.store import StateStore
 
 if TYPE_CHECKING:
     from symfonic_stream.engine.task import StreamTask

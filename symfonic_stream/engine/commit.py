@@ -7,7 +7,7 @@ named again at its line:
    counts, and the offset after its last record (none for a punctuation alone);
 2. **write changed state**: each state store of the task writes its dirty keys into the
    batch, the task's position (its next input offset) too when it keeps one
-   (:mod:`~symfonic_stream.engine.position`);
+   (:mod:`~symfonic_stream.state.position`);
 3. **begin**, after creating any on-demand output topic the batch is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
@@ -44,15 +44,15 @@ from aiokafka import TopicPartition
 from symfonic_stream.engine.batches import Batches, Sends
 from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.dead_letters import dead_letter_headers
-from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.position import KEY as POSITION
-from symfonic_stream.engine.position import Progress
 from symfonic_stream.engine.producer import ProducerUnusable, TaskProducer, TransactionAborted
 from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.store import StateStore, write_changes
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.faults import fault_point
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import KEY as POSITION
+from symfonic_stream.state.position import Progress
+from symfonic_stream.state.store import StateStore, write_changes
 
 log = logging.getLogger(__name__)
 

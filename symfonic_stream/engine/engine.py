@@ -35,12 +35,12 @@ from symfonic_stream.engine.assign import (
     rebuild_task,
 )
 from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState

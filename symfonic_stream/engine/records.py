@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from symfonic_stream.engine.store import StateStore
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.state.store import StateStore
 
 Headers = tuple[tuple[str, bytes], ...]
 
@@ -82,7 +82,7 @@ class Collector:
 
     ``state`` maps a changelog key to its new serialized value (``None`` = tombstone): the
     state stores write their changes into it at commit step 2, one value per key, which is
-    what a compacted changelog keeps (:mod:`symfonic_stream.engine.store`).
+    what a compacted changelog keeps (:mod:`symfonic_stream.state.store`).
     ``counts`` carries processor-level counters (``duplicates``, ``gaps``, ``unknown_kind``)
     for the metrics; ``inputs`` the type of each input record as the processor read it (an
     AgentEvent's kind, ``invalid`` for one it dead-letters): the ``type`` of records in.
@@ -127,7 +127,7 @@ class Processor(Protocol):
     :attr:`stores` from the task's changelog, calls :meth:`restored`, then :meth:`process`
     for every record in offset order and :meth:`punctuate` on the clock (gap timeouts,
     grace expiry); a bounded source (a replay) ends with :meth:`end_of_input`. At each
-    commit the stores write what changed (:mod:`symfonic_stream.engine.store`). Nothing
+    commit the stores write what changed (:mod:`symfonic_stream.state.store`). Nothing
     here does I/O. A processor's memory runs ahead of what has committed: when a
     transaction aborts, the engine discards it, builds a fresh one and restores it.
     """

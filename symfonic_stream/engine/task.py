@@ -28,13 +28,13 @@ from aiokafka import TopicPartition
 
 from symfonic_stream.engine.commit import Batch, CommitOutcome, commit
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.position import Progress
 from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, Processor
-from symfonic_stream.engine.store import StateStore
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import Progress
+from symfonic_stream.state.store import StateStore
 
 log = logging.getLogger(__name__)
 

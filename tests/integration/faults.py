@@ -2,7 +2,7 @@
 then kill it or let it go on as a zombie.
 
 A consumer started with ``fault_freeze="<phase>:<n>"`` (``SYMFONIC_FAULT_FREEZE``, see
-``symfonic_stream/engine/faults.py``) stops itself with SIGSTOP the n-th time it passes that
+``symfonic_stream/faults.py``) stops itself with SIGSTOP the n-th time it passes that
 phase, after logging ``fault point reached: <phase>``. :func:`wait_frozen` waits until it is
 stopped *and* its log says it stopped in that phase: a fault that did not land where it
 names fails the test. Then :func:`kill` (SIGKILL, no clean-up at all) or

@@ -12,11 +12,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine import restore
-from symfonic_stream.engine.restore import restore_stores
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.state import restore
+from symfonic_stream.state.restore import restore_stores
+from symfonic_stream.state.store import Codec, StateStore
 
 from .harness import (
     BOOTSTRAP,
@@ -231,7 +231,7 @@ async def test_a_hole_ends_its_partition_where_it_stands_and_the_others_read_on(
     await _write(changelog, 1, [(b"run/b", b"1"), (b"run/c", b"1")], commit=True,
                  transactional_id=f"{prefix}-h1")
     stores = {p: _store() for p in (0, 1)}
-    with caplog.at_level("WARNING", logger="symfonic_stream.engine.restore"):
+    with caplog.at_level("WARNING", logger="symfonic_stream.state.restore"):
         counts = await restore_stores(settings, changelog,
                                       {p: [(b"", [s])] for p, s in stores.items()})
     assert stores[0].items() == [("a", b"1")]

@@ -54,14 +54,14 @@ def tool_call(**overrides: Any) -> dict[str, Any]:
 
 def write_changes(processor: Any, out: Any) -> None:
     """Commit step 2 for a processor under test: its stores' changes into ``out.state``."""
-    from symfonic_stream.engine.store import write_changes as write
+    from symfonic_stream.state.store import write_changes as write
 
     write(processor.stores, out.state)
 
 
 def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     """Restore a fresh processor from changelog records, as the engine does."""
-    from symfonic_stream.engine.store import restore_record
+    from symfonic_stream.state.store import restore_record
 
     for key, value in state.items():
         assert restore_record(processor.stores, key, value), key

@@ -1,6 +1,6 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
-models/config → kafka, observability, projections → engine → processors → app →
+models/config/faults → kafka, observability, projections → state → engine → processors → app →
 sdk, tools, gateway → cli. Every import counts, also one inside a function or under
 ``TYPE_CHECKING``: a circle that only type checkers see is still a circle to a reader.
 """
@@ -18,18 +18,20 @@ PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
 #: a lower one, never a higher one).
 LAYERS = {
     "config": 0,
+    "faults": 0,
     "models": 0,
     "kafka": 1,
     "observability": 1,
     "projections": 1,
-    "engine": 2,
-    "processors": 3,
-    "app": 4,
-    "sdk": 5,
-    "tools": 5,
-    "gateway": 5,
-    "cli": 6,
-    "__main__": 7,
+    "state": 2,
+    "engine": 3,
+    "processors": 4,
+    "app": 5,
+    "sdk": 6,
+    "tools": 6,
+    "gateway": 6,
+    "cli": 7,
+    "__main__": 8,
 }
 #: The Kafka layer is generic: it knows the settings, nothing of the project's domain.
 KAFKA_MAY_IMPORT = {"config", "kafka"}

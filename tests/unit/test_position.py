@@ -18,17 +18,17 @@ from prometheus_client import CollectorRegistry
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import keeps_position
 from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.position import (
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.task import QUIET_S, StreamTask
+from symfonic_stream.engine.topology import Bounded, Topology
+from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import (
     KEY,
     PROGRESS_CODEC,
     Progress,
     position_store,
     resume_offset,
 )
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.task import QUIET_S, StreamTask
-from symfonic_stream.engine.topology import Bounded, Topology
-from symfonic_stream.observability.metrics import ConsumerMetrics
 
 SOURCE = "agent-events"
 

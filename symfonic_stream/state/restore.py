@@ -2,7 +2,7 @@
 
 A separate, group-less, read_committed consumer is assigned the changelog partitions of
 the tasks being set up, seeks to their beginning and hands every record to the store whose
-prefix it carries (:func:`~symfonic_stream.engine.store.restore_record`). Tasks without a
+prefix it carries (:func:`~symfonic_stream.state.store.restore_record`). Tasks without a
 group share one changelog partition, each under a key prefix of its own. Under
 read_committed aiokafka's ``end_offsets`` is the last stable offset (ListOffsets carries the
 isolation level; aio-libs/aiokafka#1087 was about older versions that returned the high
@@ -41,9 +41,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.faults import fault_point
-from symfonic_stream.engine.store import StateStore, restore_record
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
+from symfonic_stream.state.store import StateStore, restore_record
 
 log = logging.getLogger(__name__)
 
