@@ -104,8 +104,7 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
     from symfonic_stream.engine.commit import append_all
     from symfonic_stream.engine.commit_metrics import report_commit
     from symfonic_stream.engine.producer import TaskProducer
-    from symfonic_stream.engine.records import Collector
-    from symfonic_stream.engine.task import to_input
+    from symfonic_stream.engine.records import Collector, to_input
     from symfonic_stream.observability.metrics import ConsumerMetrics
     from symfonic_stream.state.store import write_changes
 

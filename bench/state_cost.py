@@ -199,8 +199,8 @@ async def time_restore(settings: Settings, runs: int, records: int) -> float:
     processor = _fresh_processor(settings)
     gc.collect()
     started = time.monotonic()
-    counts = await restore_stores(settings, topology.changelog_topic,
-                                  {0: [(b"", list(processor.stores))]})
+    counts = (await restore_stores(settings, topology.changelog_topic,
+                                   {0: [(b"", list(processor.stores))]})).records
     processor.restored()
     elapsed = time.monotonic() - started
     if counts[0] != records or processor.active_runs != runs:

@@ -133,6 +133,7 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(4_194_304, ge=1024)
     batch_max_latency_ms: int = Field(5, ge=0)
     group_offset_interval_ms: int = Field(1000, ge=0)
+    state_keep_s: float = Field(900.0, ge=0)
     compression: Compression = "none"
     event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)

@@ -73,6 +73,8 @@ class Batches:
     def __init__(self, producer: AIOKafkaProducer, *, native: bool = False) -> None:
         self._producer = producer
         self.sends: Sends = []
+        #: Where each of ``sends`` went, in the same order.
+        self.sent_to: list[Where] = []
         # One timestamp for a transaction's records (CreateTime: when it was produced).
         self._native = (_RecordBatches(PRODUCER_MAX_BATCH_BYTES, int(time.time() * 1000))
                         if native and _RecordBatches is not None else None)
@@ -152,10 +154,19 @@ class Batches:
             return list(self._taken)
         return [*self._full, *self._open.items()]
 
+    def first_offset(self, topic: str, partition: int) -> int | None:
+        """The offset of the first record of the last batch sent to (topic, partition),
+        once the sends are acknowledged (None: nothing went there)."""
+        found = [future.result().offset for future, where in zip(self.sends, self.sent_to,
+                                                                  strict=True)
+                 if where == (topic, partition) and future.done() and not future.exception()]
+        return max(found, default=None)
+
     async def send_all(self) -> None:
         for where, batch in self.in_send_order():
             topic, partition = where
             self.sends.append(await self._producer.send_batch(batch, topic, partition=partition))
+            self.sent_to.append(where)
         self._taken.clear()
         self._full.clear()
         self._open.clear()

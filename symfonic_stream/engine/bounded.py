@@ -47,7 +47,8 @@ class BoundedEngine(Engine):
 
     def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
         task = super()._task(tp, ready)
-        saved = ready.position.get(POSITION) if ready.position is not None else None
+        position = ready.state.position
+        saved = position.get(POSITION) if position is not None else None
         task.input_done = saved is not None and saved.ended  # an earlier run finished it
         return task
 

@@ -83,7 +83,8 @@ class Committing(Protocol):
     @property
     def stores(self) -> tuple[StateStore[Any], ...]: ...
 
-    def committed(self, next_offset: int, *, to_group: bool) -> None: ...
+    def committed(self, next_offset: int | None, *, to_group: bool,
+                  changelog_offset: int | None) -> None: ...
 
     def log_context(self) -> dict[str, object]: ...
 
@@ -122,7 +123,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
         steps.append(("create_topics", time.monotonic() - creating))
     offsets = None if next_offset is None or not batch.to_group else {task.tp: next_offset}
     try:
-        await transact(task.producer, task.topology, out, offsets, steps)  # steps 3-7
+        written = await transact(task.producer, task.topology, out, offsets, steps)  # 3-7
     except ProducerUnusable as unusable:
         log.warning("producer unusable; partition given back to the group",
                     extra={**task.log_context(), "fenced": unusable.fenced, "error": str(unusable)})
@@ -135,8 +136,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
                     extra={**task.log_context(), "error": repr(aborted.__cause__)})
         return _aborted(task, time.monotonic() - started)
     # 8. advance
-    if next_offset is not None:
-        task.committed(next_offset, to_group=offsets is not None)
+    task.committed(next_offset, to_group=offsets is not None, changelog_offset=written)
     # 9. report
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)
@@ -167,8 +167,10 @@ async def transact(
     out: Collector,
     offsets: Mapping[TopicPartition, int] | None,
     steps: Steps | None = None,
-) -> None:
-    """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction.
+) -> int | None:
+    """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction;
+    the offset of the last changelog batch's first record (its stores hold everything
+    before that), None when it wrote no state.
 
     Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
     :class:`ProducerUnusable` when the producer must be dropped: the one place a failure
@@ -187,6 +189,10 @@ async def transact(
         # 5. await the sends
         await producer.await_sends(sends)
         lap("await_sends")
+        written = None
+        if out.state and topology.changelog_topic is not None:
+            written = batches.first_offset(
+                topology.changelog_topic, topology.changelog_place(producer.partition)[0])
         # 6. send offsets
         if topology.bounded is None and offsets:
             await producer.send_offsets(offsets, topology.group_id)
@@ -196,6 +202,7 @@ async def transact(
         await producer.commit()
         lap("commit")
         fault_point("commit_logged")
+        return written
     except asyncio.CancelledError:
         raise
     except Exception as exc:

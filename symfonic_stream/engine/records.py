@@ -180,3 +180,30 @@ class Stateless:
     @property
     def active_runs(self) -> int:
         return 0
+
+
+# One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
+# keyword ``__new__`` costs more than the tuple), so the field order is checked once.
+_new_input = tuple.__new__
+if InputRecord._fields != (
+    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
+):
+    raise RuntimeError(f"InputRecord changed its fields: update {__file__}")
+
+
+def to_input(record: Any) -> InputRecord:
+    """An aiokafka ConsumerRecord as the processors see it: the one conversion every
+    consumer and a replay share. A header with a null value becomes ``b""``."""
+    headers = record.headers
+    if headers:
+        headers = tuple(headers)
+        for _, value in headers:  # (a loop: a generator per record cost more than this)
+            if value is None:
+                headers = tuple((k, v if v is not None else b"") for k, v in headers)
+                break
+    else:
+        headers = ()
+    return _new_input(InputRecord, (
+        record.topic, record.partition, record.offset, record.key, record.value, headers,
+        record.timestamp or 0,
+    ))

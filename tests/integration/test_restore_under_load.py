@@ -148,7 +148,7 @@ async def test_state_that_disagrees_with_the_group_is_restored_again(
         ends = await real_ends(self, partitions)
         return {tp: end * 2 // 3 if shortening else end for tp, end in ends.items()}
 
-    async def short_first(*args: Any, **kwargs: Any) -> dict[int, int]:
+    async def short_first(*args: Any, **kwargs: Any) -> restore.Restored:
         nonlocal shortening
         calls.append(1)
         shortening = len(calls) == 1

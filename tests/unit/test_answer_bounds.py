@@ -163,7 +163,7 @@ def test_registration_has_a_budget_of_its_own(clock: Any) -> None:
 
 # -- the caps at registration ---------------------------------------------------------------
 
-@pytest.mark.parametrize("keyword", ["anyOf", "oneOf", "allOf"])
+@pytest.mark.parametrize("keyword", ["anyOf", "oneOf", "allOf", "prefixItems"])
 def test_branches_are_capped(keyword: str) -> None:
     at_cap = {keyword: [{"type": "integer"}] * MAX_SCHEMA_BRANCHES}
     assert schema_problem(at_cap) is None
@@ -172,12 +172,10 @@ def test_branches_are_capped(keyword: str) -> None:
                                     f"'{keyword}' has over {MAX_SCHEMA_BRANCHES} items)")
 
 
-@pytest.mark.parametrize("keyword", ["enum", "required", "prefixItems"])
+@pytest.mark.parametrize("keyword", ["enum", "required"])
 def test_other_arrays_are_capped(keyword: str) -> None:
     def of(count: int) -> dict[str, Any]:
-        items: list[Any] = [True] * count if keyword == "prefixItems" else [
-            f"k{n}" for n in range(count)]
-        return {keyword: items}
+        return {keyword: [f"k{n}" for n in range(count)]}
 
     assert schema_problem(of(MAX_SCHEMA_ARRAY)) is None
     assert schema_problem(of(MAX_SCHEMA_ARRAY + 1)) == (

@@ -291,6 +291,7 @@ SYMFONIC_BATCH_MAX_RECORDS: {{ $v.engine.batchMaxRecords | int64 | toString | qu
 SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote }}
 SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}
 SYMFONIC_GROUP_OFFSET_INTERVAL_MS: {{ $v.engine.groupOffsetIntervalMs | int64 | toString | quote }}
+SYMFONIC_STATE_KEEP_S: {{ $v.engine.stateKeepS | toString | quote }}
 SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
 SYMFONIC_EVENT_LOOP: {{ $v.engine.eventLoop | quote }}
 SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toString | quote }}
