@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine import assign
+from symfonic_stream.engine import restoring
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.state import restore
 from symfonic_stream.tools.synthetic import RunShape, generate_run
@@ -158,9 +158,7 @@ async def test_state_that_disagrees_with_the_group_is_restored_again(
             shortening = False
 
     monkeypatch.setattr(AIOKafkaConsumer, "end_offsets", short_ends)
-    monkeypatch.setattr(assign, "restore_stores", short_first)
-
-    monkeypatch.setattr(assign, "restore_stores", short_first)
+    monkeypatch.setattr(restoring, "restore_stores", short_first)
     with caplog.at_level("INFO"):
         async with InProcessEngine(topology, settings):
             await produce(names.agent_events, _records(rest))
