@@ -5,37 +5,31 @@
 #   docker build -t symfonic-stream:0.1.0 .
 #   docker run --rm symfonic-stream:0.1.0 run typed      # one consumer: typed|chunks|pauses|resumes
 #
-# Stage 1 builds the native hot path (native/, Rust: the decoder's scanner, the record
-# batches) into a wheel. Stage 2 builds the project wheel and collects the wheels of its runtime dependencies. Stage 3 installs
-# only those wheels (no index, no compiler, no source tree) and runs as a non-root numeric
-# user, so `runAsNonRoot` and `readOnlyRootFilesystem` work unchanged.
+# Stage 1 builds the project's one wheel (the package with its native extension, Rust) and
+# collects the wheels of its runtime dependencies. Stage 2 installs only those wheels (no
+# index, no compiler, no source tree) and runs as a non-root numeric user, so `runAsNonRoot`
+# and `readOnlyRootFilesystem` work unchanged.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG RUST_IMAGE=rust:1-slim-bookworm
 
-# ---------------------------------------------------------------- native
+# ---------------------------------------------------------------- builder
 # Bookworm's python3 is 3.11, the runtime's: the wheel is abi3 for 3.11 and newer.
-FROM ${RUST_IMAGE} AS native
+FROM ${RUST_IMAGE} AS builder
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends python3 python3-venv \
- && python3 -m venv /maturin && /maturin/bin/pip install --no-cache-dir "maturin>=1.5,<2"
-WORKDIR /src
-COPY native/ native/
-RUN /maturin/bin/maturin build --release --manifest-path native/Cargo.toml --out /wheels
-
-# ---------------------------------------------------------------- builder
-FROM ${PYTHON_IMAGE} AS builder
+ && python3 -m venv /build
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 
 WORKDIR /src
-# .dockerignore lets in only pyproject.toml, README.md, LICENSE, the Python packages and native/.
+# .dockerignore lets in only what the wheel is built from.
 COPY . .
-# The project wheel plus a wheel for every runtime dependency, into /wheels.
-RUN python -m pip wheel --wheel-dir /wheels .
-COPY --from=native /wheels/ /wheels/
+# The project wheel (setuptools-rust builds native/ into it) plus a wheel for every runtime
+# dependency, into /wheels.
+RUN /build/bin/pip wheel --wheel-dir /wheels .
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
@@ -56,7 +50,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # Install from the builder's wheels only (bind-mounted: they never become a layer), then
 # remove the installers themselves: nothing in this image can build or fetch packages.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    python -m pip install --no-index --find-links /wheels symfonic-stream symfonic-scan \
+    python -m pip install --no-index --find-links /wheels symfonic-stream \
+ && python -c 'import symfonic_stream._native' \
  && python -m pip uninstall --yes pip setuptools wheel \
  && groupadd --system --gid "${GID}" symfonic \
  && useradd --system --uid "${UID}" --gid "${GID}" --no-create-home \

@@ -56,7 +56,7 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_scan.pyi $(wildcard native/src/*.rs)
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock symfonic_stream/_native.pyi $(wildcard native/src/*.rs)
 	@py=""; \
 	for c in $(PYTHON_CANDIDATES); do \
 	  if command -v "$$c" >/dev/null 2>&1 && \
@@ -69,14 +69,13 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_sca
 	  echo "make: $(VENV) has an old Python; recreating it"; rm -rf $(VENV); \
 	fi; \
 	if [ ! -x $(BIN)/python ]; then echo "make: creating $(VENV) with $$py"; "$$py" -m venv $(VENV); fi; \
-	echo "make: pip install -e '.[dev]'"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
 	PATH="$$PATH:$$HOME/.cargo/bin"; \
 	if ! command -v cargo >/dev/null 2>&1; then \
 	  echo "make: cargo (Rust) is required to build native/, the native hot path" >&2; exit 1; \
 	fi; \
-	echo "make: pip install ./native (the native hot path, Rust: docs/engine.md: Decoding, Producing)"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check ./native
+	echo "make: pip install -e '.[dev]' (with the native extension: docs/engine.md: Decoding, Producing)"; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
+	$(BIN)/python -c 'import symfonic_stream.native as n, sys; sys.exit(n.MISSING and "make: the native extension was not built: " + n.MISSING)'
 	@touch $@
 
 # --------------------------------------------------------------------------- checks

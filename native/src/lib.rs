@@ -65,7 +65,7 @@ fn scan(value: &[u8], max_depth: usize, max_integer: u64) -> Option<Verdict> {
     }
 }
 
-#[pymodule]
+#[pymodule(name = "_native")]
 fn symfonic_scan(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(scan, module)?)?;
     module.add_function(wrap_pyfunction!(batch::partition_for_key, module)?)?;

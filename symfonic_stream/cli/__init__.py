@@ -7,8 +7,19 @@ import click
 from symfonic_stream import __version__
 
 
+def _print_version(context: click.Context, _: click.Parameter, value: bool) -> None:
+    if not value or context.resilient_parsing:
+        return
+    from symfonic_stream import native
+
+    click.echo(native.version_report(__version__))
+    context.exit()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="symfonic-stream")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version,
+              help="The version, which native paths are active, the Kafka client's version.")
 def main() -> None:
     """Carry LLM-agent runs over Kafka: projectors, pause router, resume validator, tools."""
 

@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
 #: a lower one, never a higher one).
 LAYERS = {
     "config": 0,
+    "native": 0,
     "models": 0,
     "kafka": 1,
     "observability": 1,
