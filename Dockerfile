@@ -28,8 +28,9 @@ WORKDIR /src
 # .dockerignore lets in only what the wheel is built from.
 COPY . .
 # The project wheel (setuptools-rust builds native/ into it) plus a wheel for every runtime
-# dependency, into /wheels.
-RUN /build/bin/pip wheel --wheel-dir /wheels .
+# dependency of the image's role (the consumers and the gateway: the [gateway] extra), into
+# /wheels.
+RUN /build/bin/pip wheel --wheel-dir /wheels ".[gateway]"
 
 # ---------------------------------------------------------------- runtime
 FROM ${PYTHON_IMAGE} AS runtime
@@ -50,7 +51,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # Install from the builder's wheels only (bind-mounted: they never become a layer), then
 # remove the installers themselves: nothing in this image can build or fetch packages.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    python -m pip install --no-index --find-links /wheels symfonic-stream \
+    python -m pip install --no-index --find-links /wheels "symfonic-stream[gateway]" \
  && python -c 'import symfonic_stream._native' \
  && python -m pip uninstall --yes pip setuptools wheel \
  && groupadd --system --gid "${GID}" symfonic \

@@ -13,7 +13,7 @@ import sys
 import click
 from rich.console import Console
 
-from symfonic_stream.cli.tail import (
+from symfonic_stream.cli.common import (
     EXIT_INTERRUPTED,
     quiet_kafka_logs,
     settings_or_exit,
