@@ -1,7 +1,8 @@
 # symfonic-stream — developer entry points (GNU make).
 #
 #   make test        venv + lint + chart-check + pytest on the project's Kafka (defaults,
-#                    secure listeners), then the 3-node cluster and the other Kafka versions
+#                    secure listeners), then the 3-node cluster, the other Kafka versions,
+#                    the authorizer broker and the container image (make image)
 #   make demo        the whole pipeline on synthetic kernel runs
 #   make bench       the benchmark
 #
@@ -33,6 +34,7 @@ export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
 
 include mk/chart.mk
 include mk/brokers.mk
+include mk/release.mk
 
 .PHONY: help venv lint test test-main demo bench schemas chart-check \
 	broker-start broker-stop broker-status broker-logs
@@ -49,6 +51,9 @@ help:
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
 	@echo "make schemas       regenerate schemas/ from the models"
+	@echo "make wheel | sdist the one wheel (native extension inside) | the sdist, into dist/"
+	@echo "make image         build the container image from the wheel (buildah), run it against Kafka"
+	@echo "make dist          wheel, sdist, image archive, packaged chart and SHA256SUMS in dist/"
 	@echo "make broker-start | broker-stop | broker-status | broker-logs"
 	@echo "Kafka: $(SYMFONIC_BOOTSTRAP_SERVERS)$(if $(EXTERNAL_KAFKA), (external: never started or stopped here))"
 
@@ -110,7 +115,7 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint chart-check test-main test-cluster test-versions test-acls
+test: venv lint chart-check test-main test-cluster test-versions test-acls image
 
 test-main: venv
 	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)
