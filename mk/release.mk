@@ -55,7 +55,7 @@ dist: wheel sdist image chart-tools
 	@$(IMAGE_SCRIPT) save $(IMAGE) $(DIST)/symfonic-stream-image-$(VERSION).oci.tar
 	@$(CHART_RUN_HELM) package $(CHART_DIR) --destination $(DIST) \
 	  --version $(VERSION) --app-version $(VERSION) >/dev/null
-	@cd $(DIST) && rm -f SHA256SUMS && sha256sum \
-	  $$(basename $(WHEEL)) symfonic_stream-$(VERSION).tar.gz \
+	@wheel=$$(basename $(WHEEL)); cd $(DIST) && rm -f SHA256SUMS && sha256sum \
+	  "$$wheel" symfonic_stream-$(VERSION).tar.gz \
 	  symfonic-stream-image-$(VERSION).oci.tar symfonic-stream-$(VERSION).tgz > SHA256SUMS
 	@cd $(DIST) && ls -l $$(cut -d' ' -f3 SHA256SUMS) SHA256SUMS

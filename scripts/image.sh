@@ -130,7 +130,8 @@ report() {
 save() {
   need skopeo
   rm -f "$2"
-  skopeo copy --quiet "containers-storage:$1" "oci-archive:$2:$1"
+  # (skopeo says which storage driver it found on stderr, at info level: not news)
+  skopeo copy --quiet "containers-storage:$1" "oci-archive:$2:$1" 2> >(grep -v 'level=info' >&2)
 }
 
 command="${1:-}"

@@ -29,7 +29,7 @@ CARGO_HOME_BIN = Path.home() / ".cargo" / "bin"
 def _sources(into: Path) -> Path:
     """The files a build reads, copied to ``into``."""
     into.mkdir(exist_ok=True)
-    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE"):
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE", "CHANGELOG.md"):
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, into / name)
     ignore = shutil.ignore_patterns("target", "__pycache__", "*.so", "*.pyc")
@@ -97,7 +97,8 @@ def test_the_wheel_carries_the_extension_inside_the_package(wheel: Path) -> None
         metadata = archive.read(f"symfonic_stream-{VERSION}.dist-info/METADATA").decode()
     assert EXTENSION in names
     for data in ("symfonic_stream/py.typed", "symfonic_stream/_native.pyi",
-                 "symfonic_stream/gateway/static/index.html"):
+                 "symfonic_stream/gateway/static/index.html",
+                 f"symfonic_stream-{VERSION}.dist-info/licenses/LICENSE"):
         assert data in names
     tops = {n.split("/", 1)[0] for n in names}
     assert tops == {"symfonic_stream", f"symfonic_stream-{VERSION}.dist-info"}  # one package
@@ -136,7 +137,8 @@ def test_the_sdist_carries_the_crate_and_builds_the_extension(tmp_path: Path) ->
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     for needed in ("native/Cargo.toml", "native/Cargo.lock", "native/src/lib.rs",
-                   "native/src/batch.rs", "symfonic_stream/_native.pyi", "pyproject.toml"):
+                   "native/src/batch.rs", "symfonic_stream/_native.pyi", "pyproject.toml",
+                   "LICENSE", "CHANGELOG.md"):
         assert needed in names
     assert not any(n.startswith("native/target") or n.endswith(".so") for n in names)
     with zipfile.ZipFile(_pip_wheel(sdist, tmp_path / "wheel")) as archive:
