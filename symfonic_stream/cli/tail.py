@@ -24,6 +24,7 @@ from symfonic_stream.cli.common import (
     quiet_kafka_logs,
     settings_or_exit,
 )
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.sdk.reader import (
     ReaderTimeout,
     RunReader,
@@ -98,7 +99,7 @@ def command(
     except RunReadError as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_BROKEN)
-    except (KafkaError, OSError) as exc:
+    except (KafkaError, KafkaUnavailable, OSError) as exc:
         click.echo(
             f"symfonic-stream: cannot read from Kafka at {settings.bootstrap_servers}: {exc!r}",
             err=True,
