@@ -42,6 +42,18 @@ def _ms(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"
 
 
+def _reading(ctx: DemoContext) -> str:
+    """How to read the outputs table's columns, under it."""
+    return (
+        "re-sent dropped: inputs the kernel sent twice, dropped by the projector's ordering "
+        "guard (no output is ever written twice). Latency: kernel timestamp (stamped at "
+        f"publish, {ctx.options.rate:g} events/s) to the output record read back; steady: "
+        f"after the first {ctx.options.startup_s:g} s of publishing (start-up: the "
+        "consumers' first fetches and transactions) and not behind a lost event (those wait "
+        f"for the {ctx.options.gap_timeout_s:g} s gap timeout)"
+    )
+
+
 def print_summary(ctx: DemoContext) -> None:
     console = ctx.console
     published = len(ctx.events)
@@ -80,16 +92,7 @@ def print_summary(ctx: DemoContext) -> None:
     for name in sorted({name for t, _ in shown for name in ctx.outputs[t].by_type}):
         types.add_row(name, *(str(ctx.outputs[t].by_type.get(name, 0) or "") for t, _ in shown))
     console.print(table)
-    console.print(
-        "re-sent dropped: inputs the kernel sent twice, dropped by the projector's ordering "
-        "guard (no output is ever written twice). Latency: kernel timestamp (stamped at "
-        f"publish, {ctx.options.rate:g} events/s) to the output record read back; steady: "
-        f"after the first {ctx.options.startup_s:g} s of publishing (start-up: the "
-        "consumers' first fetches and transactions) and not behind a lost event (those wait "
-        f"for the {ctx.options.gap_timeout_s:g} s gap timeout)",
-        style="dim",
-        soft_wrap=True,
-    )
+    console.print(_reading(ctx), style="dim", soft_wrap=True)
     console.print(types)
     letters = Counter(ctx.dead_letters)
     console.print(
