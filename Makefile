@@ -1,7 +1,8 @@
 # symfonic-stream — developer entry points (GNU make).
 #
 #   make test        venv + lint + chart-check + pytest on the project's Kafka (defaults,
-#                    secure listeners), then the 3-node cluster and the other Kafka versions
+#                    secure listeners), then the 3-node cluster, the other Kafka versions,
+#                    the authorizer broker and the container image (make image)
 #   make demo        the whole pipeline on synthetic kernel runs
 #   make bench       the benchmark
 #
@@ -33,6 +34,7 @@ export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
 
 include mk/chart.mk
 include mk/brokers.mk
+include mk/release.mk
 
 .PHONY: help venv lint test test-main demo bench schemas chart-check \
 	broker-start broker-stop broker-status broker-logs
@@ -49,6 +51,9 @@ help:
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
 	@echo "make schemas       regenerate schemas/ from the models"
+	@echo "make wheel | sdist the one wheel (native extension inside) | the sdist, into dist/"
+	@echo "make image         build the container image from the wheel (buildah), run it against Kafka"
+	@echo "make dist          wheel, sdist, image archive, packaged chart and SHA256SUMS in dist/"
 	@echo "make broker-start | broker-stop | broker-status | broker-logs"
 	@echo "Kafka: $(SYMFONIC_BOOTSTRAP_SERVERS)$(if $(EXTERNAL_KAFKA), (external: never started or stopped here))"
 
@@ -56,7 +61,7 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_scan.pyi $(wildcard native/src/*.rs)
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock symfonic_stream/_native.pyi $(wildcard native/src/*.rs)
 	@py=""; \
 	for c in $(PYTHON_CANDIDATES); do \
 	  if command -v "$$c" >/dev/null 2>&1 && \
@@ -69,14 +74,13 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_sca
 	  echo "make: $(VENV) has an old Python; recreating it"; rm -rf $(VENV); \
 	fi; \
 	if [ ! -x $(BIN)/python ]; then echo "make: creating $(VENV) with $$py"; "$$py" -m venv $(VENV); fi; \
-	echo "make: pip install -e '.[dev]'"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
 	PATH="$$PATH:$$HOME/.cargo/bin"; \
 	if ! command -v cargo >/dev/null 2>&1; then \
 	  echo "make: cargo (Rust) is required to build native/, the native hot path" >&2; exit 1; \
 	fi; \
-	echo "make: pip install ./native (the native hot path, Rust: docs/engine.md: Decoding, Producing)"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check ./native
+	echo "make: pip install -e '.[dev]' (with the native extension: docs/engine.md: Decoding, Producing)"; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
+	$(BIN)/python -c 'import symfonic_stream.native as n, sys; sys.exit(n.MISSING and "make: the native extension was not built: " + n.MISSING)'
 	@touch $@
 
 # --------------------------------------------------------------------------- checks
@@ -112,7 +116,7 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint chart-check test-main test-cluster test-versions test-acls
+test: venv lint chart-check test-main test-cluster test-versions test-acls image
 
 test-main: venv
 	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)

@@ -15,7 +15,7 @@ generation cancel out: (instructions with the loop - without) / events.
   network and the event loop: aiokafka reading each 250-record batch as fetched (a
   transactional record batch, CRC checked, read_committed), ``to_input``, step 4's
   ``append_all`` into the transaction's record batches (native, as the engine builds them
-  when ``symfonic-scan`` is installed), each batch built, and step 9's report;
+  when the native extension is installed), each batch built, and step 9's report;
 * ``task-aiokafka``: ``task`` with the batches built by aiokafka's record builder.
 
 valgrind is a system tool (``apt-get install valgrind``), not a Python dependency.

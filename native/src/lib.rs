@@ -31,7 +31,7 @@ fn scan(
     json_scan::scan(value, max_depth, max_integer, object)
 }
 
-#[pymodule]
+#[pymodule(name = "_native")]
 fn symfonic_scan(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(scan, module)?)?;
     module.add_function(wrap_pyfunction!(batch::partition_for_key, module)?)?;

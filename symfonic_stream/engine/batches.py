@@ -4,10 +4,10 @@ Whole batches are handed to aiokafka (``send_batch``): ``send`` per record cost 
 a metadata check and a future per record, a third of a projector's produce-side CPU. There
 are two ways to build them, writing the same bytes (``tests/unit/test_producer_batches.py``):
 
-* **native** (``symfonic_scan.RecordBatches``, Rust, ``native/src/batch.rs``): a
+* **native** (``symfonic_stream._native.RecordBatches``, Rust, ``native/src/batch.rs``): a
   transaction's outputs in one call, its changelog records in another; each record placed
   by Kafka's default partitioner and encoded there, no Python per record. Used when
-  ``symfonic-scan`` is installed and the producer does not compress;
+  the native extension is installed and the producer does not compress;
 * **aiokafka's builder**: a record at a time, straight into the batch's C record builder, as
   aiokafka's own ``BatchBuilder.append`` does less its keyword parsing and its serializers
   (this producer has none): that wrapper was a third of the cost of appending a record,
@@ -24,13 +24,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from symfonic_stream.engine.records import OutputRecord
 from symfonic_stream.kafka.clients import PRODUCER_MAX_BATCH_BYTES
+from symfonic_stream.native import extension as _extension
+
+if TYPE_CHECKING:
+    from symfonic_stream._native import RecordBatches
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +43,9 @@ Where = tuple[str, int]
 #: The headers of every record without any (the record builder only reads them).
 _NO_HEADERS: list[tuple[str, bytes]] = []
 
-_RecordBatches: type[RecordBatches] | None
-try:
-    from symfonic_scan import RecordBatches
-except ImportError:  # a source install without Rust (or an older symfonic-scan)
-    _RecordBatches = None
-else:
-    _RecordBatches = RecordBatches
+# Without the extension (an install built where no cargo was): aiokafka's builder.
+_RecordBatches: type[RecordBatches] | None = (
+    _extension.RecordBatches if _extension is not None else None)
 
 #: Whether a producer that does not compress builds its batches natively.
 NATIVE_BATCHES = _RecordBatches is not None

@@ -6,8 +6,8 @@ The checks run in SPEC §6's order: ``too_large``, ``invalid_json``, ``invalid_e
 - the reference, in Python: orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8),
   :func:`check_shape` checks the tree against what this project can carry (depth,
   integers, duplicate keys), and pydantic validates the parsed object;
-- the native scanner (``symfonic_scan``, Rust, in ``native/``) reads the bytes once for all
-  of those checks, and pydantic validates straight from the bytes. Used when installed;
+- the native scanner (``symfonic_stream._native``, Rust, in ``native/``) reads the bytes
+  once for all of those checks, and pydantic validates straight from the bytes. Used when installed;
   ``tests/unit/test_native_scan.py`` holds it to the reference's verdicts.
 """
 
@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.native import extension as _extension
 
 _JSON_TYPE_NAMES = {
     list: "array",
@@ -36,16 +37,13 @@ _JSON_TYPE_NAMES = {
 
 
 _Scan = Callable[[bytes, int, int, bool], "tuple[str, str] | None"]
-_scan: _Scan | None
-try:
-    from symfonic_scan import scan as _scan
-except ImportError:  # a source install without Rust: the reference decides, more slowly
-    _scan = None
+# Without the extension (an install built where no cargo was) the reference decides, slowly.
+_scan: _Scan | None = _extension.scan if _extension is not None else None
 
 #: Whether :func:`decode_record` reads the bytes with the native scanner.
 NATIVE_SCAN = _scan is not None
 #: Which, in words, for the process's ``serving`` log line.
-JSON_SCANNER = "native" if NATIVE_SCAN else "reference (symfonic-scan not installed)"
+JSON_SCANNER = "native" if NATIVE_SCAN else "reference (native extension not installed)"
 
 _loads = orjson.loads
 _dumps = orjson.dumps

@@ -42,9 +42,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     ``cluster`` tests (they kill brokers) unless ``SYMFONIC_TEST_CLUSTER=1`` says the broker
     is the project's 3-node cluster (``make test-cluster``), and the ``authorizer`` tests
     unless ``SYMFONIC_TEST_AUTHORIZER=1`` says it is the authorizer broker (``make
-    test-acls``): each part of ``make test`` runs them on the broker they need."""
+    test-acls``): each part of ``make test`` runs them on the broker they need; the
+    ``image`` tests only when ``SYMFONIC_TEST_IMAGE`` names the image ``make image`` built."""
     on_cluster = bool(os.environ.get("SYMFONIC_TEST_CLUSTER"))
     on_authorizer = bool(os.environ.get("SYMFONIC_TEST_AUTHORIZER"))
+    with_image = bool(os.environ.get("SYMFONIC_TEST_IMAGE"))
     kept, dropped = [], []
     for item in items:
         if _HERE in item.path.parents:
@@ -52,7 +54,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(_TEST_TIMEOUT_S))
         elsewhere = (item.get_closest_marker("cluster") is not None and not on_cluster) or (
-            item.get_closest_marker("authorizer") is not None and not on_authorizer)
+            item.get_closest_marker("authorizer") is not None and not on_authorizer) or (
+            item.get_closest_marker("image") is not None and not with_image)
         if elsewhere:
             dropped.append(item)
         else:

@@ -241,7 +241,7 @@ async def test_pauses_reviewer_and_resumes_run_with_only_their_acls(
     assert Ticket.model_validate_json(initech).tenant == "initech"
     reviewer = settings_as("reviewer-acme", prefix)
     group = f"{prefix}-review.acme.ui"
-    async with Reviewer(reviewer, group, follow_outcomes=False) as tool:
+    async with Reviewer(group, reviewer, follow_outcomes=False) as tool:
         ticket = await asyncio.wait_for(anext(tool.tickets("default", tenant="acme")), 60)
         assert ticket.run_id == "acme-run"
         with pytest.raises(OutcomesUnavailable):

@@ -19,6 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
 LAYERS = {
     "config": 0,
     "faults": 0,
+    "native": 0,
     "models": 0,
     "kafka": 1,
     "observability": 1,

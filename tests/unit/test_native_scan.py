@@ -1,6 +1,6 @@
 """The native scanner (``native/``, Rust) against the Python reference it replaces.
 
-``decode_record`` reads the bytes with ``symfonic_scan.scan`` and validates them with
+``decode_record`` reads the bytes with ``symfonic_stream._native.scan`` and validates them with
 pydantic straight from the bytes; ``decode_record_reference`` parses with orjson, walks the
 tree and validates the dict. Every record must get the same verdict from both: the same
 event, or the same dead-letter reason with the same words.
