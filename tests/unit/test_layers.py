@@ -1,8 +1,9 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
-models/config → kafka, observability, projections → engine → processors → app →
-sdk, tools, gateway → cli. Every import counts, also one inside a function or under
-``TYPE_CHECKING``: a circle that only type checkers see is still a circle to a reader.
+models/config → kafka, observability, projections → engine → processors → consumers (the
+declarations) → app → sdk, tools, gateway → cli. Every import counts, also one inside a
+function or under ``TYPE_CHECKING``: a circle that only type checkers see is still a circle
+to a reader.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ LAYERS = {
     "projections": 1,
     "engine": 2,
     "processors": 3,
-    "app": 4,
-    "sdk": 5,
-    "tools": 5,
-    "gateway": 5,
-    "cli": 6,
-    "__main__": 7,
+    "consumers": 4,
+    "app": 5,
+    "sdk": 6,
+    "tools": 6,
+    "gateway": 6,
+    "cli": 7,
+    "__main__": 8,
 }
 #: The Kafka layer is generic: it knows the settings, nothing of the project's domain.
 KAFKA_MAY_IMPORT = {"config", "kafka"}

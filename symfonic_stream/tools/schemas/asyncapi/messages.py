@@ -1,5 +1,9 @@
 """``components.messages``: one AsyncAPI message per record type, with key, headers, examples.
 
+Which channel carries which message, and each message's payload schema (from its model),
+come from the declarations (:mod:`symfonic_stream.consumers.topics`); this module says
+what a reader of each needs besides: its key, headers and examples.
+
 The examples are literals, not generated, so they cannot drift silently: the unit tests
 validate each one against the payload schema its message references.
 """
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from symfonic_stream.consumers.typed import TYPED
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
     HEADER_DETAIL,
@@ -24,13 +29,12 @@ from symfonic_stream.models.headers import (
     TENANT_HEADER,
 )
 from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason
 from symfonic_stream.tools.schemas.asyncapi.objects import (
     PAYLOAD_SCHEMA_FORMAT,
     headers_schema,
     key_binding,
-    payload,
     ref,
 )
 from symfonic_stream.tools.schemas.conventions import DEAD_LETTER_HEADERS_FILE
@@ -83,7 +87,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "title": "Raw kernel event",
             "summary": "One event of a kernel run; index is dense per run: 0, 1, 2, …",
             "contentType": "application/json",
-            "payload": payload("agent-event.json"),
             "bindings": key_binding(_RUN_KEY + " Must equal the payload's run_id."),
             "examples": [
                 {
@@ -118,7 +121,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "summary": "A typed event, a run segment's end, or a gap; seq is dense per run.",
             "contentType": "application/json",
             "headers": _TENANT_HEADERS,
-            "payload": payload("stream-events-record.json"),
             "bindings": key_binding(_RUN_KEY),
             "examples": [
                 {
@@ -160,7 +162,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "summary": "A chunk, a run segment's end, or a gap; seq is dense per run.",
             "contentType": "application/json",
             "headers": _TENANT_HEADERS,
-            "payload": payload("stream-chunks-record.json"),
             "bindings": key_binding(_RUN_KEY),
             "examples": [
                 {
@@ -190,7 +191,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
                     KIND_HEADER: {"type": "string", "enum": ["ask_user", "interrupt"]},
                 }
             ),
-            "payload": payload("ticket.json"),
             "bindings": key_binding(_RUN_KEY),
             "examples": [
                 {
@@ -213,7 +213,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "headers": headers_schema(
                 {RECORD_TYPE_HEADER: {"type": "string", "const": TICKET_MARK}},
             ),
-            "payload": payload("ticket.json"),
             "bindings": key_binding(_TICKET_KEY),
             "tags": [ref("#/components/tags/internal")],
             "examples": [
@@ -236,7 +235,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "headers": headers_schema(
                 {RECORD_TYPE_HEADER: {"type": "string", "const": ANSWER_MARK}},
             ),
-            "payload": payload("resume-request.json"),
             "bindings": key_binding(_TICKET_KEY),
             "tags": [ref("#/components/tags/internal")],
         },
@@ -245,7 +243,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "title": "Answer to a ticket",
             "summary": "A human-review tool's answer; the first valid answer wins.",
             "contentType": "application/json",
-            "payload": payload("resume-request.json"),
             "bindings": key_binding(_TICKET_KEY),
             "examples": [
                 {
@@ -267,7 +264,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
             "headers": headers_schema(
                 {OUTCOME_HEADER: {"type": "string", "const": ACCEPTED_OUTCOME}},
             ),
-            "payload": payload("resume.json"),
             "bindings": key_binding(_RUN_KEY),
             "examples": [
                 {
@@ -299,7 +295,6 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
                     }
                 },
             ),
-            "payload": payload("resume-rejection.json"),
             "bindings": key_binding(_TICKET_KEY),
             "examples": [
                 {
@@ -336,7 +331,7 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
                         HEADER_REASON: DeadLetterReason.INVALID_EVENT.value,
                         HEADER_DETAIL: "index: Input should be a valid integer",
                         HEADER_SOURCE: f"{names.agent_events}/3/1042",
-                        HEADER_CONSUMER: CONSUMERS[0],
+                        HEADER_CONSUMER: TYPED.name,
                     },
                 }
             ],
