@@ -146,8 +146,9 @@ def check_principal(text: str, option: str, allow_wildcard: bool = False) -> str
 # --------------------------------------------------------------------------- the plan
 
 
-#: What a plan may name: the deployment's consumers, then the readers (the gateway).
-PRINCIPALS_OF = (*deployed_names(), *(reader.name for reader in READERS))
+def plan_names() -> tuple[str, ...]:
+    """What a plan may name: the deployment's consumers, then the readers (the gateway)."""
+    return (*deployed_names(), *(reader.name for reader in READERS))
 
 
 def consumer_topologies(settings: Settings, name: str) -> tuple[Topology, ...]:
@@ -254,7 +255,7 @@ _OPERATION_ORDER: list[Operation] = [
 
 def build_plan(
     settings: Settings,
-    consumers: Sequence[str] = deployed_names(),
+    consumers: Sequence[str] | None = None,
     reviewers: Sequence[ReviewerSpec] = (),
     principals: Mapping[str, str] | None = None,
     allow_wildcard: bool = False,
@@ -264,19 +265,20 @@ def build_plan(
     :func:`reviewer_principal`); ``User:*`` there only with ``allow_wildcard``."""
     chosen = {key: check_principal(principal, f"--principal {key}=", allow_wildcard)
               for key, principal in (principals or {}).items()}
-    known = {*PRINCIPALS_OF, *(f"reviewer:{r.tenant}" for r in reviewers)}
+    plannable = plan_names()
+    known = {*plannable, *(f"reviewer:{r.tenant}" for r in reviewers)}
     unknown = sorted(set(chosen) - known)
     if unknown:
         raise AclPlanError(
-            f"--principal {unknown[0]}=...: not a consumer ({', '.join(PRINCIPALS_OF)}) nor "
+            f"--principal {unknown[0]}=...: not a consumer ({', '.join(plannable)}) nor "
             "reviewer:<TENANT> of a --reviewer"
         )
     names = TopicNames(settings.topic_prefix)
     readers = {reader.name: reader for reader in READERS}
     bindings: set[AclBinding] = set()
-    for name in consumers:
-        if name not in PRINCIPALS_OF:
-            raise AclPlanError(f"--consumer {name!r}: one of {', '.join(PRINCIPALS_OF)}")
+    for name in deployed_names() if consumers is None else consumers:
+        if name not in plannable:
+            raise AclPlanError(f"--consumer {name!r}: one of {', '.join(plannable)}")
         who = chosen.get(name) or default_principal(settings, name)
         if name in readers:
             bindings.update(reader_bindings(who, readers[name], names))

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from symfonic_stream.config import Settings
-from symfonic_stream.consumers import CONSUMERS, Consumer, engines
-from symfonic_stream.consumers.topics import DEAD_LETTER, TOPICS
+from symfonic_stream.consumers import Consumer, deployed, engines, registered, topics_of
 from symfonic_stream.kafka.specs import TopicSpec, topic_spec
 from symfonic_stream.models.names import TopicNames
 
@@ -30,16 +29,13 @@ class Needed:
 
 def chosen_consumers(include_copier: bool = False) -> tuple[Consumer, ...]:
     """The deployment's consumers, and with ``include_copier`` those no deployment has."""
-    return tuple(c for c in CONSUMERS if c.deployed or include_copier)
+    return registered() if include_copier else deployed()
 
 
 def declared_topics(names: TopicNames, consumers: tuple[Consumer, ...]) -> list[Needed]:
-    """The declared topics ``consumers`` read or write (and the dead letters), in the
-    catalogue's order, then their changelogs: all but the families' topics."""
-    chosen = engines(consumers)
-    used = {DEAD_LETTER.id} | {e.reads.id for e in chosen}
-    used |= {w.topic.id for e in chosen for w in e.writes}
-    found = [Needed(t.name(names), t.purpose) for t in TOPICS if t.id in used and not t.family]
+    """The declared topics ``consumers`` read or write (and the dead letters), then their
+    changelogs: all but the families' topics."""
+    found = [Needed(t.name(names), t.purpose) for t in topics_of(consumers) if not t.family]
     found += [Needed(names.changelog(e.name), f"state changelog of the {names.group(e.name)} "
                      "group", compact=True, owner=c.name)
               for c in consumers for e in c.engines if e.stores]

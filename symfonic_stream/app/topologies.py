@@ -8,11 +8,8 @@ processor each input partition gets. Here a declared :class:`Engine` meets the s
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-
 from symfonic_stream.config import Settings
-from symfonic_stream.consumers import CONSUMERS, Consumer, Engine
+from symfonic_stream.consumers import Consumer, Engine, consumer
 from symfonic_stream.consumers.chunks import CHUNKS
 from symfonic_stream.consumers.copier import COPIER
 from symfonic_stream.consumers.pauses import PAUSES
@@ -67,8 +64,7 @@ def copier_topology(settings: Settings) -> Topology:
     return consumer_topologies(COPIER, settings)[0]
 
 
-#: ``symfonic-stream run <name>``: the topologies of each consumer's process, from the
-#: settings (``resumes`` is two: its intake and the validator, one engine each).
-TOPOLOGIES: dict[str, Callable[[Settings], tuple[Topology, ...]]] = {
-    declared.name: partial(consumer_topologies, declared) for declared in CONSUMERS
-}
+def topologies(name: str, settings: Settings) -> tuple[Topology, ...]:
+    """``symfonic-stream run <name>``: the topologies of that consumer's process, from the
+    settings (``resumes`` is two: its intake and the validator, one engine each)."""
+    return consumer_topologies(consumer(name), settings)

@@ -23,7 +23,6 @@ import click
 from aiokafka.errors import KafkaError
 
 from symfonic_stream.app.acls import (
-    PRINCIPALS_OF,
     WILDCARD,
     AclBinding,
     AclPlan,
@@ -31,6 +30,7 @@ from symfonic_stream.app.acls import (
     ReviewerSpec,
     build_plan,
     kafka_acls_command,
+    plan_names,
 )
 from symfonic_stream.config import ConfigError, Settings, load_settings
 from symfonic_stream.consumers import deployed_names
@@ -110,7 +110,7 @@ def _principals(pairs: Sequence[str]) -> dict[str, str]:
 
 
 @click.command("acls")
-@click.option("--consumer", "consumers", multiple=True, type=click.Choice(PRINCIPALS_OF),
+@click.option("--consumer", "consumers", multiple=True, type=click.Choice(plan_names()),
               help="A consumer (or the gateway) whose ACLs to print (repeatable; default: "
                    "every consumer of a deployment).")
 @click.option("--reviewer", "reviewers", multiple=True, metavar="TENANT[:QUEUE]",

@@ -27,6 +27,7 @@ from symfonic_stream.consumers.declaration import (
 from symfonic_stream.consumers.gateway import GATEWAY
 from symfonic_stream.consumers.pauses import PAUSES
 from symfonic_stream.consumers.resumes import RESUMES_CONSUMER
+from symfonic_stream.consumers.topics import DEAD_LETTER, TOPICS
 from symfonic_stream.consumers.typed import TYPED
 
 #: Every consumer ``symfonic-stream run`` can start, in the order the deployment lists them.
@@ -35,26 +36,54 @@ CONSUMERS: tuple[Consumer, ...] = (TYPED, CHUNKS, PAUSES, RESUMES_CONSUMER, COPI
 READERS: tuple[Reader, ...] = (GATEWAY,)
 
 
+# Everything derived reads the registry through these functions, when it is called: so a
+# declaration added to CONSUMERS (by a test, too) is everywhere at once.
+
+
+def registered() -> tuple[Consumer, ...]:
+    """Every consumer ``run`` can start."""
+    return CONSUMERS
+
+
 def consumer(name: str) -> Consumer:
     """The consumer called ``name`` (``KeyError`` when there is none)."""
-    for declared in CONSUMERS:
+    for declared in registered():
         if declared.name == name:
             return declared
     raise KeyError(name)
 
 
-def deployed(consumers: tuple[Consumer, ...] = CONSUMERS) -> tuple[Consumer, ...]:
+def deployed() -> tuple[Consumer, ...]:
     """The consumers a deployment runs (the chart's Deployments, the ACL plan's users)."""
-    return tuple(c for c in consumers if c.deployed)
+    return tuple(c for c in registered() if c.deployed)
 
 
 def deployed_names() -> tuple[str, ...]:
     return tuple(c.name for c in deployed())
 
 
-def engines(consumers: tuple[Consumer, ...] = CONSUMERS) -> tuple[Engine, ...]:
-    """Every engine of ``consumers``, in order."""
-    return tuple(engine for c in consumers for engine in c.engines)
+def engines(consumers: tuple[Consumer, ...] | None = None) -> tuple[Engine, ...]:
+    """Every engine of ``consumers`` (default: every registered one), in order."""
+    chosen = registered() if consumers is None else consumers
+    return tuple(engine for c in chosen for engine in c.engines)
+
+
+def topics_of(consumers: tuple[Consumer, ...], readers: tuple[Reader, ...] = ()
+              ) -> tuple[Topic, ...]:
+    """The topics ``consumers`` and ``readers`` read or write, and the dead letters (every
+    engine writes them): in the catalogue's order (:data:`.topics.TOPICS`), then any
+    other in the order declared."""
+    used = [DEAD_LETTER, *(t for r in readers for t in r.reads)]
+    for engine in engines(consumers):
+        used += [engine.reads, *(write.topic for write in engine.writes)]
+    ids = {topic.id for topic in used}
+    catalogued = [topic for topic in TOPICS if topic.id in ids]
+    known = {topic.id for topic in catalogued}
+    for topic in used:
+        if topic.id not in known:
+            known.add(topic.id)
+            catalogued.append(topic)
+    return tuple(catalogued)
 
 
 __all__ = [
@@ -74,4 +103,6 @@ __all__ = [
     "deployed",
     "deployed_names",
     "engines",
+    "registered",
+    "topics_of",
 ]

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from symfonic_stream.consumers import READERS, Engine, Topic, deployed, engines
-from symfonic_stream.consumers.topics import DEAD_LETTER, STATE_CHANGE, TOPICS
+from symfonic_stream.consumers import READERS, Engine, Topic, deployed, engines, topics_of
+from symfonic_stream.consumers.topics import STATE_CHANGE
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.schemas.asyncapi.objects import KAFKA_BINDING_VERSION, camel, ref
 
 
 def document_topics() -> tuple[Topic, ...]:
     """The declared topics of a deployment: read or written by its consumers or readers,
-    and the dead letters (every engine writes them), in the catalogue's order."""
-    used = {DEAD_LETTER.id, *(topic.id for reader in READERS for topic in reader.reads)}
-    for engine in engines(deployed()):
-        used |= {engine.reads.id, *(write.topic.id for write in engine.writes)}
-    return tuple(topic for topic in TOPICS if topic.id in used)
+    and the dead letters (every engine writes them)."""
+    return topics_of(deployed(), READERS)
 
 
 def changelog_channel_id(engine: Engine) -> str:
