@@ -40,6 +40,7 @@ from symfonic_stream.models.envelope import (
     RunEnd,
     TypedEventRecord,
 )
+from symfonic_stream.models.event_types import STREAM_EVENT_TYPES
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import (
     RejectionReason,
@@ -50,7 +51,6 @@ from symfonic_stream.models.pauses import (
 )
 from symfonic_stream.models.stream_event import (
     STREAM_CHUNK_TYPES,
-    STREAM_EVENT_TYPES,
     AskUserEvent,
     ExtensionEvent,
     InterruptEvent,
