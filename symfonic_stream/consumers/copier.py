@@ -4,7 +4,7 @@ baseline, and the engine's test processor). ``run copier`` starts it; no deploym
 from __future__ import annotations
 
 from symfonic_stream.config import Settings
-from symfonic_stream.consumers.declaration import Consumer, Engine, Resources, Wiring, Write
+from symfonic_stream.consumers.declaration import Consumer, Engine, Wiring, Write
 from symfonic_stream.consumers.topics import AGENT_EVENTS, COPIER_OUTPUT
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.copier import Copier
@@ -22,6 +22,5 @@ COPIER = Consumer(
     engines=(Engine(name="copier", reads=AGENT_EVENTS,
                     writes=(Write(COPIER_OUTPUT, "Every record, unchanged."),), wire=_copier),),
     scales_on="copier",
-    resources=Resources(cpu="100m", memory="128Mi", memory_limit="256Mi"),
-    deployed=False,
+    resources=None,  # a benchmark baseline: no deployment has it
 )

@@ -135,10 +135,14 @@ class Consumer:
     engines: tuple[Engine, ...]
     #: The engine whose group's lag on its input the autoscaler follows.
     scales_on: str
-    resources: Resources
-    #: ``False``: ``run`` can start it, but it is no part of a deployment (the chart, the
-    #: ACL plan, the AsyncAPI document, ``topics ensure`` without ``--with-copier``).
-    deployed: bool = True
+    #: Its pod's defaults in the chart; ``None``: no deployment has it (the copier):
+    #: ``run`` can start it, but the chart, the ACL plan, the AsyncAPI document and
+    #: ``topics ensure`` without ``--with-copier`` leave it out.
+    resources: Resources | None
+
+    @property
+    def deployed(self) -> bool:
+        return self.resources is not None
 
     def engine(self, name: str) -> Engine:
         return next(engine for engine in self.engines if engine.name == name)

@@ -75,6 +75,7 @@ def data_text() -> str:
 
 def _values_of(consumer: Consumer, first: str) -> list[str]:
     r = consumer.resources
+    assert r is not None, f"{consumer.name} is not deployed"
     overrides = ("Per-consumer overrides of `autoscaling.minReplicas`, `autoscaling.maxReplicas` "
                  "and `autoscaling.keda.lagThreshold`." if consumer.name == first else
                  f"Per-consumer autoscaling overrides (see `consumers.{first}.autoscaling`).")

@@ -221,6 +221,16 @@ def test_the_command_prints_the_plan_and_names_a_bad_option() -> None:
     assert bad.exit_code == 2 and "--principal typed=" in bad.output
 
 
+def test_the_gateway_reads_the_two_projections_and_nothing_else() -> None:
+    plan = build_plan(Settings(topic_prefix="p"), ["gateway"])
+    assert plan.principals() == ["User:p-gateway"]
+    assert {(b.resource_type, b.pattern, b.resource_name, b.operation) for b in plan.bindings} == {
+        ("TOPIC", "LITERAL", topic, op)
+        for topic in ("p.stream-events", "p.stream-chunks") for op in ("READ", "DESCRIBE")}
+    assert build_plan(Settings(topic_prefix="p")).principals() == [
+        f"User:p-{consumer}" for consumer in sorted(CONSUMERS)], "not by default"
+
+
 def test_transactional_id_prefix_is_the_shared_part() -> None:
     [topology] = consumer_topologies(Settings(topic_prefix="p"), "chunks")
     assert transactional_id_prefix(topology) == "p-chunks-p.agent-events-"
