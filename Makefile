@@ -36,7 +36,7 @@ include mk/chart.mk
 include mk/brokers.mk
 include mk/release.mk
 
-.PHONY: help venv lint test test-main demo bench schemas chart-check \
+.PHONY: help venv lint test test-main demo bench schemas schemas-check chart-check \
 	broker-start broker-stop broker-status broker-logs
 
 help:
@@ -50,7 +50,8 @@ help:
 	@echo "make test-faults   the fault matrix alone (SEEDS=N seeds, default 3)"
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
-	@echo "make schemas       regenerate schemas/ from the models"
+	@echo "make schemas       regenerate schemas/ and the chart's generated files from the models and consumers/"
+	@echo "make schemas-check the generated files are current; the AsyncAPI document parses (@asyncapi/parser)"
 	@echo "make wheel | sdist the one wheel (native extension inside) | the sdist, into dist/"
 	@echo "make image         build the container image from the wheel (buildah), run it against Kafka"
 	@echo "make dist          wheel, sdist, image archive, packaged chart and SHA256SUMS in dist/"
@@ -116,7 +117,7 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint chart-check test-main test-cluster test-versions test-acls image
+test: venv lint schemas-check chart-check test-main test-cluster test-versions test-acls image
 
 test-main: venv
 	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)
@@ -129,6 +130,14 @@ bench: venv
 
 schemas: venv
 	$(BIN)/symfonic-stream schemas generate
+	$(BIN)/python -m symfonic_stream.tools.chart --write
+
+# Drift of every generated file (also a unit test), then the official AsyncAPI parser
+# (npm, installed into a cache outside git by the script): 0 errors and 0 warnings.
+schemas-check: venv
+	$(BIN)/symfonic-stream schemas check
+	$(BIN)/python -m symfonic_stream.tools.chart --check
+	scripts/asyncapi-check.sh schemas/asyncapi.yaml
 
 # --------------------------------------------------------------------------- the broker
 

@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topics import required_topics
+from symfonic_stream.consumers.resumes import INTAKE
 from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.models.names import INTAKE, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
 

@@ -1,8 +1,9 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
-models/config/faults → kafka, observability, projections → state → engine → processors → app →
-sdk, tools, gateway → cli. Every import counts, also one inside a function or under
-``TYPE_CHECKING``: a circle that only type checkers see is still a circle to a reader.
+models/config/faults → kafka, observability, projections → state → engine → processors →
+consumers (the declarations) → app → sdk, tools, gateway → cli. Every import counts, also
+one inside a function or under ``TYPE_CHECKING``: a circle that only type checkers see is
+still a circle to a reader.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ LAYERS = {
     "state": 2,
     "engine": 3,
     "processors": 4,
-    "app": 5,
-    "sdk": 6,
-    "tools": 6,
-    "gateway": 6,
-    "cli": 7,
-    "__main__": 8,
+    "consumers": 5,
+    "app": 6,
+    "sdk": 7,
+    "tools": 7,
+    "gateway": 7,
+    "cli": 8,
+    "__main__": 9,
 }
 #: The Kafka layer is generic: it knows the settings, nothing of the project's domain.
 KAFKA_MAY_IMPORT = {"config", "kafka"}

@@ -16,6 +16,8 @@ from typing import Any
 from rich.console import Console
 
 from symfonic_stream.config import Settings
+from symfonic_stream.consumers import consumer, deployed_names
+from symfonic_stream.consumers.gateway import GATEWAY
 from symfonic_stream.models.names import TopicNames
 
 
@@ -61,9 +63,7 @@ class DemoContext:
     options: DemoOptions
     settings: Settings
     console: Console
-    consumers: list[str] = field(
-        default_factory=lambda: ["typed", "chunks", "pauses", "resumes"]
-    )
+    consumers: list[str] = field(default_factory=lambda: list(deployed_names()))
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="symfonic-demo-")))
     processes: dict[str, asyncio.subprocess.Process] = field(default_factory=dict)
     metrics_ports: dict[str, int] = field(default_factory=dict)
@@ -96,6 +96,9 @@ class DemoContext:
 
     @property
     def output_topics(self) -> dict[str, str]:
-        """Output topic → consumer, for the projectors in this demo."""
-        topics = {"typed": self.names.stream_events, "chunks": self.names.stream_chunks}
-        return {topics[c]: c for c in self.consumers if c in topics}
+        """Output topic → consumer: the run streams (what the gateway serves) that the
+        consumers of this demo write."""
+        streams = {topic.id for topic in GATEWAY.reads}
+        return {write.topic.name(self.names): name for name in self.consumers
+                for engine in consumer(name).engines for write in engine.writes
+                if write.topic.id in streams}
