@@ -13,8 +13,6 @@ from pathlib import Path
 import orjson
 
 from symfonic_stream.engine.workers import free_port
-from symfonic_stream.kafka.admin import ensure_topics, partition_counts
-from symfonic_stream.kafka.specs import topic_spec
 from symfonic_stream.models.names import TopicNames
 from tests.reference import oracle
 from tests.unit.test_docs_snippets import python_block
@@ -31,7 +29,6 @@ from .harness import (
 PUBLISHER = ("tools.md", "async with EventPublisher() as publisher:")
 READER = ("tools.md", 'async with RunReader("run-1", follow=False, idle_timeout_s=60) as reader:')
 REVIEWER = ("pauses.md", 'async with Reviewer("symfonic-review.acme.ui") as reviewer:')
-CONSUMER = ("engine.md", "class Upper(Stateless):")
 
 
 async def start_block(block: tuple[str, str], prefix: str, tmp_path: Path,
@@ -104,28 +101,3 @@ async def test_the_reviewer_example_answers_a_ticket(tmp_path: Path) -> None:
             await reviewer.wait()
         for consumer in consumers:
             consumer.stop()
-
-
-async def test_the_consumer_example_copies_upper_cased(tmp_path: Path) -> None:
-    prefix = unique_prefix()
-    settings = await create_topics(prefix, with_copier=False)
-    names = TopicNames(prefix)
-    output = f"{prefix}.upper"
-    report = await ensure_topics(settings, [topic_spec(settings, output, "the example's output")])
-    assert report.ok, report.mismatches
-    deadline = time.monotonic() + 30
-    while output not in await partition_counts(settings, [output]):  # its metadata spreads
-        assert time.monotonic() < deadline, f"{output} was created but is not described"
-        await asyncio.sleep(0.1)
-    process = await start_block(CONSUMER, prefix, tmp_path)
-    try:
-        await produce(names.agent_events, [(b"k", b'{"hello": "world"}', [])])
-        async with TopicReader(output) as reader:
-            [copied] = await reader.until(1, within=120)
-        assert (copied.key, copied.value) == (b"k", b'{"HELLO": "WORLD"}')
-        process.terminate()  # the example's serve() stops gracefully on SIGTERM
-        assert await asyncio.wait_for(process.wait(), 60) == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()

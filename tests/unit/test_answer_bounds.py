@@ -65,10 +65,11 @@ def test_a_request_within_the_limit_is_read() -> None:
 
 
 def test_the_limit_is_the_validators_setting() -> None:
-    from symfonic_stream.app.topologies import validator_topology
+    from symfonic_stream.app.topologies import topologies
     from symfonic_stream.config import load_settings
 
-    validator = validator_topology(load_settings(max_answer_bytes=2048)).processor_factory(0)
+    _, validator_topology = topologies("resumes", load_settings(max_answer_bytes=2048))
+    validator = validator_topology.processor_factory(0)
     v = ValidatorHarness()
     v.validator = validator  # type: ignore[assignment]
     v.register(routed(payload={"response_schema": {"type": "array"}}))

@@ -28,7 +28,8 @@ RUN_BLOCKS = {
     ("tools.md", "async with EventPublisher() as publisher:"),
     ("tools.md", 'async with RunReader("run-1", follow=False, idle_timeout_s=60) as reader:'),
     ("pauses.md", 'async with Reviewer("symfonic-review.acme.ui") as reviewer:'),
-    ("engine.md", "class Upper(Stateless):"),
+    # Run by tests/unit/test_consumers.py and, on the broker, test_consumer_declared.py.
+    ("engine.md", "from symfonic_stream.consumers import Consumer, Engine, Resources"),
 }
 
 

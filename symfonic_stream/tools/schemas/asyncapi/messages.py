@@ -1,5 +1,4 @@
 """``components.messages``: one AsyncAPI message per record type, with key, headers, examples.
-
 Which channel carries which message, and each message's payload schema (from its model),
 come from the declarations (:mod:`symfonic_stream.consumers.topics`); this module says
 what a reader of each needs besides: its key, headers and examples.
