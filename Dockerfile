@@ -34,6 +34,9 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE MANIFEST.in ./
 COPY symfonic_stream/ symfonic_stream/
+# symfonic_stream/consumers is a link to the declarations at the top (the design card's
+# layout): the link's target comes too, so the link resolves in the build stage.
+COPY consumers/ consumers/
 COPY native/ native/
 # The project wheel (setuptools-rust builds native/ into it) and a wheel for every runtime
 # dependency of the image's role, into /wheels.

@@ -34,9 +34,9 @@ CHART = Path("helm/symfonic-stream")
 DATA_FILE = "files/consumers.yaml"
 #: What the templates replace with ``kafka.topicPrefix``.
 PREFIX = "{prefix}"
-BEGIN = "# <consumers: generated from symfonic_stream/consumers by `make schemas`>"
+BEGIN = "# <consumers: generated from consumers/ by `make schemas`>"
 END = "# </consumers>"
-NOTE = ("# Generated from symfonic_stream/consumers by `make schemas` "
+NOTE = ("# Generated from consumers/ by `make schemas` "
         "(python -m symfonic_stream.tools.chart --write): do not edit.\n")
 
 

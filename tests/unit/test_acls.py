@@ -32,7 +32,7 @@ from symfonic_stream.cli import main
 from symfonic_stream.config import Settings
 from symfonic_stream.models.names import TopicNames
 
-#: The deployment's consumers (their declarations: symfonic_stream/consumers).
+#: The deployment's consumers (their declarations: consumers/).
 CONSUMERS = ("typed", "chunks", "pauses", "resumes")
 
 SUITE = Path(__file__).resolve().parents[2] / "helm/symfonic-stream/tests/kafkausers_test.yaml"

@@ -1,4 +1,4 @@
-"""The declarations (symfonic_stream/consumers/) and everything derived from them.
+"""The declarations (consumers/) and everything derived from them.
 
 Each declaration is checked against what it wires (its processor's stores, the settings it
 reads); the chart's generated files must match the declarations; and a consumer declared

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.helpers import package_sources
+
 PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
 
 #: Each top-level part of the package and its layer (an import may go to its own layer or
@@ -65,7 +67,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = {_module_name(path): path for path in package_sources(PACKAGE)}
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         targets = set()

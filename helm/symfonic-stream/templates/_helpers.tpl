@@ -4,7 +4,7 @@ Kubernetes recommended labels and the bitnami/common conventions.
 */}}
 
 {{/*
-The declarations: files/consumers.yaml, generated from symfonic_stream/consumers by `make
+The declarations: files/consumers.yaml, generated from consumers/ by `make
 schemas` (each consumer's name, the group and topic it scales on, its ACLs; the gateway's
 ACLs; the topics every deployment has), with kafka.topicPrefix in place of {prefix}. Use as:
 fromYaml (include "symfonic-stream.declared" $)
