@@ -18,9 +18,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import Prepared, Superseded, prepare_tasks
+from symfonic_stream.engine.assignor import WARM_LAG, Warmth
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
-from symfonic_stream.engine.restoring import KeptTasks
+from symfonic_stream.engine.restoring import KeptTasks, fresh_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
@@ -49,6 +50,44 @@ class Assignments:
     _stopping: asyncio.Event
     _taken: asyncio.Event
     _on_demand: OnDemandTopics | None
+    _rejoin: bool
+    #: The partitions owned until the last revocation (what this member says it owned).
+    _owned: frozenset[int] = frozenset()
+    #: Partitions the leader asked this member to warm up (engine/assignor.py).
+    _warming: frozenset[int] = frozenset()
+
+    def _warmth(self) -> Warmth:
+        """What this member says when it joins: what it owned, how far behind its kept
+        state of each partition is (0 for a partition it owns)."""
+        lags = self.kept.lags() if self.kept is not None else {}
+        lags.update((tp.partition, 0) for tp in self.tasks)
+        return Warmth(self._owned | {tp.partition for tp in self.tasks}, lags)
+
+    def _on_warm_up(self, partitions: list[int]) -> None:
+        """The leader asks this member to warm these up: fresh state, tailed from the
+        beginning of the changelog, until caught up (:meth:`_probe_when_warm`)."""
+        if self.kept is None:
+            return
+        for partition in partitions:
+            tp = TopicPartition(self.topology.source_topic, partition)
+            state = fresh_state(self.settings, self.topology, tp)
+            self.kept.warm_up(partition, state, state.stores)
+        self._warming = frozenset(partitions)
+        if partitions:
+            log.info("warming partitions up before the group moves them here",
+                     extra={"partitions": sorted(partitions)})
+
+    def _probe_when_warm(self) -> None:
+        """Every turn: once every partition being warmed up has caught up, ask the group
+        to rebalance (a probing rebalance, KIP-441), which now moves them here."""
+        if not self._warming or self.kept is None:
+            return
+        lags = self.kept.lags()
+        if all(lags.get(p, WARM_LAG + 1) <= WARM_LAG for p in self._warming):
+            log.info("partitions warm: asking the group to move them here",
+                     extra={"partitions": sorted(self._warming)})
+            self._warming = frozenset()
+            self._rejoin = True
 
     async def _set_up_assigned(self, consumer: AIOKafkaConsumer) -> None:
         """Set up every newly assigned partition (unlocked), then install its task."""
@@ -103,6 +142,7 @@ class Assignments:
         # The lock keeps new records out; closing commits what is pending
         # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
         async with self._lock:
+            self._owned = frozenset(tp.partition for tp in [*self.tasks, *self._to_set_up])
             self._to_set_up.clear()
             tasks = [self.tasks.pop(tp) for tp in list(self.tasks) if tp in revoked]
             clean = await asyncio.gather(*(task.close() for task in tasks))

@@ -154,13 +154,17 @@ class Batches:
             return list(self._taken)
         return [*self._full, *self._open.items()]
 
-    def first_offset(self, topic: str, partition: int) -> int | None:
-        """The offset of the first record of the last batch sent to (topic, partition),
-        once the sends are acknowledged (None: nothing went there)."""
-        found = [future.result().offset for future, where in zip(self.sends, self.sent_to,
-                                                                  strict=True)
-                 if where == (topic, partition) and future.done() and not future.exception()]
-        return max(found, default=None)
+    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
+        """Once the sends are acknowledged: the offset after the ``records`` sent to (topic,
+        partition) when they went in one batch; else the first offset of the last batch
+        (everything before it was sent by us). None: nothing went there."""
+        sent = zip(self.sends, self.sent_to, strict=True)
+        firsts: list[int] = [future.result().offset for future, where in sent
+                             if where == (topic, partition) and future.done()
+                             and not future.exception()]
+        if not firsts:
+            return None
+        return firsts[0] + records if len(firsts) == 1 else max(firsts)
 
     async def send_all(self) -> None:
         for where, batch in self.in_send_order():

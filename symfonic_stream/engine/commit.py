@@ -169,8 +169,8 @@ async def transact(
     steps: Steps | None = None,
 ) -> int | None:
     """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction;
-    the offset of the last changelog batch's first record (its stores hold everything
-    before that), None when it wrote no state.
+    a changelog offset its stores hold everything before (``Batches.offset_after``), None
+    when it wrote no state.
 
     Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
     :class:`ProducerUnusable` when the producer must be dropped: the one place a failure
@@ -191,8 +191,9 @@ async def transact(
         lap("await_sends")
         written = None
         if out.state and topology.changelog_topic is not None:
-            written = batches.first_offset(
-                topology.changelog_topic, topology.changelog_place(producer.partition)[0])
+            written = batches.offset_after(topology.changelog_topic,
+                                           topology.changelog_place(producer.partition)[0],
+                                           len(out.state))
         # 6. send offsets
         if topology.bounded is None and offsets:
             await producer.send_offsets(offsets, topology.group_id)

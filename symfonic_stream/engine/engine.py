@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from symfonic_stream.config import Settings
@@ -32,6 +33,7 @@ from symfonic_stream.engine.assign import (
     rebuild_task,
 )
 from symfonic_stream.engine.assignment import Assignments
+from symfonic_stream.engine.assignor import warm_up_assignor
 from symfonic_stream.engine.commit import CommitOutcome
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
@@ -151,7 +153,12 @@ class Engine(Assignments):
 
     async def _start_consumer(self) -> AIOKafkaConsumer:
         topology = self.topology
-        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, topology.group_id))
+        kwargs = group_consumer_kwargs(self.settings, topology.group_id)
+        if self.kept is not None:  # stateful: partitions move once warm (engine/assignor.py)
+            kwargs["partition_assignment_strategy"] = (
+                warm_up_assignor(topology.source_topic, self._warmth, self._on_warm_up),
+                RoundRobinPartitionAssignor)
+        consumer = AIOKafkaConsumer(**kwargs)
         consumer.subscribe([topology.source_topic],
                            listener=RebalanceListener(self._on_revoked, self._on_assigned))
         self.readiness.reason = "waiting for the group to assign partitions"
@@ -184,10 +191,8 @@ class Engine(Assignments):
     async def _loop(self, consumer: AIOKafkaConsumer) -> None:
         settings = self.settings
         while not self._stopping.is_set():
-            if self._rejoin:
-                self._rejoin = False
-                log.info("rejoining the group to reassign dropped partitions")
-                request_rejoin(consumer)
+            self._probe_when_warm()
+            self._maybe_rejoin(consumer)
             if self._to_set_up and time.monotonic() >= self._setup_retry_at:
                 await self._set_up_assigned(consumer)
             self._resume_due(consumer)
@@ -241,6 +246,13 @@ class Engine(Assignments):
             self.readiness.refresh(setting_up=[tp.partition for tp in self._to_set_up],
                                    failing=[t.partition for t in self.tasks.values()
                                             if t.failures > 1], stopping=self._stopping.is_set())
+
+    def _maybe_rejoin(self, consumer: AIOKafkaConsumer) -> None:
+        """A partition was given up, or warmed up: the group must rebalance."""
+        if self._rejoin:
+            self._rejoin = False
+            log.info("rejoining the group to reassign partitions")
+            request_rejoin(consumer)
 
     async def _absorb(self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, Any]) -> None:
         """Process fetched records in slices, yielding between them: the transactions in

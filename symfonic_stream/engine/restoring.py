@@ -22,10 +22,10 @@ from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Processor
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.state.kept import KeptState
+from symfonic_stream.state.kept import Kept, KeptState
 from symfonic_stream.state.position import KEY as POSITION
 from symfonic_stream.state.position import Progress, position_store
-from symfonic_stream.state.restore import restore_stores
+from symfonic_stream.state.restore import Restored, restore_stores
 from symfonic_stream.state.store import StateStore
 
 log = logging.getLogger(__name__)
@@ -76,28 +76,54 @@ async def restore_tasks(
     on_progress: Callable[[], None] = lambda: None,
 ) -> dict[TopicPartition, TaskState]:
     """Step 2 for ``tps``: kept state caught up on its changelog's tail, the rest fresh
-    and restored whole; then each processor told (``restored``)."""
+    and restored whole; then each processor told (``restored``), but for kept state the
+    tail left as it was (its counts, buffers and deadlines are still right). Kept state
+    taken here goes back to ``kept`` if the set-up fails or is superseded."""
     states: dict[TopicPartition, TaskState] = {}
-    starts: dict[int, int] = {}
+    taken: dict[TopicPartition, Kept[TaskState]] = {}
     for tp in tps:
-        taken = kept.take(tp.partition) if kept is not None else None
-        if taken is not None:
-            states[tp] = taken.holder
-            starts[tp.partition] = taken.applied
+        entry = kept.take(tp.partition) if kept is not None else None
+        if entry is not None:
+            taken[tp], states[tp] = entry, entry.holder
         else:
             states[tp] = fresh_state(settings, topology, tp)
-    if topology.changelog_topic is not None:
-        behind = await _restore(settings, topology, states, starts, metrics, cancelled,
-                                on_progress)
-        if behind:  # their changelog lost records they never read: start afresh
-            log.warning("kept state is behind the changelog's start; restoring it whole",
-                        extra={"partitions": sorted(tp.partition for tp in behind)})
-            again = {tp: fresh_state(settings, topology, tp) for tp in behind}
-            await _restore(settings, topology, again, {}, metrics, cancelled, on_progress)
-            states.update(again)
-    for state in states.values():
-        state.processor.restored()
+    try:
+        untouched = await _read_changelog(settings, topology, states, taken, metrics,
+                                          cancelled, on_progress)
+    except BaseException:
+        if kept is not None:
+            for tp, entry in taken.items():
+                kept.keep(tp.partition, entry.holder, entry.stores, entry.applied)
+        raise
+    for tp, state in states.items():
+        if tp not in untouched:
+            state.processor.restored()
     return states
+
+
+async def _read_changelog(
+    settings: Settings,
+    topology: Topology,
+    states: dict[TopicPartition, TaskState],
+    taken: dict[TopicPartition, Kept[TaskState]],
+    metrics: ConsumerMetrics,
+    cancelled: Callable[[], bool],
+    on_progress: Callable[[], None],
+) -> set[TopicPartition]:
+    """Restores ``states`` (kept ones from their offset); the kept ones nothing changed."""
+    if topology.changelog_topic is None:
+        return set()
+    starts = {tp.partition: entry.applied for tp, entry in taken.items()}
+    restored, behind = await _restore(settings, topology, states, starts, metrics, cancelled,
+                                      on_progress)
+    if behind:  # their changelog lost records they never read: start afresh
+        log.warning("kept state is behind the changelog's start; restoring it whole",
+                    extra={"partitions": sorted(tp.partition for tp in behind)})
+        again = {tp: fresh_state(settings, topology, tp) for tp in behind}
+        await _restore(settings, topology, again, {}, metrics, cancelled, on_progress)
+        states.update(again)
+    return {tp for tp, entry in taken.items() if tp not in behind and entry.tailed == 0
+            and restored.records.get(topology.changelog_place(tp.partition)[0], 0) == 0}
 
 
 async def _restore(
@@ -108,8 +134,9 @@ async def _restore(
     metrics: ConsumerMetrics,
     cancelled: Callable[[], bool],
     on_progress: Callable[[], None],
-) -> set[TopicPartition]:
-    """Reads the changelog into ``states``; returns the tasks whose start was deleted."""
+) -> tuple[Restored, set[TopicPartition]]:
+    """Reads the changelog into ``states``; what was read, and the tasks whose start was
+    deleted."""
     assert topology.changelog_topic is not None
     targets: dict[int, list[tuple[bytes, list[StateStore[Any]]]]] = {}
     for tp, state in states.items():
@@ -122,7 +149,8 @@ async def _restore(
         metrics.state_restored(time.monotonic() - begun, records)
     for tp, state in states.items():
         state.changelog_offset = restored.applied[topology.changelog_place(tp.partition)[0]]
-    return {tp for tp in states if topology.changelog_place(tp.partition)[0] in restored.behind}
+    behind = {tp for tp in states if topology.changelog_place(tp.partition)[0] in restored.behind}
+    return restored, behind
 
 
 def disagrees(position: StateStore[Progress] | None, group_offset: int | None) -> bool:

@@ -59,6 +59,13 @@ class Kept(Generic[T]):
     since: float
     #: Changelog records applied while kept.
     tailed: int = 0
+    #: The changelog's end as last seen (its last stable offset); None: not seen yet.
+    end: int | None = None
+
+    @property
+    def lag(self) -> int | None:
+        """Changelog records it is behind, as far as the tail has seen (None: unknown)."""
+        return None if self.end is None else max(0, self.end - self.applied)
 
 
 class KeptState(Generic[T]):
@@ -78,8 +85,20 @@ class KeptState(Generic[T]):
 
     def keep(self, partition: int, holder: T, stores: Sequence[StateStore[Any]],
              applied: int) -> None:
+        """A revoked partition's state, which holds everything before ``applied``."""
         if self._keep_s > 0:
-            self._kept[partition] = Kept(holder, stores, applied, time.monotonic())
+            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(), end=applied)
+
+    def warm_up(self, partition: int, holder: T, stores: Sequence[StateStore[Any]]) -> None:
+        """Fresh state of a partition the group will give this process once it is warm
+        (:mod:`symfonic_stream.engine.assignor`): the tail reads its whole changelog."""
+        if self._keep_s > 0 and partition not in self._kept:
+            self._kept[partition] = Kept(holder, stores, 0, time.monotonic())
+
+    def lags(self) -> dict[int, int]:
+        """Each kept partition's lag (changelog records it is behind), where known."""
+        return {partition: lag for partition, kept in self._kept.items()
+                if (lag := kept.lag) is not None}
 
     def take(self, partition: int) -> Kept[T] | None:
         """A kept partition, no longer kept (no record is applied to it after this)."""
@@ -122,6 +141,10 @@ class KeptState(Generic[T]):
                     kept.tailed += 1
                     applied += 1
             kept.applied = max(kept.applied, await consumer.position(tp))
+        for partition in self._assigned & self._kept.keys():
+            stable = consumer.last_stable_offset(TopicPartition(self._topic, partition))
+            if stable is not None and stable >= 0:
+                self._kept[partition].end = stable
         return applied
 
     async def _follow(self) -> AIOKafkaConsumer | None:

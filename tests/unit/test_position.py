@@ -99,7 +99,7 @@ class _Recorder:
     async def send_all(self) -> None:
         pass
 
-    def first_offset(self, topic: str, partition: int) -> int | None:
+    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
         return None
 
 
