@@ -35,6 +35,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from symfonic_stream.config import Settings
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import groupless_consumer_kwargs
 from symfonic_stream.state.store import StateStore, restore_record
 
@@ -140,6 +141,8 @@ class KeptState(Generic[T]):
                                                              record.value):
                     kept.tailed += 1
                     applied += 1
+            if records:
+                fault_point("restoring")  # (a warm-up restores here, not at set-up)
             kept.applied = max(kept.applied, await consumer.position(tp))
         for partition in self._assigned & self._kept.keys():
             stable = consumer.last_stable_offset(TopicPartition(self._topic, partition))
@@ -151,7 +154,7 @@ class KeptState(Generic[T]):
         """The tail consumer, assigned what is kept now (seeked to each applied offset)."""
         wanted = frozenset(self._kept)
         if not wanted:
-            if self._consumer is not None:
+            if self._consumer is not None and self._assigned:
                 self._consumer.unsubscribe()
                 self._assigned = frozenset()
             return None
