@@ -47,6 +47,8 @@ def required_topics(settings: Settings, *, include_copier: bool = False) -> list
              "ticket registrations and answers, for the resume validator"),
         spec(names.resumes, delete, "validated resumes for the kernel"),
         spec(names.resume_rejections, delete, "rejected resume requests"),
+        spec(names.review_tickets, compact,
+             "each open ticket's review state: claim, escalation, history (the console's)"),
         spec(names.human_queue("default"), delete, "default human-review queue"),
         spec(names.expired_queue, delete, "tickets already expired when routed"),
     ]

@@ -16,6 +16,7 @@ from symfonic_stream.kafka.specs import TopicSpec, topic_spec
 from symfonic_stream.models.names import INTAKE, ProjectionName, TopicNames
 from symfonic_stream.processors.copier import Copier
 from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.pauses.desk import ReviewDesk
 from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
 from symfonic_stream.processors.pauses.rules import NAME_PART, RoutingRules, load_rules
@@ -60,10 +61,13 @@ def projector_topology(projection: ProjectionName, settings: Settings) -> Topolo
     )
 
 
-def router_topology(settings: Settings, rules: RoutingRules | None = None) -> Topology:
-    """The pause router consumer (group ``<prefix>-pauses``)."""
+def tenant_queue_specs(settings: Settings, rules: RoutingRules
+                       ) -> Callable[[str], TopicSpec | None] | None:
+    """With per-tenant queues, the spec of a tenant's queue topic a writer may create on
+    first use (the router's routed tickets, the validator's escalated ones)."""
+    if not settings.tenant_queues:
+        return None
     names = TopicNames(settings.topic_prefix)
-    rules = rules if rules is not None else load_rules(settings.routing_rules)
     tenant_queue = re.compile(
         re.escape(names.human_queue("")) + NAME_PART + r"\.(" + "|".join(
             re.escape(queue) for queue in [*rules.queues(), "expired"]
@@ -76,6 +80,14 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
         if not tenant_queue.fullmatch(topic):
             return None
         return topic_spec(settings, topic, "human-review queue of a tenant (created on use)")
+
+    return tenant_queue_spec
+
+
+def router_topology(settings: Settings, rules: RoutingRules | None = None) -> Topology:
+    """The pause router consumer (group ``<prefix>-pauses``)."""
+    names = TopicNames(settings.topic_prefix)
+    rules = rules if rules is not None else load_rules(settings.routing_rules)
 
     def make(partition: int) -> PauseRouter:
         return PauseRouter(
@@ -97,7 +109,7 @@ def router_topology(settings: Settings, rules: RoutingRules | None = None) -> To
         dead_letter_topic=names.dead_letter,
         changelog_topic=names.changelog("pauses"),
         processor_factory=make,
-        on_demand_topic=tenant_queue_spec if settings.tenant_queues else None,
+        on_demand_topic=tenant_queue_specs(settings, rules),
     )
 
 
@@ -120,27 +132,33 @@ def intake_topology(settings: Settings) -> Topology:
     )
 
 
-def validator_topology(settings: Settings) -> Topology:
+def validator_topology(settings: Settings, rules: RoutingRules | None = None) -> Topology:
     """The resume validator (group ``<prefix>-resumes``): pause-registrations → resumes
-    and rejections."""
+    and rejections, each ticket's review state (review-tickets), and the tickets it
+    escalates to their new queue (the routing rules' ``escalations``)."""
     names = TopicNames(settings.topic_prefix)
+    rules = rules if rules is not None else load_rules(settings.routing_rules)
+    desk = ReviewDesk(names, rules, settings.tenant_queues, settings.review_claim_lease_s)
 
     def make(partition: int) -> ResumeValidator:
         return ResumeValidator(
             names, grace_s=settings.closed_run_grace_s, decode=settings.decode_limits(),
             max_lifetime_s=settings.ticket_max_lifetime_s,
             punctuate_budget_s=settings.punctuate_budget_ms / 1000,
-            max_answer_bytes=settings.max_answer_bytes,
+            max_answer_bytes=settings.max_answer_bytes, desk=desk,
         )
 
+    escalated = [names.human_queue(e.to) for e in rules.escalations]
     return Topology(
         consumer="resumes",
         group_id=names.group("resumes"),
         source_topic=names.pause_registrations,
-        output_topics=(names.resumes, names.resume_rejections),
+        output_topics=(names.resumes, names.resume_rejections, names.review_tickets,
+                       *([] if settings.tenant_queues else escalated)),
         dead_letter_topic=names.dead_letter,
         changelog_topic=names.changelog("resumes"),
         processor_factory=make,
+        on_demand_topic=tenant_queue_specs(settings, rules) if rules.escalations else None,
     )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.models.agent_event import AgentEvent
 
 
@@ -66,3 +68,14 @@ def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     for key, value in state.items():
         assert restore_record(processor.stores, key, value), key
     processor.restored()
+
+
+@dataclass(slots=True)
+class Verdicts(Collector):
+    """A collector that keeps the resume validator's review-tickets records (``reviews``)
+    apart from its verdicts and other outputs (``outputs``)."""
+
+    reviews: list[OutputRecord] = field(default_factory=list)
+
+    def emit(self, record: OutputRecord) -> None:
+        (self.reviews if record.topic.endswith(".review-tickets") else self.outputs).append(record)

@@ -92,6 +92,21 @@ def build_channels(names: TopicNames) -> dict[str, Any]:
             "resumeRejection",
             "Refused answers, with the reason, keyed by ticket id.",
         ),
+        "reviewTickets": channel(
+            names.review_tickets,
+            "reviewTicket",
+            "Each open ticket's review state (its queue, claim, escalation, answer and "
+            "history), written by the resume validator after each change, compacted, keyed "
+            "by [tenant, ticket id]; the gateway's review console reads it. It holds the "
+            "tickets' tokens: only the validator writes it and only the gateway reads it.",
+            tags=[ref("#/components/tags/internal")],
+            bindings={
+                "kafka": {
+                    "topicConfiguration": {"cleanup.policy": ["compact"]},
+                    "bindingVersion": KAFKA_BINDING_VERSION,
+                }
+            },
+        ),
         "deadLetter": channel(
             names.dead_letter,
             "deadLetter",

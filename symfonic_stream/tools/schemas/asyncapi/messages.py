@@ -315,6 +315,14 @@ def build_messages(names: TopicNames) -> dict[str, Any]:
                 }
             ],
         },
+        "reviewTicket": {
+            "name": "ReviewTicket",
+            "title": "Review state of a ticket",
+            "summary": "A ticket's queue, claim, escalation, answer and history; null: forgotten.",
+            "contentType": "application/json",
+            "payload": payload("review-ticket.json"),
+            "bindings": key_binding("`[tenant, ticket id]` as JSON."),
+        },
         "deadLetter": {
             "name": "DeadLetter",
             "title": "Dead letter",

@@ -94,6 +94,21 @@ def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, A
         tag="external",
     )
     operation(
+        "gatewayReadReviewTickets",
+        "receive",
+        "reviewTickets",
+        "The gateway's review console and AG-UI resume read every ticket's review state.",
+        tag="external",
+    )
+    operation(
+        "gatewaySendAnswers",
+        "send",
+        "resumeRequests",
+        "The gateway answers and claims on a reviewer's behalf, with the ticket's token.",
+        tag="external",
+        messages=("resumeRequest",),
+    )
+    operation(
         "operatorsReadDeadLetters",
         "receive",
         "deadLetter",
@@ -142,6 +157,11 @@ def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, A
             [
                 ("SendResumes", "resumes", "Accepted answers, keyed by run id.", None),
                 ("SendRejections", "resumeRejections", "Refused answers, with the reason.", None),
+                ("SendReviewTickets", "reviewTickets",
+                 "Each ticket's review state after each change.", None),
+                ("SendEscalatedTickets", "humanQueue",
+                 "A ticket unanswered past its queue's escalation, to its new queue, once.",
+                 None),
             ],
         ),
     }
