@@ -12,6 +12,7 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 ARG RUST_IMAGE=rust:1-slim-bookworm
+ARG NODE_IMAGE=node:20-slim
 
 # ---------------------------------------------------------------- native
 # Bookworm's python3 is 3.11, the runtime's: the wheel is abi3 for 3.11 and newer.
@@ -23,6 +24,16 @@ WORKDIR /src
 COPY native/ native/
 RUN /maturin/bin/maturin build --release --manifest-path native/Cargo.toml --out /wheels
 
+# ---------------------------------------------------------------- web
+# The review console's script, bundled from npm's packages (web/package-lock.json) into the
+# package's data: the image serves it, no browser fetches anything from a CDN.
+FROM ${NODE_IMAGE} AS web
+WORKDIR /src/web
+COPY web/package.json web/package-lock.json web/build.mjs ./
+COPY web/src/ src/
+RUN mkdir -p ../symfonic_stream/gateway/static ../build/web \
+ && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
+
 # ---------------------------------------------------------------- builder
 FROM ${PYTHON_IMAGE} AS builder
 
@@ -33,6 +44,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 WORKDIR /src
 # .dockerignore lets in only pyproject.toml, README.md, LICENSE, the Python packages and native/.
 COPY . .
+COPY --from=web /src/symfonic_stream/gateway/static/console.js symfonic_stream/gateway/static/
 # The project wheel plus a wheel for every runtime dependency, into /wheels.
 RUN python -m pip wheel --wheel-dir /wheels .
 COPY --from=native /wheels/ /wheels/

@@ -170,8 +170,8 @@ def _interrupt(event: dict[str, Any]) -> Event:
     interrupt: Event = {
         "id": _text(event.get("interrupt_id")),
         "reason": _text(event.get("name") or event.get("type")),
-        "metadata": {k: event.get(k) for k in ("token", "resumable", "session_id")
-                     if k in event},
+        # (never the token: the gateway answers with it on a reviewer's behalf)
+        "metadata": {k: event.get(k) for k in ("resumable", "session_id") if k in event},
     }
     if questions:
         interrupt["message"] = "\n".join(_text(q) for q in questions)

@@ -101,10 +101,11 @@ class Review:
     def claim(self, by: str, now: float, lease_s: float, request: str | None) -> str | None:
         """``by`` claims the ticket (again: the lease is renewed); why not, if it cannot."""
         holder = self.holder(now)
-        refusal = ("answered" if self.answered is not None
-                   else f"claimed by {holder}" if holder not in (None, by) else None)
+        reason, refusal = (("answered", "answered already") if self.answered is not None
+                           else ("held", f"claimed by {holder}") if holder not in (None, by)
+                           else (None, None))
         if refusal is not None:
-            self.note(now, "claim_refused", by=by, request=request, reason="claimed",
+            self.note(now, "claim_refused", by=by, request=request, reason=reason,
                       detail=refusal)
             return refusal
         self.claim_by, self.claim_until = by, now + lease_s
