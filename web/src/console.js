@@ -14,6 +14,7 @@ const MAX_FORM_SCHEMA = 64 * 1024;
 
 let tickets = [];
 let selected = null; // the ticket id shown
+let shown = null; // its latest state (kept once it leaves the open tickets: answered)
 let editor = null;
 let runStream = null;
 
@@ -57,14 +58,19 @@ function renderQueue() {
 }
 
 function current() {
-  return tickets.find((t) => t.ticket.ticket_id === selected) || null;
+  const found = tickets.find((t) => t.ticket.ticket_id === selected);
+  if (found) shown = found;
+  return found || (shown && shown.ticket.ticket_id === selected ? shown : null);
 }
 
 function renderTicket() {
   const t = current();
   $("ticket").hidden = !t;
   if (!t) return;
-  $("t-name").textContent = t.ticket.name + " (" + t.ticket.kind + ")";
+  const open = tickets.includes(t);
+  $("t-name").textContent = t.ticket.name + " (" + t.ticket.kind + ")" + (open ? "" : ", closed");
+  const { response_schema: _, ...details } = t.ticket.payload || {};
+  $("t-payload").textContent = JSON.stringify(details, null, 1);
   $("t-queue").textContent = t.ticket.queue +
     (t.escalated ? " (escalated from " + t.escalated.from_queue + ")" : "");
   $("t-claim").textContent = t.holder ? "claimed by " + t.holder : "not claimed";
@@ -85,7 +91,8 @@ function renderForm(t) {
   holder.replaceChildren();
   const schema = (t.ticket.payload || {}).response_schema;
   if (schema && typeof schema === "object" && JSON.stringify(schema).length <= MAX_FORM_SCHEMA) {
-    editor = new JSONEditor(holder, { schema, theme: "html", iconlib: null,
+    editor = new JSONEditor(holder, { schema: { title: "Answer", ...schema }, theme: "html",
+      iconlib: null,
       disable_edit_json: true, disable_properties: true, disable_collapse: true,
       show_errors: "interaction", ajax: false, use_default_values: true });
     editor.on("ready", () => { dataset.form = "schema"; });
