@@ -19,7 +19,7 @@ from typing import Any
 
 import jwt
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.app.topologies import (
@@ -35,7 +35,6 @@ from symfonic_stream.kafka.admin import ensure_topics
 from tests.integration.gateway_harness import running_gateway
 from tests.integration.harness import (
     BOOTSTRAP,
-    PARTITIONS,
     InProcessEngine,
     create_topics,
     produce,
@@ -178,24 +177,3 @@ async def review_loop(prefix: str, tmp_path: Path, *, lease_s: float = 300.0
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-
-
-async def count_records(topic: str) -> int:
-    """How many committed records ``topic`` holds (end offsets, read_committed)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=BOOTSTRAP, isolation_level="read_committed")
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        total = 0
-        while True:
-            batch = await consumer.getmany(timeout_ms=500)
-            if not batch:
-                ends = await consumer.end_offsets(tps)
-                positions = [await consumer.position(tp) for tp in tps]
-                if all(at >= ends[tp] for at, tp in zip(positions, tps, strict=True)):
-                    return total
-            total += sum(len(records) for records in batch.values())
-    finally:
-        await consumer.stop()

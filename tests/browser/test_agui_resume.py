@@ -13,16 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.browser.review_loop import (
-    Loop,
-    count_records,
-    publish,
-    review_loop,
-    token,
-    up_to_a_pause,
-)
+from tests.browser.review_loop import Loop, publish, review_loop, token, up_to_a_pause
 from tests.browser.test_gateway_page import Browser
-from tests.integration.harness import prefix_fixture  # noqa: F401  (the ``prefix`` fixture)
+from tests.integration.harness import (
+    count_records,
+    prefix_fixture,  # noqa: F401  (the ``prefix`` fixture)
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
