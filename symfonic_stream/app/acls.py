@@ -165,9 +165,9 @@ def topology_bindings(principal: str, topology: Topology, names: TopicNames) -> 
     outputs = [*topology.output_topics]
     if topology.dead_letter_topic is not None:
         outputs.append(topology.dead_letter_topic)
-    # The human queues ``<prefix>.human.…`` are the router's alone to write: it gets the
-    # namespace, so the queues a routing rules file adds (or a new tenant's, created on its
-    # first ticket) need no new ACL, and the chart can grant it without reading the rules.
+    # The human queues ``<prefix>.human.…`` are written by the router, and by the validator
+    # when the rules escalate: each gets the namespace, so the queues a routing rules file
+    # adds (or a new tenant's, created on its first ticket) need no new ACL.
     queues = names.human_queue("")
     for topic in outputs:
         if not topic.startswith(queues):
@@ -214,6 +214,24 @@ def reviewer_bindings(
     return found
 
 
+#: The gateway's key in ``build_plan``'s ``principals``.
+GATEWAY = "gateway"
+
+
+def gateway_bindings(settings: Settings, principal: str | None = None) -> list[AclBinding]:
+    """The gateway (``symfonic-stream gateway``): it reads the two projections and every
+    ticket's review state with partitions it assigns itself (no group, no transactional
+    id), and writes the answers and claims it sends on reviewers' behalf to
+    ``<prefix>.resume-requests``, as a review tool does (idempotent, not transactional).
+    Nothing else: not the queues, not the registrations, not the verdict topics."""
+    names = TopicNames(settings.topic_prefix)
+    who = principal or default_principal(settings, GATEWAY)
+    found = [binding for topic in (names.stream_events, names.stream_chunks,
+                                   names.review_tickets)
+             for binding in _topic(who, topic, ("READ", "DESCRIBE"))]
+    return found + _topic(who, names.resume_requests, ("WRITE", "DESCRIBE"))
+
+
 @dataclass(frozen=True, slots=True)
 class AclPlan:
     """Every binding of a deployment's principals, deduplicated and sorted."""
@@ -245,18 +263,20 @@ def build_plan(
     reviewers: Sequence[ReviewerSpec] = (),
     principals: Mapping[str, str] | None = None,
     allow_wildcard: bool = False,
+    gateway: bool = False,
 ) -> AclPlan:
-    """The plan for ``consumers`` and ``reviewers``. ``principals`` maps a consumer name or
-    ``reviewer:<tenant>`` to its principal (default :func:`default_principal`,
-    :func:`reviewer_principal`); ``User:*`` there only with ``allow_wildcard``."""
+    """The plan for ``consumers``, ``reviewers`` and (``gateway``) the gateway.
+    ``principals`` maps a consumer name, ``gateway`` or ``reviewer:<tenant>`` to its
+    principal (default :func:`default_principal`, :func:`reviewer_principal`); ``User:*``
+    there only with ``allow_wildcard``."""
     chosen = {key: check_principal(principal, f"--principal {key}=", allow_wildcard)
               for key, principal in (principals or {}).items()}
-    known = {*CONSUMERS, *(f"reviewer:{r.tenant}" for r in reviewers)}
+    known = {*CONSUMERS, GATEWAY, *(f"reviewer:{r.tenant}" for r in reviewers)}
     unknown = sorted(set(chosen) - known)
     if unknown:
         raise AclPlanError(
-            f"--principal {unknown[0]}=...: not a consumer ({', '.join(CONSUMERS)}) nor "
-            "reviewer:<TENANT> of a --reviewer"
+            f"--principal {unknown[0]}=...: not a consumer ({', '.join(CONSUMERS)}), "
+            f"{GATEWAY} nor reviewer:<TENANT> of a --reviewer"
         )
     names = TopicNames(settings.topic_prefix)
     bindings: set[AclBinding] = set()
@@ -269,6 +289,8 @@ def build_plan(
     for reviewer in reviewers:
         bindings.update(reviewer_bindings(settings, reviewer,
                                           chosen.get(f"reviewer:{reviewer.tenant}")))
+    if gateway:
+        bindings.update(gateway_bindings(settings, chosen.get(GATEWAY)))
     return AclPlan(tuple(sorted(bindings)))
 
 

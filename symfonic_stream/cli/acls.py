@@ -120,13 +120,16 @@ def _principals(pairs: Sequence[str]) -> dict[str, str]:
 @click.option("--allow-wildcard", is_flag=True,
               help="Accept a --principal of every user (User:*); refused without it.")
 @click.option("--no-consumers", is_flag=True, help="Only the --reviewer principals.")
+@click.option("--gateway", is_flag=True,
+              help="The gateway too: it reads the projections and review-tickets, and writes "
+                   "answers and claims to resume-requests (principal User:<prefix>-gateway).")
 @click.option("--command-config", metavar="FILE",
               help="Printed into each kafka-acls.sh line (the admin's client properties).")
 @click.option("--apply", "apply_", is_flag=True,
               help="Create the ACLs through the admin API (SYMFONIC_* as the admin user).")
 def command(consumers: tuple[str, ...], reviewers: tuple[str, ...],
             principals: tuple[str, ...], allow_wildcard: bool, no_consumers: bool,
-            command_config: str | None, apply_: bool) -> None:
+            gateway: bool, command_config: str | None, apply_: bool) -> None:
     """Print the least-privilege ACLs of the consumers (and reviewers) as kafka-acls.sh lines.
 
     Topic, group and transactional-id names follow SYMFONIC_TOPIC_PREFIX, the routing rules
@@ -136,7 +139,7 @@ def command(consumers: tuple[str, ...], reviewers: tuple[str, ...],
         settings = load_settings()
         chosen = () if no_consumers else (consumers or CONSUMERS)
         plan = build_plan(settings, chosen, [ReviewerSpec.parse(r) for r in reviewers],
-                          _principals(principals), allow_wildcard)
+                          _principals(principals), allow_wildcard, gateway)
     except (ConfigError, AclPlanError) as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -110,6 +110,32 @@ def test_the_resumes_process_gets_its_intake_and_its_validator() -> None:
     assert not allowed(plan, who, "TOPIC", "p.resume-requests", "WRITE")
 
 
+def test_the_gateway_reads_projections_and_reviews_and_writes_only_answers() -> None:
+    plan = build_plan(Settings(topic_prefix="p"), [], gateway=True)
+    who = "User:p-gateway"
+    assert plan.principals() == [who]
+    for topic in ("p.stream-events", "p.stream-chunks", "p.review-tickets"):
+        assert _ops(plan, who, "TOPIC", topic) == {"READ", "DESCRIBE"}, topic
+    assert _ops(plan, who, "TOPIC", "p.resume-requests") == {"WRITE", "DESCRIBE"}
+    assert {b.resource_type for b in plan.bindings} == {"TOPIC"}  # no group, no txn id
+    for topic in ("p.resumes", "p.pause-registrations", "p.human.default"):
+        assert not _ops(plan, who, "TOPIC", topic), topic
+
+
+def test_the_validator_writes_review_tickets_and_escalated_queues(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("escalations: [{queue: default, after_minutes: 5, to: oversight}]")
+    who = "User:p-resumes"
+    plain = build_plan(Settings(topic_prefix="p"), ["resumes"])
+    assert _ops(plain, who, "TOPIC", "p.review-tickets") >= {"WRITE"}
+    assert not [b for b in plain.bindings if b.resource_name.startswith("p.human.")]
+    escalating = build_plan(Settings(topic_prefix="p", routing_rules=rules), ["resumes"])
+    assert allowed(escalating, who, "TOPIC", "p.human.oversight", "WRITE")
+    per_tenant = build_plan(Settings(topic_prefix="p", routing_rules=rules,
+                                     tenant_queues=True), ["resumes"])
+    assert allowed(per_tenant, who, "TOPIC", "p.human.acme.oversight", "CREATE")
+
+
 def test_the_router_owns_the_queue_namespace_and_creates_only_with_tenant_queues() -> None:
     shared = build_plan(Settings(topic_prefix="p"), ["pauses"])
     tenants = build_plan(Settings(topic_prefix="p", tenant_queues=True), ["pauses"])
@@ -242,6 +268,9 @@ CHART_CASES: list[dict[str, Any]] = [
     {"it": "renders a reviewer of one shared queue without tenant queues",
      "prefix": "symfonic", "tenant_queues": False, "consumers": ["resumes"],
      "reviewers": [{"tenant": "acme", "queue": "default"}]},
+    {"it": "renders the gateway's user: it reads review-tickets and writes only answers",
+     "prefix": "prod", "tenant_queues": True, "consumers": ["resumes"], "reviewers": [],
+     "gateway": True},
 ]
 
 
@@ -266,13 +295,15 @@ def _case_set(case: dict[str, Any]) -> dict[str, Any]:
     }
     for consumer in CONSUMERS:
         values[f"consumers.{consumer}.enabled"] = consumer in case["consumers"]
+    if case.get("gateway"):
+        values["gateway.enabled"] = True
     return values
 
 
 def _case_asserts(case: dict[str, Any]) -> list[dict[str, Any]]:
     settings = Settings(topic_prefix=case["prefix"], tenant_queues=case["tenant_queues"])
     reviewers = [ReviewerSpec(r["tenant"], r.get("queue")) for r in case["reviewers"]]
-    plan = build_plan(settings, case["consumers"], reviewers)
+    plan = build_plan(settings, case["consumers"], reviewers, gateway=case.get("gateway", False))
     asserts: list[dict[str, Any]] = [{"hasDocuments": {"count": len(plan.principals())}}]
     for principal in plan.principals():
         select = {"path": "metadata.name", "value": principal.removeprefix("User:")}

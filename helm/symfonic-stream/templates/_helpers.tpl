@@ -113,10 +113,10 @@ imagePullSecrets:
 {{- .Values.pauses.routing.existingConfigMap | default (include "symfonic-stream.componentName" (dict "ctx" . "suffix" "routing")) -}}
 {{- end -}}
 
-{{/* "true" when the pause router gets a routing rules file. */}}
+{{/* "true" when the pause router and the resume validator get a routing rules file. */}}
 {{- define "symfonic-stream.routing.enabled" -}}
 {{- $r := .Values.pauses.routing -}}
-{{- if or $r.rules $r.defaultQueue $r.tenants $r.existingConfigMap }}true{{ end -}}
+{{- if or $r.rules $r.defaultQueue $r.tenants $r.escalations $r.existingConfigMap }}true{{ end -}}
 {{- end -}}
 
 {{/* The routing rules file rendered from values (SPEC section 7; format of symfonic_stream/pauses/rules.py). */}}
@@ -133,6 +133,10 @@ rules:
 {{- if $r.rules }}
   {{- toYaml $r.rules | nindent 2 }}
 {{- else }} []
+{{- end }}
+{{- with $r.escalations }}
+escalations:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
