@@ -60,6 +60,11 @@ class DemoContext:
     metrics: dict[str, str] = field(default_factory=dict)
     bad_published: int = 0
     complete: bool = False
+    #: The gateway's port and HS256 key (None: it did not start), and whether a pause was
+    #: answered through its console and the run then finished (:mod:`.review`).
+    gateway_port: int | None = None
+    gateway_key: str | None = None
+    review_loop_closed: bool = False
 
     @property
     def names(self) -> TopicNames:
