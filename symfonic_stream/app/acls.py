@@ -221,14 +221,15 @@ GATEWAY = "gateway"
 def gateway_bindings(settings: Settings, principal: str | None = None) -> list[AclBinding]:
     """The gateway (``symfonic-stream gateway``): it reads the two projections and every
     ticket's review state with partitions it assigns itself (no group, no transactional
-    id), and writes the answers and claims it sends on reviewers' behalf to
+    id; DescribeConfigs: its start-up reads each one's partition count as the engine's
+    does), and writes the answers and claims it sends on reviewers' behalf to
     ``<prefix>.resume-requests``, as a review tool does (idempotent, not transactional).
     Nothing else: not the queues, not the registrations, not the verdict topics."""
     names = TopicNames(settings.topic_prefix)
     who = principal or default_principal(settings, GATEWAY)
     found = [binding for topic in (names.stream_events, names.stream_chunks,
                                    names.review_tickets)
-             for binding in _topic(who, topic, ("READ", "DESCRIBE"))]
+             for binding in _topic(who, topic, _TOPIC_READ)]
     return found + _topic(who, names.resume_requests, ("WRITE", "DESCRIBE"))
 
 

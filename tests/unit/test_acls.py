@@ -115,7 +115,7 @@ def test_the_gateway_reads_projections_and_reviews_and_writes_only_answers() -> 
     who = "User:p-gateway"
     assert plan.principals() == [who]
     for topic in ("p.stream-events", "p.stream-chunks", "p.review-tickets"):
-        assert _ops(plan, who, "TOPIC", topic) == {"READ", "DESCRIBE"}, topic
+        assert _ops(plan, who, "TOPIC", topic) == {"READ", "DESCRIBE", "DESCRIBE_CONFIGS"}, topic
     assert _ops(plan, who, "TOPIC", "p.resume-requests") == {"WRITE", "DESCRIBE"}
     assert {b.resource_type for b in plan.bindings} == {"TOPIC"}  # no group, no txn id
     for topic in ("p.resumes", "p.pause-registrations", "p.human.default"):
