@@ -32,6 +32,7 @@ import orjson
 from sse_starlette.sse import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from symfonic_stream.gateway.auth import (
     ANSWER_REVIEWS,
@@ -42,6 +43,7 @@ from symfonic_stream.gateway.auth import (
     subject,
 )
 from symfonic_stream.gateway.reviews import Reviewed, ReviewStore
+from symfonic_stream.gateway.slots import Slots
 
 #: The console's own script from its own origin, JSON Editor's inline styles, nothing else.
 _HEADERS = {
@@ -137,8 +139,28 @@ async def events(request: Request) -> Response:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 5.0)
 
-    return EventSourceResponse(snapshots(), ping=reviewer.state.settings.gateway_heartbeat_s,
-                               headers={"Cache-Control": "no-cache"})
+    slots, tenant = reviewer.state.slots, reviewer.tenant
+    no_slot = slots.take(tenant)  # (a console's stream is a client like a run's)
+    if no_slot is not None:
+        return JSONResponse({"error": no_slot.reason, "detail": no_slot.detail},
+                            status_code=503)
+    return _Slotted(snapshots(), slots, tenant,
+                    ping=reviewer.state.settings.gateway_heartbeat_s,
+                    headers={"Cache-Control": "no-cache"})
+
+
+class _Slotted(EventSourceResponse):
+    """An SSE response that gives its client slot back when it ends, however it ends."""
+
+    def __init__(self, content: Any, slots: Slots, tenant: str | None, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self._slots, self._tenant = slots, tenant
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._slots.give(self._tenant)
 
 
 async def act(request: Request) -> Response:

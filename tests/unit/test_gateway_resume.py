@@ -193,3 +193,15 @@ async def test_reading_and_answering_are_rights_of_their_own() -> None:
         assert (await client.get("/v1/reviews/tickets", headers=other)).json() == {"tickets": []}
         claimed = await client.post("/v1/reviews/tickets/t-1/claim", headers=other)
         assert claimed.status_code == 404  # another tenant's ticket: as no ticket at all
+
+
+async def test_a_consoles_stream_holds_a_client_slot_of_its_tenant() -> None:
+    state = _state()
+    state.slots.per_tenant = 0  # acme has no slot left
+    app = create_app(state)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://gateway") as client:
+        token = _token("acme", "reviews:answer")
+        refused = await client.get(f"/v1/reviews/events?access_token={token}")
+    assert refused.status_code == 503 and refused.json()["error"] == "too_many_tenant_clients"
+    assert state.slots.taken == 0

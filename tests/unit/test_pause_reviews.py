@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.records import InputRecord
 from symfonic_stream.models.pauses import ReviewTicket
+from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.pauses.desk import ReviewDesk
 from symfonic_stream.processors.pauses.review import answer_digest
 from symfonic_stream.processors.pauses.rules import RulesError, parse_rules
@@ -99,6 +101,22 @@ def test_a_lease_runs_out_on_the_punctuation_then_another_may_claim() -> None:
     desk.send(NOW + 32, action="claim", responder="bo")
     claim = desk.state().claim
     assert claim is not None and claim.by == "bo"
+
+
+def test_what_the_desk_counts_is_what_the_metrics_know() -> None:
+    """(The engine's metrics refuse an unknown count key or resume outcome, after the
+    commit: a claim or a ``claimed`` refusal must not be one.)"""
+    desk = Desk()
+    desk.send(NOW + 1, action="claim", responder="ana")
+    desk.send(NOW + 1, action="claim", responder="bo")
+    desk.send(NOW + 2, answer={"approved": True}, responder="bo")
+    desk.send(NOW + 2, action="claim", responder="eve", token="guess")
+    desk.validator.punctuate(NOW + 100, desk.out)
+    metrics = ConsumerMetrics("resumes", registry=CollectorRegistry())
+    metrics.add_counts(desk.out.counts)
+    for outcome, n in desk.out.resumes.items():
+        metrics.resume(outcome, n)
+    assert desk.out.resumes == {"claimed": 1, "bad_token": 1}
 
 
 def test_only_the_holder_releases() -> None:

@@ -55,10 +55,9 @@ class ReviewDesk:
         if review is None:
             return  # (a ticket of a version before reviews: nothing to claim)
         if request.action == "claim":
-            refused = review.claim(request.responder, now, self.lease_s, request.request_id)
+            review.claim(request.responder, now, self.lease_s, request.request_id)
         else:
-            refused = review.release(request.responder, now, request.request_id)
-        out.count("claims" if refused is None else "claims_refused")
+            review.release(request.responder, now, request.request_id)
         self.publish(key, review, out)
 
     def timer(self, key: str, ticket: Registered, now: float, out: Collector) -> None:
