@@ -1,7 +1,8 @@
 # Packaging and release. Included by the main Makefile (it uses $(BIN), venv, with_kafka and
 # the chart's helm from mk/chart.mk).
 #
-#   wheel        dist/symfonic_stream-<version>-cp311-abi3-<platform>.whl, the extension inside
+#   wheel        dist/symfonic_stream-<version>-cp311-abi3-<platform>.whl, the extension and the
+#                review console's bundle (make web, through venv) inside
 #   sdist        dist/symfonic_stream-<version>.tar.gz
 #   image-base   the base image from Debian's packages (mmdebstrap; made once, then kept)
 #   image        the image from the wheel (buildah), then run: tests/integration/test_image.py
@@ -33,7 +34,10 @@ wheel: venv
 	$(BIN)/python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in \
 	  zipfile.ZipFile(sys.argv[1]).namelist())' "$$wheel" symfonic_stream/_native.abi3.so || \
 	  { echo "make: $$wheel has no native extension (is cargo on PATH?)" >&2; exit 1; }; \
-	echo "make: $$wheel ($$(stat -c %s "$$wheel") bytes, the native extension inside)"
+	$(BIN)/python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in \
+	  zipfile.ZipFile(sys.argv[1]).namelist())' "$$wheel" symfonic_stream/gateway/static/console.js || \
+	  { echo "make: $$wheel has no review console bundle (make web)" >&2; exit 1; }; \
+	echo "make: $$wheel ($$(stat -c %s "$$wheel") bytes, the native extension and the console's bundle inside)"
 
 sdist: venv
 	@rm -f $(DIST)/symfonic_stream-*.tar.gz

@@ -78,6 +78,11 @@ class DemoContext:
     metrics: dict[str, str] = field(default_factory=dict)
     bad_published: int = 0
     complete: bool = False
+    #: The gateway's port and HS256 key (None: it did not start), and whether a pause was
+    #: answered through its console and the run then finished (:mod:`.review`).
+    gateway_port: int | None = None
+    gateway_key: str | None = None
+    review_loop_closed: bool = False
 
     def phase(self, envelope: dict[str, Any], stats: OutputStats) -> str:
         """Which of :data:`PHASES` an output envelope (read back into ``stats``) is in."""
