@@ -10,8 +10,7 @@ from symfonic_stream.consumers.topics import (
     RESUME_REQUEST,
     RESUME_REQUESTS,
     REVIEW_TICKETS,
-    STREAM_CHUNKS,
-    STREAM_EVENTS,
+    RUN_STREAMS,
 )
 
 GATEWAY = Reader(
@@ -19,7 +18,7 @@ GATEWAY = Reader(
     title="the SSE gateway",
     summary="runs served to browsers and AG-UI clients from `<prefix>.stream-events` and "
     "`<prefix>.stream-chunks`; pauses answered through its review console and AG-UI resume",
-    reads=(STREAM_EVENTS, STREAM_CHUNKS, REVIEW_TICKETS),
+    reads=(*RUN_STREAMS, REVIEW_TICKETS),
     writes=(Write(RESUME_REQUESTS, "Answers and claims on a reviewer's behalf, with the "
                   "ticket's token it read on review-tickets, keyed by ticket id (idempotent, "
                   "not transactional).", (RESUME_REQUEST, CLAIM_REQUEST)),),

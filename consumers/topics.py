@@ -152,6 +152,9 @@ COPIER_OUTPUT = Topic(
     internal=True,
 )
 
+#: The run streams: every run's envelopes, projected (what the gateway serves a viewer).
+RUN_STREAMS: tuple[Topic, ...] = (STREAM_EVENTS, STREAM_CHUNKS)
+
 #: In the order ``topics ensure`` creates them and the AsyncAPI document lists them.
 TOPICS: tuple[Topic, ...] = (
     AGENT_EVENTS, STREAM_EVENTS, STREAM_CHUNKS, DEAD_LETTER, RESUME_REQUESTS,
