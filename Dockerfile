@@ -86,13 +86,20 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PATH=/opt/symfonic-stream/bin:$PATH \
     SYMFONIC_METRICS_PORT=9400
 
+# The wheels' digest (`make image` passes it): a bind mount is not part of a cached layer's
+# key, so without it a rebuild with other wheels of the same version reuses the layer that
+# installed the old ones (buildah --layers did: the image tested was an earlier build).
+ARG WHEELS_DIGEST=""
+
 # Install from the wheels only (bind-mounted: they never become a layer) into a venv, check
-# the version and the native extension, then remove the installers themselves: nothing in
-# this image can build or fetch packages.
+# the version, the native extension and the review console's bundle, then remove the
+# installers themselves: nothing in this image can build or fetch packages.
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
-    python3 -m venv /opt/symfonic-stream \
+    echo "wheels ${WHEELS_DIGEST:-not given}" \
+ && python3 -m venv /opt/symfonic-stream \
  && pip install --no-index --find-links /wheels "symfonic-stream[gateway]${VERSION:+==$VERSION}" \
  && python -c 'import symfonic_stream._native' \
+ && python -c 'import importlib.resources as r; r.files("symfonic_stream.gateway").joinpath("static", "console.js").read_bytes()' \
  && pip uninstall --yes pip setuptools \
  && groupadd --system --gid "${GID}" symfonic \
  && useradd --system --uid "${UID}" --gid "${GID}" --no-create-home \

@@ -72,12 +72,13 @@ def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     processor.restored()
 
 
-def package_sources(package: Path) -> list[Path]:
-    """Every ``.py`` file of the package, through ``symfonic_stream/consumers``, the link to
-    the top-level ``consumers/`` (``Path.rglob`` does not follow links before Python 3.13)."""
+def package_sources(package: Path, suffixes: tuple[str, ...] = (".py",)) -> list[Path]:
+    """Every ``.py`` file (or file of ``suffixes``) of the package, through
+    ``symfonic_stream/consumers``, the link to the top-level ``consumers/`` (``Path.rglob``
+    does not follow links before Python 3.13)."""
     found = []
     for folder, _, files in os.walk(package, followlinks=True):
-        found.extend(Path(folder) / name for name in files if name.endswith(".py"))
+        found.extend(Path(folder) / name for name in files if name.endswith(suffixes))
     return sorted(found)
 
 
