@@ -24,12 +24,17 @@ WHEEL := $$(ls $(DIST)/symfonic_stream-$(VERSION)-cp311-abi3-*.whl)
 
 .PHONY: wheel sdist image-base image dist
 
+# setuptools' own build folders (a stale build/lib would put files since removed into the
+# wheel); the rest of build/ stays: the browser tests' screenshots (build/test-artefacts),
+# which `make test` takes before it builds the image.
+SETUPTOOLS_BUILD := build/lib build/lib.* build/bdist.* build/temp.*
+
 wheel: venv
-	@rm -rf build $(DIST)/symfonic_stream-*.whl
+	@rm -rf $(SETUPTOOLS_BUILD) $(DIST)/symfonic_stream-*.whl
 	@PATH="$$PATH:$$HOME/.cargo/bin" $(BIN)/python -m pip wheel --quiet --no-deps \
 	  --no-build-isolation --disable-pip-version-check --wheel-dir $(DIST) . 2>&1 \
 	  | { grep -v 'tool.distutils' || true; }
-	@rm -rf build
+	@rm -rf $(SETUPTOOLS_BUILD)
 	@wheel=$(WHEEL); \
 	$(BIN)/python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in \
 	  zipfile.ZipFile(sys.argv[1]).namelist())' "$$wheel" symfonic_stream/_native.abi3.so || \
