@@ -41,6 +41,7 @@ from symfonic_stream.engine.readiness import Readiness
 from symfonic_stream.engine.restoring import KeptTasks
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.workers import worker_index
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
@@ -160,6 +161,10 @@ class Engine(Assignments):
     async def _start_consumer(self) -> AIOKafkaConsumer:
         topology = self.topology
         kwargs = group_consumer_kwargs(self.settings, topology.group_id)
+        if self.settings.group_instance_id is not None:  # static membership (KIP-345)
+            index = worker_index()
+            kwargs["group_instance_id"] = self.settings.group_instance_id + (
+                "" if index is None else f"-{index}")
         if self.kept is not None:  # stateful: partitions move once warm (engine/assignor.py)
             kwargs["partition_assignment_strategy"] = (
                 warm_up_assignor(topology.source_topic, self._warmth, self._on_warm_up),
