@@ -93,7 +93,7 @@ class Settings(BaseSettings):
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)
-    # Worker processes of one `run` (engine/workers.py): more than 1 makes it a supervisor.
+    # Worker processes of one `run` (runtime/workers.py): more than 1 makes it a supervisor.
     workers: int = Field(1, ge=1, le=64)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Other SYMFONIC_* variables to let pass (names or fnmatch patterns, comma-separated).
