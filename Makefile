@@ -34,13 +34,14 @@ export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
 include mk/chart.mk
 include mk/brokers.mk
 
-.PHONY: help venv lint test test-main demo bench schemas chart-check \
+.PHONY: help venv lint test test-native test-main demo bench schemas chart-check \
 	broker-start broker-stop broker-status broker-logs
 
 help:
 	@echo "make venv          create $(VENV) and install the package with its dev extras"
 	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
+	@echo "make test-native   cargo test: native/'s edge cases (the scanner, the record batches)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
 	@echo "make test-cluster  broker failures on the 3-node cluster, the crash and fencing suites"
 	@echo "make test-versions the engine suite on Kafka $(MATRIX_VERSIONS)"
@@ -85,7 +86,16 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	cd native && PATH="$$PATH:$$HOME/.cargo/bin" cargo fmt --check && \
-	  PATH="$$PATH:$$HOME/.cargo/bin" cargo clippy --release --quiet -- -D warnings
+	  PATH="$$PATH:$$HOME/.cargo/bin" cargo clippy --release --all-targets --quiet -- -D warnings
+
+# native/'s own edge cases (native/src/edge_cases/): the scanner's verdicts and the record
+# batches through the functions Python calls, the batches in an embedded interpreter. So the
+# test binary links libpython (the wheel gets pyo3's extension-module feature from
+# native/pyproject.toml instead): the venv's interpreter and its library directory.
+test-native: venv
+	@libdir="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"; \
+	cd native && PATH="$$PATH:$$HOME/.cargo/bin" PYO3_PYTHON="$(abspath $(BIN)/python)" \
+	  LD_LIBRARY_PATH="$$libdir$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" cargo test --quiet
 
 # Runs $(1) with a Kafka available, and stops the broker afterwards only when this run
 # started it (a broker that was already running, maybe used by someone else, stays up), also
@@ -111,7 +121,7 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint chart-check test-main test-cluster test-versions test-acls
+test: venv lint chart-check test-native test-main test-cluster test-versions test-acls
 
 test-main: venv
 	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)

@@ -431,3 +431,6 @@ fn plain_text_end(bytes: &[u8], mut at: usize) -> usize {
     }
     at
 }
+
+#[cfg(test)]
+mod edge_cases;
