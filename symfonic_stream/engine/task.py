@@ -249,6 +249,7 @@ class StreamTask:
         """Commit what is pending (the partition is still ours), and tell the group where
         the task stands, then stop the producer."""
         self._closing = True
+        self.hurry()  # a linger is no reason to keep a partition being given back
         try:
             if await self.flush() is CommitOutcome.COMMITTED and self._group_behind():
                 self._tell_group()
@@ -360,7 +361,7 @@ class StreamTask:
         """One transaction after another, until nothing is pending."""
         while self._pending is not None:
             wait = self._pending_since + self._linger_s - time.monotonic()
-            if wait > 0 and self._pending_records < self._max_records:
+            if wait > 0 and self._pending_records < self._max_records and not self._closing:
                 self._wake.clear()  # the first pending record waits for company
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
