@@ -23,12 +23,14 @@ from symfonic_stream.models.names import TopicNames
 from .conftest import read_to_end
 from .harness import (
     BOOTSTRAP,
+    PARTITIONS,
     ConsumerProcess,
     create_topics,
     kill_mid_transaction,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
 from .observe import quiesce
 from .workloads import WORKLOADS, Feeder
 
@@ -120,7 +122,8 @@ async def test_a_consumer_killed_and_restarted_while_a_broker_is_down(
         await feeder.sent_at_least(600)
         await broker("kill-node", "2")
         await feeder.sent_at_least(len(feeder.sent) + 600)
-        assert await kill_mid_transaction(first, names.stream_events), "no open transaction"
+        assert await kill_mid_transaction(first, names.stream_events, transactional_ids(
+            names.group("typed"), names.agent_events, range(PARTITIONS))), "no open transaction"
         # Started while node 2 is down: its start-up checks and fencing must get by on the
         # two live brokers (a rolling restart in Kubernetes looks like this).
         second = _typed(prefix, tmp_path, "-second").start()

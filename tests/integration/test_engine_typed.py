@@ -21,6 +21,7 @@ from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import Damage, RunShape, synthetic_stream
 
 from .harness import (
+    PARTITIONS,
     ConsumerProcess,
     InProcessEngine,
     TopicReader,
@@ -31,6 +32,7 @@ from .harness import (
     settings_for,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
 from .observe import (
     RESTORED,
     metric_value,
@@ -73,7 +75,8 @@ async def test_typed_projector_survives_sigkill_with_its_state(
         async with TopicReader(names.stream_events) as reader:
             progress = await reader.until(300, within=60)  # a precondition, not the result
         assert len(progress) >= 300, "the first instance must be well into the stream"
-        assert await kill_mid_transaction(first, names.stream_events)
+        assert await kill_mid_transaction(
+            first, names.stream_events, transactional_ids(group, source, range(PARTITIONS)))
         assert not feeder.done()
         second.start()
         await feeder

@@ -24,6 +24,7 @@ from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_
 from .conftest import read_to_end
 from .harness import (
     BOOTSTRAP,
+    PARTITIONS,
     ConsumerProcess,
     Record,
     TopicReader,
@@ -33,6 +34,7 @@ from .harness import (
     unique_prefix,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
 from .observe import (
     RESTORED,
     delete_all_records,
@@ -171,7 +173,8 @@ async def test_sigkill_mid_transaction_and_restart_gives_the_same_output(
         async with TopicReader(names.stream_events) as reader:
             progress = await reader.until(1500, within=60)
         assert len(progress) >= 1500, "the first instance must be well into the stream"
-        caught_open = await kill_mid_transaction(first, names.stream_events)
+        caught_open = await kill_mid_transaction(
+            first, names.stream_events, transactional_ids(group, source, range(PARTITIONS)))
         assert caught_open, "the kill must leave a transaction open"
         assert not feeder.done(), "the kill must happen while input still flows"
         await second.start().wait_ready()
@@ -219,7 +222,8 @@ async def test_two_instances_one_killed_and_restarted_while_input_flows(
         feeder = asyncio.create_task(produce(source, as_records(events), rate=500))
         # b is working: it committed output for each of its partitions.
         await wait_committed(group, source, before.owners["b"])
-        caught_open = await kill_mid_transaction(b, names.stream_events)
+        caught_open = await kill_mid_transaction(
+            b, names.stream_events, transactional_ids(group, source, before.owners["b"]))
         assert caught_open, "b must die with a transaction open"
         assert not feeder.done(), "the kill must happen while input still flows"
         # b's partitions move to a once b's session expires (b never left: SIGKILL).
