@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.coordination import FindCoordinatorRequest
 from aiokafka.protocol.types import (
@@ -107,18 +108,20 @@ async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
     return admin
 
 
-async def coordinator(key: str, kind: Literal[0, 1], bootstrap: str = BOOTSTRAP) -> int:
+async def coordinator(key: str, kind: int, bootstrap: str = BOOTSTRAP) -> int:
     """The node id of the coordinator of group ``key`` (GROUP) or of transactional id
-    ``key`` (TRANSACTION), as FindCoordinator answers."""
+    ``key`` (TRANSACTION), as FindCoordinator answers; -1 while there is none (its
+    partition of the internal topic has no leader now)."""
     admin = await _admin(bootstrap)
     try:
         client: Any = admin._client  # (the admin client's own connections)
         response = await client.send(client.get_random_node(),
                                      FindCoordinatorRequest(key, kind))
+    except (KafkaError, OSError):  # the node asked went away meanwhile
+        return -1
     finally:
         await admin.close()
-    assert response.error_code == 0, f"FindCoordinator({key}, {kind}): {response}"
-    return int(response.coordinator_id)
+    return int(response.coordinator_id) if response.error_code == 0 else -1
 
 
 async def leaders(topic: str, bootstrap: str = BOOTSTRAP) -> dict[int, int]:
@@ -135,22 +138,20 @@ async def leaders(topic: str, bootstrap: str = BOOTSTRAP) -> dict[int, int]:
 async def transactions(transactional_ids: list[str],
                        bootstrap: str = BOOTSTRAP) -> dict[str, Transaction]:
     """Each transactional id's transaction, asked of its coordinator (an id its
-    coordinator does not know is left out)."""
+    coordinator does not know, or whose coordinator is not available now, is left out)."""
+    by_node: dict[int, list[str]] = {}
+    for tid in transactional_ids:
+        by_node.setdefault(await coordinator(tid, TRANSACTION, bootstrap), []).append(tid)
+    by_node.pop(-1, None)
     found: dict[str, Transaction] = {}
     admin = await _admin(bootstrap)
     try:
-        client: Any = admin._client
-        by_node: dict[int, list[str]] = {}
-        for tid in transactional_ids:
-            response = await client.send(client.get_random_node(),
-                                         FindCoordinatorRequest(tid, TRANSACTION))
-            assert response.error_code == 0, f"FindCoordinator({tid}): {response}"
-            by_node.setdefault(response.coordinator_id, []).append(tid)
+        client: Any = admin._client  # (the admin client's own connections)
         for node, ids in by_node.items():
             response = await client.send(node, DescribeTransactionsRequest(ids))
             for state in response.transaction_states:
                 error, tid, name, _, _, producer_id, epoch, topics = state[:8]
-                if error != 0:  # TRANSACTIONAL_ID_NOT_FOUND (105): never used
+                if error != 0:  # e.g. TRANSACTIONAL_ID_NOT_FOUND: never used
                     continue
                 found[tid] = Transaction(tid, name, producer_id, epoch, {
                     topic[0]: frozenset(topic[1]) for topic in topics})
