@@ -364,8 +364,7 @@ class Engine:
         )
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        if revoked:  # (aiokafka also calls this, with nothing, before its first join)
-            fault_point("revoking")
+        fault_point("revoking" if revoked else "")  # (aiokafka calls it empty at a first join)
         self._epoch += 1
         self.readiness.assigned = False
         self.readiness.dropped = False

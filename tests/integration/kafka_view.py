@@ -125,10 +125,13 @@ async def coordinator(key: str, kind: int, bootstrap: str = BOOTSTRAP) -> int:
 
 
 async def leaders(topic: str, bootstrap: str = BOOTSTRAP) -> dict[int, int]:
-    """partition -> the node id of its leader (-1: none now)."""
+    """partition -> the node id of its leader (-1: none now); nothing while the node asked
+    does not answer (it went away: ask again)."""
     admin = await _admin(bootstrap)
     try:
         [described] = await admin.describe_topics([topic])
+    except (KafkaError, OSError):
+        return {}
     finally:
         await admin.close()
     assert described["error_code"] == 0, described
