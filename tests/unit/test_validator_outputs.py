@@ -115,3 +115,36 @@ def test_a_wrong_token_is_told_only_that() -> None:
     assert orjson.loads(refused.value or b"")["detail"] == "token does not match"
 
 
+
+
+def test_a_registration_that_is_no_ticket_is_dead_lettered_saying_so() -> None:
+    v = ValidatorHarness()
+    v.validator.process(v.record(b"t", orjson.dumps({"ticket_id": "t"}),
+                                 (("symfonic-record-type", b"ticket"),)), NOW, v.out)
+    [letter] = v.out.dead_letters
+    assert letter.reason.value == "invalid_event" and letter.detail.startswith("ticket: ")
+    assert v.validator.active_runs == 0
+
+
+def test_a_response_schema_that_is_no_object_is_no_schema() -> None:
+    v = ValidatorHarness()
+    v.register(routed(payload={"response_schema": "must be yes"}))
+    v.answer("intr-1", "tok-1", 42)
+    assert v.outcomes() == ["accepted"]
+
+
+def test_a_malformed_requests_responder_that_is_no_string_is_not_repeated() -> None:
+    v = ValidatorHarness()
+    v.validator.process(v.record(b"t", orjson.dumps(
+        {"ticket_id": "t", "responder": 5, "token": 5, "answer": 1})), NOW, v.out)
+    [refused] = v.out.outputs
+    assert orjson.loads(refused.value or b"")["responder"] is None
+
+
+def test_wrong_tokens_do_not_use_up_a_tickets_share_of_invalid_answers() -> None:
+    v = ValidatorHarness()
+    v.register(routed(payload={"response_schema": STRICT}))
+    for _ in range(MAX_INVALID_ANSWERS + 1):
+        v.answer("intr-1", "wrong", {"approved": True})
+    v.answer("intr-1", "tok-1", {"approved": True})
+    assert v.outcomes()[-1] == "accepted"
