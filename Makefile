@@ -152,10 +152,12 @@ test-bench: venv
 # Mutation testing (docs/testing.md, "Mutation testing"): mutmut over the pure packages with
 # the unit tests as the judges, cargo-mutants over native/ with its cargo test. A whole run
 # takes hours on two cores: by default the modules issue 34 named. MUTATE: mutmut's mutant
-# names (globs, '*' for all); MUTATE_NATIVE: the native/ files cargo-mutants mutates.
+# names (globs, '*' for all); MUTATE_NATIVE: the native/ files cargo-mutants mutates and
+# MUTATE_NATIVE_RE a regex of the mutants it keeps (empty: all of those files').
 MUTATE ?= symfonic_stream.processors.pauses.validator* symfonic_stream.processors.pauses.router* \
 	symfonic_stream.models.decoding*
 MUTATE_NATIVE ?= src/lib.rs
+MUTATE_NATIVE_RE ?= Scanner.*::(object|number)$$
 mutate: venv
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mutate]'
 	rm -rf mutants
@@ -166,7 +168,8 @@ mutate: venv
 	@libdir="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"; \
 	cd native && PATH="$$PATH:$$HOME/.cargo/bin" PYO3_PYTHON="$(abspath $(BIN)/python)" \
 	  LD_LIBRARY_PATH="$$libdir$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
-	  cargo mutants --no-shuffle $(foreach f,$(MUTATE_NATIVE),--file $(f)) || true; \
+	  cargo mutants --no-shuffle $(foreach f,$(MUTATE_NATIVE),--file $(f)) \
+	    $(if $(MUTATE_NATIVE_RE),--re '$(MUTATE_NATIVE_RE)') || true; \
 	echo "make: cargo-mutants' survivors: native/mutants.out/missed.txt"
 
 demo: venv
