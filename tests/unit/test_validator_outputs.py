@@ -30,6 +30,9 @@ def test_each_verdict_carries_its_type_and_outcome_header_and_is_counted() -> No
     v.answer("intr-1", "nope", "x")
     v.answer("ghost", "tok-1", "x")
     got = [(o.topic, o.record_type, o.source_ts, o.headers) for o in v.out.outputs]
+    v.register(routed(interrupt_id="intr-2"))
+    v.answer("intr-2", "tok-1", "yes")
+    v.answer("intr-2", "tok-1", "again")
     assert got == [
         (NAMES.resumes, "resume", None, (("symfonic-outcome", b"accepted"),)),
         (NAMES.resume_rejections, "rejection", None,
@@ -38,9 +41,9 @@ def test_each_verdict_carries_its_type_and_outcome_header_and_is_counted() -> No
         (NAMES.resume_rejections, "rejection", None, (("symfonic-outcome", b"unknown_ticket"),)),
     ]
     assert v.out.resumes == Counter(
-        {"accepted": 1, "already_answered": 1, "bad_token": 1, "unknown_ticket": 1})
-    assert v.out.inputs == Counter({REGISTRATION_INPUT: 1, REQUEST_INPUT: 4})
-    rejected = [orjson.loads(o.value or b"") for o in v.out.outputs[1:]]
+        {"accepted": 2, "already_answered": 2, "bad_token": 1, "unknown_ticket": 1})
+    assert v.out.inputs == Counter({REGISTRATION_INPUT: 2, REQUEST_INPUT: 6})
+    rejected = [orjson.loads(o.value or b"") for o in v.out.outputs[1:4]]
     assert [r["responder"] for r in rejected] == ["reviewer@example.test"] * 3
 
 
@@ -82,6 +85,7 @@ def test_refused_answers_are_counted_across_a_restore() -> None:
     """Its share of invalid answers is state: a restart does not grant a fresh share."""
     v = ValidatorHarness()
     v.register(routed(payload={"response_schema": STRICT}))
+    write_changes(v.validator, v.out)  # the registration committed, then the answers
     for _ in range(MAX_INVALID_ANSWERS):
         v.answer("intr-1", "tok-1", "not an object")
     write_changes(v.validator, v.out)
