@@ -1,63 +1,83 @@
 # syntax=docker/dockerfile:1
 #
-# symfonic-stream container image.
+# symfonic-stream container image: the consumers and the gateway (`symfonic-stream[gateway]`).
 #
-#   docker build -t symfonic-stream:0.1.0 .
-#   docker run --rm symfonic-stream:0.1.0 run typed      # one consumer: typed|chunks|pauses|resumes
+#   docker build --build-arg VERSION=0.1.0 -t symfonic-stream:0.1.0 .
+#   docker run --rm --read-only symfonic-stream:0.1.0 run typed    # typed|chunks|pauses|resumes
 #
-# Stage 1 builds the native hot path (native/, Rust: the decoder's scanner, the record
-# batches) into a wheel. Stage 2 builds the project wheel and collects the wheels of its runtime dependencies. Stage 3 installs
-# only those wheels (no index, no compiler, no source tree) and runs as a non-root numeric
-# user, so `runAsNonRoot` and `readOnlyRootFilesystem` work unchanged.
+# Stages (docs/deploy.md, "The image"):
+#   wheels-source   builds the project's one wheel (the package with its native extension,
+#                   Rust) and collects the wheels of its runtime dependencies (WHEELS=source,
+#                   the default: needs RUST_IMAGE and the package index);
+#   wheels-context  takes those wheels from the build context's dist/image-wheels/ instead
+#                   (WHEELS=context: what `make image` builds, from the wheel `make wheel` made);
+#   wheels          the one of the two that WHEELS names;
+#   runtime         installs only those wheels into a venv on BASE_IMAGE (no index, no
+#                   compiler, no source tree), then runs as a non-root numeric user, so
+#                   `runAsNonRoot` and `readOnlyRootFilesystem` work unchanged.
+# BASE_IMAGE needs a Python 3.11+ with its venv module: python:3.11-slim-bookworm, or Debian
+# bookworm's python3 and python3-venv (`make image-base` makes one with mmdebstrap).
 
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG BASE_IMAGE=python:3.11-slim-bookworm
 ARG RUST_IMAGE=rust:1-slim-bookworm
+ARG WHEELS=source
 
-# ---------------------------------------------------------------- native
-# Bookworm's python3 is 3.11, the runtime's: the wheel is abi3 for 3.11 and newer.
-FROM ${RUST_IMAGE} AS native
+# ---------------------------------------------------------------- wheels-source
+# Bookworm's python3 is 3.11: the wheel is abi3 for 3.11 and newer.
+FROM ${RUST_IMAGE} AS wheels-source
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends python3 python3-venv \
- && python3 -m venv /maturin && /maturin/bin/pip install --no-cache-dir "maturin>=1.5,<2"
-WORKDIR /src
-COPY native/ native/
-RUN /maturin/bin/maturin build --release --manifest-path native/Cargo.toml --out /wheels
-
-# ---------------------------------------------------------------- builder
-FROM ${PYTHON_IMAGE} AS builder
-
+ && python3 -m venv /build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
-
 WORKDIR /src
-# .dockerignore lets in only pyproject.toml, README.md, LICENSE, the Python packages and native/.
-COPY . .
-# The project wheel plus a wheel for every runtime dependency, into /wheels.
-RUN python -m pip wheel --wheel-dir /wheels .
-COPY --from=native /wheels/ /wheels/
+COPY pyproject.toml README.md LICENSE MANIFEST.in ./
+COPY symfonic_stream/ symfonic_stream/
+# symfonic_stream/consumers is a link to the declarations at the top (the design card's
+# layout): the link's target comes too, so the link resolves in the build stage.
+COPY consumers/ consumers/
+COPY native/ native/
+# The project wheel (setuptools-rust builds native/ into it) and a wheel for every runtime
+# dependency of the image's role, into /wheels.
+RUN /build/bin/pip wheel --wheel-dir /wheels ".[gateway]"
+
+# ---------------------------------------------------------------- wheels-context
+FROM scratch AS wheels-context
+COPY dist/image-wheels/ /wheels/
+
+# ---------------------------------------------------------------- wheels
+FROM wheels-${WHEELS} AS wheels
 
 # ---------------------------------------------------------------- runtime
-FROM ${PYTHON_IMAGE} AS runtime
+FROM ${BASE_IMAGE} AS runtime
 
 ARG UID=10001
 ARG GID=10001
+# The project's version (pyproject.toml's; `make image` passes it): the label says it, and
+# the build fails when the wheel installed is another version.
+ARG VERSION=""
 
 LABEL org.opencontainers.image.title="symfonic-stream" \
       org.opencontainers.image.description="Exactly-once Kafka consumers for LLM-agent kernel events" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
+    PATH=/opt/symfonic-stream/bin:$PATH \
     SYMFONIC_METRICS_PORT=9400
 
-# Install from the builder's wheels only (bind-mounted: they never become a layer), then
-# remove the installers themselves: nothing in this image can build or fetch packages.
-RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    python -m pip install --no-index --find-links /wheels symfonic-stream symfonic-scan \
- && python -m pip uninstall --yes pip setuptools wheel \
+# Install from the wheels only (bind-mounted: they never become a layer) into a venv, check
+# the version and the native extension, then remove the installers themselves: nothing in
+# this image can build or fetch packages.
+RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
+    python3 -m venv /opt/symfonic-stream \
+ && pip install --no-index --find-links /wheels "symfonic-stream[gateway]${VERSION:+==$VERSION}" \
+ && python -c 'import symfonic_stream._native' \
+ && pip uninstall --yes pip setuptools \
  && groupadd --system --gid "${GID}" symfonic \
  && useradd --system --uid "${UID}" --gid "${GID}" --no-create-home \
             --home-dir /nonexistent --shell /usr/sbin/nologin symfonic

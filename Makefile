@@ -1,7 +1,8 @@
 # symfonic-stream — developer entry points (GNU make).
 #
 #   make test        venv + lint + chart-check + pytest on the project's Kafka (defaults,
-#                    secure listeners), then the 3-node cluster and the other Kafka versions
+#                    secure listeners), then the 3-node cluster, the other Kafka versions,
+#                    the authorizer broker and the container image (make image)
 #   make demo        the whole pipeline on synthetic kernel runs
 #   make bench       the benchmark
 #
@@ -45,15 +46,15 @@ export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
 
 include mk/chart.mk
 include mk/brokers.mk
+include mk/release.mk
 
-.PHONY: help venv lint test test-native test-main test-bench mutate demo bench schemas chart-check \
+.PHONY: help venv lint test test-main test-bench mutate demo bench schemas schemas-check chart-check \
 	broker-start broker-stop broker-status broker-logs
 
 help:
 	@echo "make venv          create $(VENV) and install the package with its dev extras"
-	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy (native/)"
+	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy + test (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
-	@echo "make test-native   cargo test: native/'s edge cases (the scanner, the record batches)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
 	@echo "make test-cluster  broker failures on the 3-node cluster, and the fencing suite there"
 	@echo "make test-versions the protocol-sensitive tests on Kafka $(MATRIX_VERSIONS)"
@@ -64,7 +65,11 @@ help:
 	@echo "  TEST_WORKERS=N   broker tests N at a time (default 4; 0: one process)"
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
-	@echo "make schemas       regenerate schemas/ from the models"
+	@echo "make schemas       regenerate schemas/ and the chart's generated files from the models and consumers/"
+	@echo "make schemas-check the generated files are current; the AsyncAPI document parses (@asyncapi/parser)"
+	@echo "make wheel | sdist the one wheel (native extension inside) | the sdist, into dist/"
+	@echo "make image         build the container image from the wheel (buildah), run it against Kafka"
+	@echo "make dist          wheel, sdist, image archive, packaged chart and SHA256SUMS in dist/"
 	@echo "make broker-start | broker-stop | broker-status | broker-logs"
 	@echo "Kafka: $(SYMFONIC_BOOTSTRAP_SERVERS)$(if $(EXTERNAL_KAFKA), (external: never started or stopped here))"
 
@@ -72,7 +77,7 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_scan.pyi $(wildcard native/src/*.rs)
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock symfonic_stream/_native.pyi $(wildcard native/src/*.rs)
 	@py=""; \
 	for c in $(PYTHON_CANDIDATES); do \
 	  if command -v "$$c" >/dev/null 2>&1 && \
@@ -85,14 +90,13 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_sca
 	  echo "make: $(VENV) has an old Python; recreating it"; rm -rf $(VENV); \
 	fi; \
 	if [ ! -x $(BIN)/python ]; then echo "make: creating $(VENV) with $$py"; "$$py" -m venv $(VENV); fi; \
-	echo "make: pip install -e '.[dev]'"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
 	PATH="$$PATH:$$HOME/.cargo/bin"; \
 	if ! command -v cargo >/dev/null 2>&1; then \
 	  echo "make: cargo (Rust) is required to build native/, the native hot path" >&2; exit 1; \
 	fi; \
-	echo "make: pip install ./native (the native hot path, Rust: docs/engine.md: Decoding, Producing)"; \
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check ./native
+	echo "make: pip install -e '.[dev]' (with the native extension: docs/engine.md: Decoding, Producing)"; \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'; \
+	$(BIN)/python -c 'import symfonic_stream.native as n, sys; sys.exit(n.MISSING and "make: the native extension was not built: " + n.MISSING)'
 	@touch $@
 
 # --------------------------------------------------------------------------- checks
@@ -100,17 +104,9 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock native/symfonic_sca
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	cd native && PATH="$$PATH:$$HOME/.cargo/bin" cargo fmt --check && \
-	  PATH="$$PATH:$$HOME/.cargo/bin" cargo clippy --release --all-targets --quiet -- -D warnings
-
-# native/'s own edge cases (native/src/edge_cases/): the scanner's verdicts and the record
-# batches through the functions Python calls, the batches in an embedded interpreter. So the
-# test binary links libpython (the wheel gets pyo3's extension-module feature from
-# native/pyproject.toml instead): the venv's interpreter and its library directory.
-test-native: venv
-	@libdir="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"; \
-	cd native && PATH="$$PATH:$$HOME/.cargo/bin" PYO3_PYTHON="$(abspath $(BIN)/python)" \
-	  LD_LIBRARY_PATH="$$libdir$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" cargo test --quiet
+	cd native && export PATH="$$PATH:$$HOME/.cargo/bin" PYO3_PYTHON="$(abspath $(BIN)/python)" && \
+	  cargo fmt --check && cargo clippy --release --quiet --all-targets -- -D warnings && \
+	  cargo test --release --quiet
 
 # Runs $(1) with a Kafka available, and stops the broker afterwards only when this run
 # started it (a broker that was already running, maybe used by someone else, stays up), also
@@ -136,7 +132,7 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint chart-check test-native test-main test-cluster test-versions test-acls
+test: venv lint schemas-check chart-check test-main test-cluster test-versions test-acls image
 
 # Every suite on the single broker with Kafka's default settings (the benchmark's own checks
 # and the fault table's other rows have their targets: test-bench, test-faults).
@@ -180,6 +176,14 @@ bench: venv
 
 schemas: venv
 	$(BIN)/symfonic-stream schemas generate
+	$(BIN)/python -m symfonic_stream.tools.chart --write
+
+# Drift of every generated file (also a unit test), then the official AsyncAPI parser
+# (npm, installed into a cache outside git by the script): 0 errors and 0 warnings.
+schemas-check: venv
+	$(BIN)/symfonic-stream schemas check
+	$(BIN)/python -m symfonic_stream.tools.chart --check
+	scripts/asyncapi-check.sh schemas/asyncapi.yaml
 
 # --------------------------------------------------------------------------- the broker
 

@@ -15,7 +15,7 @@ generation cancel out: (instructions with the loop - without) / events.
   network and the event loop: aiokafka reading each 250-record batch as fetched (a
   transactional record batch, CRC checked, read_committed), ``to_input``, step 4's
   ``append_all`` into the transaction's record batches (native, as the engine builds them
-  when ``symfonic-scan`` is installed), each batch built, and step 9's report;
+  when the native extension is installed), each batch built, and step 9's report;
 * ``task-aiokafka``: ``task`` with the batches built by aiokafka's record builder.
 
 valgrind is a system tool (``apt-get install valgrind``), not a Python dependency.
@@ -47,10 +47,10 @@ def _loop(what: str, records_file: str, passes: int) -> None:
     import orjson
 
     from symfonic_stream.engine.records import Collector, InputRecord
-    from symfonic_stream.engine.store import write_changes
     from symfonic_stream.models.decoding import DecodeLimits, decode_agent_event
     from symfonic_stream.processors.ordering.guard import GuardLimits
     from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+    from symfonic_stream.state.store import write_changes
 
     with open(records_file, "rb") as handle:
         pairs: list[tuple[bytes, bytes]] = pickle.load(handle)
@@ -104,10 +104,9 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
     from symfonic_stream.engine.commit import append_all
     from symfonic_stream.engine.commit_metrics import report_commit
     from symfonic_stream.engine.producer import TaskProducer
-    from symfonic_stream.engine.records import Collector
-    from symfonic_stream.engine.store import write_changes
-    from symfonic_stream.engine.task import to_input
+    from symfonic_stream.engine.records import Collector, to_input
     from symfonic_stream.observability.metrics import ConsumerMetrics
+    from symfonic_stream.state.store import write_changes
 
     fetched = _fetched(pairs)
     settings = Settings(partitions=4)

@@ -29,11 +29,11 @@ from typing import Any
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.engine.store import write_changes
 from symfonic_stream.models.decoding import DecodeLimits
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.state.store import write_changes
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import RunShape, synthetic_stream
 

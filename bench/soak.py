@@ -31,10 +31,10 @@ import orjson
 
 from bench.pauses import CollectorPauses
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.engine.store import write_changes
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
+from symfonic_stream.state.store import write_changes
 
 COMMIT_EVERY = 1000
 #: Documented (docs/benchmarks.md, "Soak"): peak RSS for 1M open runs at default settings.

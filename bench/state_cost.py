@@ -13,7 +13,7 @@
 3. Restore time: the records are written to partition 0 of the typed projector's changelog
    topic through the engine's own :class:`TaskProducer` (transactions of 10,000 state
    records, as commits write them), then
-   :func:`~symfonic_stream.engine.restore.restore_stores` replays them into a fresh
+   :func:`~symfonic_stream.state.restore.restore_stores` replays them into a fresh
    processor, timed. Finally ``symfonic-stream run typed`` is started on that prefix and
    timed from spawn to ``/readyz``; its own ``state_restore_duration_seconds`` is scraped.
 """
@@ -44,8 +44,6 @@ from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import start_producer
 from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import InputRecord
-from symfonic_stream.engine.restore import restore_stores
-from symfonic_stream.engine.store import restore_record
 from symfonic_stream.processors.ordering.run_state import (
     Pending,
     RunState,
@@ -55,6 +53,8 @@ from symfonic_stream.processors.ordering.run_state import (
     pending_key,
 )
 from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.state.restore import restore_stores
+from symfonic_stream.state.store import restore_record
 from symfonic_stream.tools.synthetic import generate_run
 
 #: State records per transaction when filling the changelog.
@@ -199,8 +199,8 @@ async def time_restore(settings: Settings, runs: int, records: int) -> float:
     processor = _fresh_processor(settings)
     gc.collect()
     started = time.monotonic()
-    counts = await restore_stores(settings, topology.changelog_topic,
-                                  {0: [(b"", list(processor.stores))]})
+    counts = (await restore_stores(settings, topology.changelog_topic,
+                                   {0: [(b"", list(processor.stores))]})).records
     processor.restored()
     elapsed = time.monotonic() - started
     if counts[0] != records or processor.active_runs != runs:

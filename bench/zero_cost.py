@@ -53,11 +53,11 @@ from bench.workload import make_workload
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.decoding import DecodeLimits, decode_record
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.state.store import Codec, StateStore
 
 REPLAY = "typed-replay"
 JSON_FLOOR = "typed-json-floor"

@@ -21,6 +21,7 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from symfonic_stream.models.decoding import DecodeLimits
+from symfonic_stream.models.pauses import DEFAULT_MAX_ANSWER_BYTES
 
 ENV_PREFIX = "SYMFONIC_"
 
@@ -86,6 +87,7 @@ class Settings(BaseSettings):
     routing_rules: Path | None = None
     tenant_queues: bool = False
     ticket_max_lifetime_s: float = Field(86_400.0, gt=0)
+    max_answer_bytes: int = Field(DEFAULT_MAX_ANSWER_BYTES, ge=1024)
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)
@@ -131,6 +133,7 @@ class Settings(BaseSettings):
     batch_max_bytes: int = Field(4_194_304, ge=1024)
     batch_max_latency_ms: int = Field(5, ge=0)
     group_offset_interval_ms: int = Field(1000, ge=0)
+    state_keep_s: float = Field(900.0, ge=0)
     compression: Compression = "none"
     event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)

@@ -98,7 +98,7 @@ pub fn partition_for_key(key: &[u8], count: i32) -> PyResult<i32> {
 }
 
 /// One (topic, partition)'s batch: what aiokafka's `BatchBuilder` is to its sender.
-#[pyclass(module = "symfonic_scan")]
+#[pyclass(module = "symfonic_stream._native")]
 pub struct RecordBatch {
     /// The header's room, then the records.
     buffer: Vec<u8>,
@@ -210,7 +210,7 @@ impl RecordBatch {
 }
 
 /// One transaction's batches, one open per (topic, partition).
-#[pyclass(module = "symfonic_scan")]
+#[pyclass(module = "symfonic_stream._native")]
 pub struct RecordBatches {
     max_bytes: usize,
     timestamp_ms: i64,

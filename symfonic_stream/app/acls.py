@@ -1,8 +1,9 @@
 """The ACL plan: exactly what each principal of a deployment may do on Kafka (issue 17).
 
-Nothing here names a topic by hand. A consumer's rights come from its topologies
-(:data:`~symfonic_stream.app.topologies.TOPOLOGIES`): what each one reads, writes, keeps
-its state in, its group and its transactional ids; a reviewer's from
+Nothing here names a topic by hand. A consumer's rights come from its declaration's
+topologies (:mod:`symfonic_stream.consumers`, :mod:`symfonic_stream.app.topologies`): what
+each engine reads, writes, keeps its state in, its group and its transactional ids; the
+gateway's from what its declaration reads; a reviewer's from
 :class:`~symfonic_stream.models.names.TopicNames`. So a topology that starts writing a new
 topic changes the plan with it, and ``symfonic-stream acls``, the Helm chart's Strimzi
 KafkaUsers (tested against this module) and the authorizer tests all grant the same.
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from symfonic_stream.config import Settings
+from symfonic_stream.consumers import READERS, Reader, consumer, deployed_names
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.rules import is_topic_part
 
 ResourceType = Literal["TOPIC", "GROUP", "TRANSACTIONAL_ID", "CLUSTER"]
@@ -144,11 +146,16 @@ def check_principal(text: str, option: str, allow_wildcard: bool = False) -> str
 # --------------------------------------------------------------------------- the plan
 
 
-def consumer_topologies(settings: Settings, consumer: str) -> tuple[Topology, ...]:
-    """The topologies one ``symfonic-stream run <consumer>`` process runs."""
-    from symfonic_stream.app.topologies import TOPOLOGIES
+def plan_names() -> tuple[str, ...]:
+    """What a plan may name: the deployment's consumers, then the readers (the gateway)."""
+    return (*deployed_names(), *(reader.name for reader in READERS))
 
-    return TOPOLOGIES[consumer](settings)
+
+def consumer_topologies(settings: Settings, name: str) -> tuple[Topology, ...]:
+    """The topologies one ``symfonic-stream run <name>`` process runs."""
+    from symfonic_stream.app.topologies import consumer_topologies as built
+
+    return built(consumer(name), settings)
 
 
 def _topic(principal: str, name: str, ops: Iterable[Operation],
@@ -184,6 +191,13 @@ def topology_bindings(principal: str, topology: Topology, names: TopicNames) -> 
         found.append(AclBinding(principal, "TRANSACTIONAL_ID", "PREFIXED",
                                 transactional_id_prefix(topology), op))
     return found
+
+
+def reader_bindings(principal: str, reader: Reader, names: TopicNames) -> list[AclBinding]:
+    """A reader in no group (the gateway): it assigns itself every partition of its topics
+    and reads them; no group, no transactional id, no write, no DescribeConfigs."""
+    return [binding for topic in reader.reads
+            for binding in _topic(principal, topic.name(names), ("READ", "DESCRIBE"))]
 
 
 def reviewer_bindings(
@@ -241,7 +255,7 @@ _OPERATION_ORDER: list[Operation] = [
 
 def build_plan(
     settings: Settings,
-    consumers: Sequence[str] = CONSUMERS,
+    consumers: Sequence[str] | None = None,
     reviewers: Sequence[ReviewerSpec] = (),
     principals: Mapping[str, str] | None = None,
     allow_wildcard: bool = False,
@@ -251,20 +265,25 @@ def build_plan(
     :func:`reviewer_principal`); ``User:*`` there only with ``allow_wildcard``."""
     chosen = {key: check_principal(principal, f"--principal {key}=", allow_wildcard)
               for key, principal in (principals or {}).items()}
-    known = {*CONSUMERS, *(f"reviewer:{r.tenant}" for r in reviewers)}
+    plannable = plan_names()
+    known = {*plannable, *(f"reviewer:{r.tenant}" for r in reviewers)}
     unknown = sorted(set(chosen) - known)
     if unknown:
         raise AclPlanError(
-            f"--principal {unknown[0]}=...: not a consumer ({', '.join(CONSUMERS)}) nor "
+            f"--principal {unknown[0]}=...: not a consumer ({', '.join(plannable)}) nor "
             "reviewer:<TENANT> of a --reviewer"
         )
     names = TopicNames(settings.topic_prefix)
+    readers = {reader.name: reader for reader in READERS}
     bindings: set[AclBinding] = set()
-    for consumer in consumers:
-        if consumer not in CONSUMERS:
-            raise AclPlanError(f"--consumer {consumer!r}: one of {', '.join(CONSUMERS)}")
-        who = chosen.get(consumer) or default_principal(settings, consumer)
-        for topology in consumer_topologies(settings, consumer):
+    for name in deployed_names() if consumers is None else consumers:
+        if name not in plannable:
+            raise AclPlanError(f"--consumer {name!r}: one of {', '.join(plannable)}")
+        who = chosen.get(name) or default_principal(settings, name)
+        if name in readers:
+            bindings.update(reader_bindings(who, readers[name], names))
+            continue
+        for topology in consumer_topologies(settings, name):
             bindings.update(topology_bindings(who, topology, names))
     for reviewer in reviewers:
         bindings.update(reviewer_bindings(settings, reviewer,

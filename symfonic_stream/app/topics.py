@@ -1,65 +1,67 @@
-"""Which topics a deployment needs: the single list every part of the project reuses.
+"""Which topics a deployment needs: every topic its consumers' declarations read or write.
 
-``topics ensure`` creates it, the engine checks co-partitioning against it, and the pause
-router's queue topics (from the routing rules) are added here rather than created on their
-own.
+``topics ensure`` creates this list, the engine checks co-partitioning against it, and the
+pause router's queue topics (from the routing rules, through its wiring) are part of it
+rather than created on their own. The chart's KafkaTopics are generated from
+:func:`declared_topics` (``symfonic_stream.tools.chart``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from symfonic_stream.config import Settings
+from symfonic_stream.consumers import Consumer, deployed, engines, registered, topics_of
 from symfonic_stream.kafka.specs import TopicSpec, topic_spec
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
 
 
-def pause_queue_topics(settings: Settings) -> list[str]:
-    """The human-queue topics the pause router may write to, from SYMFONIC_ROUTING_RULES
-    (and SYMFONIC_TENANT_QUEUES): they must exist before it writes, so they are created
-    here. Raises the rules module's ``RulesError`` for an unreadable or invalid file."""
-    from symfonic_stream.processors.pauses.router import queue_topics
-    from symfonic_stream.processors.pauses.rules import load_rules
+@dataclass(frozen=True, slots=True)
+class Needed:
+    """A topic a deployment needs whatever its settings; ``owner``: the consumer whose
+    engine keeps its state there (a changelog), else ``None``."""
 
-    return queue_topics(TopicNames(settings.topic_prefix), load_rules(settings.routing_rules),
-                        settings.tenant_queues)
+    name: str
+    purpose: str
+    compact: bool = False
+    owner: str | None = None
+
+
+def chosen_consumers(include_copier: bool = False) -> tuple[Consumer, ...]:
+    """The deployment's consumers, and with ``include_copier`` those no deployment has."""
+    return registered() if include_copier else deployed()
+
+
+def declared_topics(names: TopicNames, consumers: tuple[Consumer, ...]) -> list[Needed]:
+    """The declared topics ``consumers`` read or write (and the dead letters), then their
+    changelogs: all but the families' topics."""
+    found = [Needed(t.name(names), t.purpose) for t in topics_of(consumers) if not t.family]
+    found += [Needed(names.changelog(e.name), f"state changelog of the {names.group(e.name)} "
+                     "group", compact=True, owner=c.name)
+              for c in consumers for e in c.engines if e.stores]
+    return found
 
 
 def required_topics(settings: Settings, *, include_copier: bool = False) -> list[TopicSpec]:
-    """Every topic of the deployment, in creation order.
+    """Every topic of the deployment, in creation order: :func:`declared_topics`, then the
+    families' topics their writers' wiring names (raises the rules module's ``RulesError``
+    for a bad rules file).
 
     All topics get ``SYMFONIC_PARTITIONS`` partitions, so a changelog is always
-    co-partitioned with the raw topic (state of input partition p lives in changelog
-    partition p) and scaling out is uniform. Changelogs are compacted: only the latest
-    state of each run survives.
+    co-partitioned with the topic its engine reads (state of input partition p lives in
+    changelog partition p) and scaling out is uniform. Changelogs are compacted: only the
+    latest state of each key survives.
     """
     names = TopicNames(settings.topic_prefix)
-    delete, compact = False, True
-
-    def spec(name: str, compacted: bool, purpose: str) -> TopicSpec:
-        return topic_spec(settings, name, purpose, compact=compacted)
-
-    topics = [
-        spec(names.agent_events, delete, "raw AgentEvents from the kernel"),
-        spec(names.stream_events, delete, "typed projection output"),
-        spec(names.stream_chunks, delete, "chunk projection output"),
-        spec(names.dead_letter, delete, "records no consumer could process"),
-        spec(names.resume_requests, delete, "answers from human-review tools"),
-        spec(names.pause_registrations, delete,
-             "ticket registrations and answers, for the resume validator"),
-        spec(names.resumes, delete, "validated resumes for the kernel"),
-        spec(names.resume_rejections, delete, "rejected resume requests"),
-        spec(names.human_queue("default"), delete, "default human-review queue"),
-        spec(names.expired_queue, delete, "tickets already expired when routed"),
-    ]
-    topics.extend(
-        spec(names.changelog(consumer), compact, f"state changelog of the {consumer} group")
-        for consumer in CONSUMERS
-    )
-    known = {topic.name for topic in topics}
-    topics.extend(
-        spec(queue, delete, "human-review queue (routing rules)")
-        for queue in pause_queue_topics(settings)
-        if queue not in known
-    )
-    if include_copier:
-        topics.append(spec(names.copier_output, delete, "copier (benchmark) output"))
-    return topics
+    consumers = chosen_consumers(include_copier)
+    topics = [topic_spec(settings, t.name, t.purpose, compact=t.compact)
+              for t in declared_topics(names, consumers)]
+    for engine in engines(consumers):
+        family = next((w.topic for w in engine.writes if w.topic.family), None)
+        if family is not None:
+            topics += [topic_spec(settings, name, family.purpose)
+                       for name in engine.wire(settings, names).family_topics]
+    unique: dict[str, TopicSpec] = {}
+    for spec in topics:
+        unique.setdefault(spec.name, spec)
+    return list(unique.values())

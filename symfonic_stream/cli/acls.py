@@ -30,11 +30,12 @@ from symfonic_stream.app.acls import (
     ReviewerSpec,
     build_plan,
     kafka_acls_command,
+    plan_names,
 )
 from symfonic_stream.config import ConfigError, Settings, load_settings
+from symfonic_stream.consumers import deployed_names
 from symfonic_stream.kafka.admin import Admin
 from symfonic_stream.kafka.retry import KafkaUnavailable
-from symfonic_stream.models.names import CONSUMERS
 
 EXIT_KAFKA = 1
 EXIT_USAGE = 2
@@ -109,8 +110,9 @@ def _principals(pairs: Sequence[str]) -> dict[str, str]:
 
 
 @click.command("acls")
-@click.option("--consumer", "consumers", multiple=True, type=click.Choice(CONSUMERS),
-              help="A consumer whose ACLs to print (repeatable; default: all four).")
+@click.option("--consumer", "consumers", multiple=True, type=click.Choice(plan_names()),
+              help="A consumer (or the gateway) whose ACLs to print (repeatable; default: "
+                   "every consumer of a deployment).")
 @click.option("--reviewer", "reviewers", multiple=True, metavar="TENANT[:QUEUE]",
               help="A human-review tool of TENANT (all its queues, or QUEUE only); repeatable.")
 @click.option("--principal", "principals", multiple=True, metavar="KEY=User:NAME",
@@ -134,7 +136,7 @@ def command(consumers: tuple[str, ...], reviewers: tuple[str, ...],
     """
     try:
         settings = load_settings()
-        chosen = () if no_consumers else (consumers or CONSUMERS)
+        chosen = () if no_consumers else (consumers or deployed_names())
         plan = build_plan(settings, chosen, [ReviewerSpec.parse(r) for r in reviewers],
                           _principals(principals), allow_wildcard)
     except (ConfigError, AclPlanError) as exc:

@@ -13,7 +13,7 @@ import sys
 import click
 from rich.console import Console
 
-from symfonic_stream.cli.tail import (
+from symfonic_stream.cli.common import (
     EXIT_INTERRUPTED,
     quiet_kafka_logs,
     settings_or_exit,
@@ -33,6 +33,8 @@ EXIT_FAILED = 1
               help="The projectors' gap timeout (s), short so lost events show as gaps.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
               help="Give up when the runs have not all ended after this many seconds.")
+@click.option("--rate", type=click.FloatRange(min=1), default=1000.0, show_default=True,
+              help="Events published per second (the steady-state latency is at this rate).")
 @click.option("--delete-topics", is_flag=True, help="Delete the demo's topics at the end.")
 @click.option("--keep-running", is_flag=True,
               help="Leave the consumers running after the summary until Ctrl-C.")
@@ -43,6 +45,7 @@ def command(
     max_events: int,
     gap_timeout: float,
     timeout: float,
+    rate: float,
     delete_topics: bool,
     keep_running: bool,
 ) -> None:
@@ -57,7 +60,7 @@ def command(
     quiet_kafka_logs()
     options = DemoOptions(
         runs=runs, seed=seed, prefix=prefix, max_events=max_events,
-        gap_timeout_s=gap_timeout, timeout_s=timeout, delete_topics=delete_topics,
+        gap_timeout_s=gap_timeout, timeout_s=timeout, rate=rate, delete_topics=delete_topics,
         keep_running=keep_running,
     )
     console = Console(highlight=False)

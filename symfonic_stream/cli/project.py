@@ -7,8 +7,8 @@ from typing import IO
 
 import click
 
-from symfonic_stream.app.topologies import guard_limits
-from symfonic_stream.cli.tail import settings_or_exit
+from symfonic_stream.cli.common import settings_or_exit
+from symfonic_stream.consumers.projectors import guard_limits
 from symfonic_stream.tools.offline import run_offline
 
 

@@ -32,7 +32,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from symfonic_stream.cli.tail import (
+from symfonic_stream.cli.common import (
     EXIT_KAFKA,
     EXIT_USAGE,
     quiet_kafka_logs,

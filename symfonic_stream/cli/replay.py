@@ -20,7 +20,7 @@ from aiokafka.errors import KafkaError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 
-from symfonic_stream.cli.tail import (
+from symfonic_stream.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     TIME,

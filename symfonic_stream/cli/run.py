@@ -14,8 +14,9 @@ import sys
 
 import click
 
-from symfonic_stream.app.topologies import TOPOLOGIES
+from symfonic_stream.app.topologies import topologies as topologies_of
 from symfonic_stream.config import ConfigError, load_settings
+from symfonic_stream.consumers import registered
 
 EXIT_USAGE = 2
 #: Where a worker's metrics server listens: only its supervisor asks it.
@@ -23,7 +24,7 @@ WORKER_HOST = "127.0.0.1"
 
 
 @click.command("run")
-@click.argument("consumer", type=click.Choice(list(TOPOLOGIES)))
+@click.argument("consumer", type=click.Choice([c.name for c in registered()]))
 @click.option(
     "--workers",
     # Validated as SYMFONIC_WORKERS is (by the settings), so the message names the setting.
@@ -62,7 +63,7 @@ def command(consumer: str, workers: str | None) -> None:
         # What the topology reads besides the settings (the pause router's rules file) is
         # validated here, so such errors are usage errors with a message, not a crash
         # (by the supervisor too, before it starts any worker).
-        topologies = TOPOLOGIES[consumer](settings)
+        topologies = topologies_of(consumer, settings)
     except Exception as exc:
         click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
         sys.exit(EXIT_USAGE)

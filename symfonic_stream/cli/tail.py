@@ -9,16 +9,22 @@ or configuration; 3 when Kafka cannot be reached or the output topic does not ex
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
-from typing import Any
 
 import click
 import orjson
 from aiokafka.errors import KafkaError
 from rich.console import Console
 
-from symfonic_stream.config import ConfigError, Settings, load_settings
+from symfonic_stream.cli.common import (
+    EXIT_BROKEN,
+    EXIT_INTERRUPTED,
+    EXIT_KAFKA,
+    TIME,
+    quiet_kafka_logs,
+    settings_or_exit,
+)
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.sdk.reader import (
     ReaderTimeout,
     RunReader,
@@ -26,48 +32,8 @@ from symfonic_stream.sdk.reader import (
     RunRecord,
     SequenceError,
     TopicMissingError,
-    parse_time,
 )
 from symfonic_stream.tools.render import RunRenderer
-
-EXIT_BROKEN = 1
-EXIT_USAGE = 2
-EXIT_KAFKA = 3
-EXIT_INTERRUPTED = 130
-
-
-class TimeType(click.ParamType):  # type: ignore[type-arg]
-    """TIME: ISO-8601 (a time without a zone is UTC) or Unix seconds."""
-
-    name = "TIME"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        try:
-            return parse_time(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
-
-TIME = TimeType()
-
-
-def quiet_kafka_logs() -> None:
-    """Tools print their own messages; aiokafka's retries (a topic whose metadata has not
-    propagated yet, a coordinator moving) are noise on a terminal unless they fail."""
-    logging.getLogger("aiokafka").setLevel(logging.ERROR)
-
-
-def settings_or_exit() -> Settings:
-    """The validated settings, or exit 2 with the message naming the bad variable."""
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        click.echo(f"symfonic-stream: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
 
 
 @click.command("tail")
@@ -133,7 +99,7 @@ def command(
     except RunReadError as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_BROKEN)
-    except (KafkaError, OSError) as exc:
+    except (KafkaError, KafkaUnavailable, OSError) as exc:
         click.echo(
             f"symfonic-stream: cannot read from Kafka at {settings.bootstrap_servers}: {exc!r}",
             err=True,

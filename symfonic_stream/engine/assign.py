@@ -8,7 +8,7 @@ under its lock):
    transaction it left open. From here on nobody else writes the task's outputs,
    changelog or offsets.
 2. **restore**: a fresh processor's stores are replayed from the changelog
-   (:mod:`symfonic_stream.engine.restore`), then told so (``restored``).
+   (:mod:`symfonic_stream.state.restore`), then told so (``restored``).
 3. **position**: where to resume: the position the changelog restored, unless the
    group's committed offset was moved by someone else since (:func:`.position.resume_offset`);
    without a position (a stateless consumer, or ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS=0``), the
@@ -30,23 +30,28 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine import heap
-from symfonic_stream.engine.faults import fault_point
-from symfonic_stream.engine.position import KEY as POSITION
-from symfonic_stream.engine.position import Progress, position_store, resume_offset
 from symfonic_stream.engine.producer import TaskProducer
-from symfonic_stream.engine.records import Processor
-from symfonic_stream.engine.restore import restore_stores
-from symfonic_stream.engine.store import StateStore
+from symfonic_stream.engine.restoring import (
+    KeptTasks,
+    TaskState,
+    disagrees,
+    restore_again,
+    restore_tasks,
+)
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.retry import OnWait
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import KEY as POSITION
+from symfonic_stream.state.position import Progress, resume_offset
+from symfonic_stream.state.store import StateStore
 
 if TYPE_CHECKING:
     from symfonic_stream.engine.task import StreamTask
@@ -70,8 +75,7 @@ class Prepared:
     """One task after steps 1-3: fenced, restored, and where to resume."""
 
     producer: TaskProducer
-    processor: Processor
-    position: StateStore[Progress] | None
+    state: TaskState
     offset: int
     #: The group's committed offset (None: never committed, or no group).
     group_offset: int | None = None
@@ -121,10 +125,12 @@ async def prepare_tasks(
     tps: list[TopicPartition],
     *,
     metrics: ConsumerMetrics,
+    kept: KeptTasks | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
 ) -> dict[TopicPartition, Prepared]:
-    """Steps 1-4 for ``tps``. On any failure every producer started here is closed."""
+    """Steps 1-4 for ``tps`` (a partition ``kept`` holds restores only its tail). On any
+    failure every producer started here is closed."""
     producers: dict[TopicPartition, TaskProducer] = {}
     try:
         # 1. fence: every partition's InitProducerId runs concurrently.
@@ -138,115 +144,26 @@ async def prepare_tasks(
             if isinstance(result, BaseException):
                 raise result
         _check(cancelled)
-        # 2. restore
-        processors, positions = await _restore(settings, topology, tps, metrics, cancelled,
-                                               on_progress)
+        # 2. restore (only the tail of what was kept)
+        states = await restore_tasks(settings, topology, tps, metrics, kept=kept,
+                                     cancelled=cancelled, on_progress=on_progress)
         _check(cancelled)
         # 3. position
         groups = await _group_offsets(consumer, topology, tps)
-        disagree = [tp for tp in tps if _disagrees(positions[tp], groups[tp])]
+        disagree = [tp for tp in tps if disagrees(states[tp].position, groups[tp])]
         if disagree:
-            await _restore_again(settings, topology, disagree, processors, positions, groups,
-                                 metrics, cancelled, on_progress)
-        offsets = await _positions(consumer, topology, positions, groups)
+            await restore_again(settings, topology, disagree, states, groups, metrics,
+                                cancelled=cancelled, on_progress=on_progress)
+            _check(cancelled)
+        offsets = await _positions(consumer, topology,
+                                   {tp: states[tp].position for tp in tps}, groups)
         _check(cancelled)
         # 4. settle
         heap.settle()
     except BaseException:
         await asyncio.gather(*(producer.close() for producer in producers.values()))
         raise
-    return {tp: Prepared(producers[tp], processors[tp], positions[tp], offsets[tp], groups[tp])
-            for tp in tps}
-
-
-def keeps_position(settings: Settings, topology: Topology) -> bool:
-    """Whether the topology's tasks keep their position in their changelog: a replay's
-    always (it has no group), a group's when it has a changelog and
-    ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` is not 0."""
-    if topology.bounded is not None:
-        return True
-    return topology.changelog_topic is not None and settings.group_offset_interval_ms > 0
-
-
-async def _restore(
-    settings: Settings,
-    topology: Topology,
-    tps: list[TopicPartition],
-    metrics: ConsumerMetrics,
-    cancelled: Callable[[], bool],
-    on_progress: Callable[[], None],
-) -> tuple[dict[TopicPartition, Processor], dict[TopicPartition, StateStore[Progress] | None]]:
-    """Step 2: fresh processors (and position stores) for ``tps``, restored."""
-    processors = {tp: topology.processor_factory(tp.partition) for tp in tps}
-    keeps = keeps_position(settings, topology)
-    positions = {tp: position_store() if keeps else None for tp in tps}
-    if topology.changelog_topic is not None:
-        targets: dict[int, list[tuple[bytes, list[StateStore[Any]]]]] = {}
-        for tp, processor in processors.items():
-            partition, prefix = topology.changelog_place(tp.partition)
-            position = positions[tp]
-            stores = [*processor.stores, *([position] if position is not None else [])]
-            targets.setdefault(partition, []).append((prefix, stores))
-        begun = time.monotonic()
-        counts = await restore_stores(settings, topology.changelog_topic, targets,
-                                      cancelled=cancelled, on_progress=on_progress)
-        for records in counts.values():
-            metrics.state_restored(time.monotonic() - begun, records)
-    for processor in processors.values():
-        processor.restored()
-    return processors, positions
-
-
-def _disagrees(position: StateStore[Progress] | None, group_offset: int | None) -> bool:
-    """Whether a restored position says the group was last told another offset than the
-    group holds (never for a task without a position, or without a group)."""
-    saved = position.get(POSITION) if position is not None else None
-    return saved is not None and saved.group_offset != group_offset
-
-
-async def _restore_again(
-    settings: Settings,
-    topology: Topology,
-    tps: list[TopicPartition],
-    processors: dict[TopicPartition, Processor],
-    positions: dict[TopicPartition, StateStore[Progress] | None],
-    groups: dict[TopicPartition, int | None],
-    metrics: ConsumerMetrics,
-    cancelled: Callable[[], bool],
-    on_progress: Callable[[], None],
-) -> None:
-    """State that disagrees with the group's offset (step 3) is restored once more.
-
-    Both are final after step 1, and every transaction that tells the group an offset
-    writes it into the position record too: they disagree only when the restore missed
-    the changelog's tail (issue 32: 16 % of a million runs lost their state that way) or
-    when someone else moved the group's offset. A second restore tells the two apart: it
-    repairs the first, or it agrees with it, and then the group was reset by an operator
-    (``kafka-consumer-groups --reset-offsets``), which step 3 follows with this state."""
-    log.error("restored state disagrees with the group's committed offset; restoring again",
-              extra={"partitions": [tp.partition for tp in tps],
-                     "group_offsets": [groups[tp] for tp in tps],
-                     "changelog_offsets": [_saved_offset(positions[tp]) for tp in tps]})
-    again, again_positions = await _restore(settings, topology, tps, metrics, cancelled,
-                                            on_progress)
-    _check(cancelled)
-    for tp in tps:
-        first, second = _saved_offset(positions[tp]), _saved_offset(again_positions[tp])
-        processors[tp], positions[tp] = again[tp], again_positions[tp]
-        if second != first:
-            log.error("the second restore read further than the first: the first missed "
-                      "the changelog's tail", extra={"partition": tp.partition,
-                                                     "first": first, "second": second})
-        if _disagrees(positions[tp], groups[tp]):
-            log.warning("the group's committed offset was moved by someone else (a reset): "
-                        "resuming at the group's offset with the restored state",
-                        extra={"partition": tp.partition, "group_offset": groups[tp],
-                               "changelog_offset": second})
-
-
-def _saved_offset(position: StateStore[Progress] | None) -> int | None:
-    saved = position.get(POSITION) if position is not None else None
-    return None if saved is None else saved.next_offset
+    return {tp: Prepared(producers[tp], states[tp], offsets[tp], groups[tp]) for tp in tps}
 
 
 async def _group_offsets(
@@ -303,7 +220,7 @@ async def rebuild_task(
     prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
                                     on_progress=on_progress))[task.tp]
     task.producer = prepared.producer
-    task.reset(prepared.processor, prepared.offset, prepared.position, prepared.group_offset)
+    task.reset(prepared.state, prepared.offset, prepared.group_offset)
     consumer.seek(task.tp, task.next_offset)
 
 

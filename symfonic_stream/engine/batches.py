@@ -4,10 +4,10 @@ Whole batches are handed to aiokafka (``send_batch``): ``send`` per record cost 
 a metadata check and a future per record, a third of a projector's produce-side CPU. There
 are two ways to build them, writing the same bytes (``tests/unit/test_producer_batches.py``):
 
-* **native** (``symfonic_scan.RecordBatches``, Rust, ``native/src/batch.rs``): a
+* **native** (``symfonic_stream._native.RecordBatches``, Rust, ``native/src/batch.rs``): a
   transaction's outputs in one call, its changelog records in another; each record placed
   by Kafka's default partitioner and encoded there, no Python per record. Used when
-  ``symfonic-scan`` is installed and the producer does not compress;
+  the native extension is installed and the producer does not compress;
 * **aiokafka's builder**: a record at a time, straight into the batch's C record builder, as
   aiokafka's own ``BatchBuilder.append`` does less its keyword parsing and its serializers
   (this producer has none): that wrapper was a third of the cost of appending a record,
@@ -24,13 +24,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from symfonic_stream.engine.records import OutputRecord
 from symfonic_stream.kafka.clients import PRODUCER_MAX_BATCH_BYTES
+from symfonic_stream.native import extension as _extension
+
+if TYPE_CHECKING:
+    from symfonic_stream._native import RecordBatches
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +43,9 @@ Where = tuple[str, int]
 #: The headers of every record without any (the record builder only reads them).
 _NO_HEADERS: list[tuple[str, bytes]] = []
 
-_RecordBatches: type[RecordBatches] | None
-try:
-    from symfonic_scan import RecordBatches
-except ImportError:  # a source install without Rust (or an older symfonic-scan)
-    _RecordBatches = None
-else:
-    _RecordBatches = RecordBatches
+# Without the extension (an install built where no cargo was): aiokafka's builder.
+_RecordBatches: type[RecordBatches] | None = (
+    _extension.RecordBatches if _extension is not None else None)
 
 #: Whether a producer that does not compress builds its batches natively.
 NATIVE_BATCHES = _RecordBatches is not None
@@ -73,6 +73,8 @@ class Batches:
     def __init__(self, producer: AIOKafkaProducer, *, native: bool = False) -> None:
         self._producer = producer
         self.sends: Sends = []
+        #: Where each of ``sends`` went, in the same order.
+        self.sent_to: list[Where] = []
         # One timestamp for a transaction's records (CreateTime: when it was produced).
         self._native = (_RecordBatches(PRODUCER_MAX_BATCH_BYTES, int(time.time() * 1000))
                         if native and _RecordBatches is not None else None)
@@ -152,10 +154,23 @@ class Batches:
             return list(self._taken)
         return [*self._full, *self._open.items()]
 
+    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
+        """Once the sends are acknowledged: the offset after the ``records`` sent to (topic,
+        partition) when they went in one batch; else the first offset of the last batch
+        (everything before it was sent by us). None: nothing went there."""
+        sent = zip(self.sends, self.sent_to, strict=True)
+        firsts: list[int] = [future.result().offset for future, where in sent
+                             if where == (topic, partition) and future.done()
+                             and not future.exception()]
+        if not firsts:
+            return None
+        return firsts[0] + records if len(firsts) == 1 else max(firsts)
+
     async def send_all(self) -> None:
         for where, batch in self.in_send_order():
             topic, partition = where
             self.sends.append(await self._producer.send_batch(batch, topic, partition=partition))
+            self.sent_to.append(where)
         self._taken.clear()
         self._full.clear()
         self._open.clear()

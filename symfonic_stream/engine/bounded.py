@@ -1,7 +1,7 @@
 """The engine for a source without a group: given offset ranges, read once (a replay).
 
 It assigns the partitions itself instead of joining a group, resumes each task from the
-position its own state store restored (:mod:`symfonic_stream.engine.position`), gives each
+position its own state store restored (:mod:`symfonic_stream.state.position`), gives each
 processor ``end_of_input`` once its partition's position reaches the range's end, and
 returns when every task has committed that end. Everything else (processing, the commit
 protocol, fencing, rebuilding after a failed transaction) is the group engine's.
@@ -15,11 +15,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.engine.assign import EngineError, Prepared
 from symfonic_stream.engine.engine import Engine
-from symfonic_stream.engine.position import KEY as POSITION
-from symfonic_stream.engine.position import Progress
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Bounded
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
+from symfonic_stream.state.position import KEY as POSITION
+from symfonic_stream.state.position import Progress
 
 
 class BoundedEngine(Engine):
@@ -47,7 +47,8 @@ class BoundedEngine(Engine):
 
     def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
         task = super()._task(tp, ready)
-        saved = ready.position.get(POSITION) if ready.position is not None else None
+        position = ready.state.position
+        saved = position.get(POSITION) if position is not None else None
         task.input_done = saved is not None and saved.ended  # an earlier run finished it
         return task
 

@@ -7,7 +7,7 @@ named again at its line:
    counts, and the offset after its last record (none for a punctuation alone);
 2. **write changed state**: each state store of the task writes its dirty keys into the
    batch, the task's position (its next input offset) too when it keeps one
-   (:mod:`~symfonic_stream.engine.position`);
+   (:mod:`~symfonic_stream.state.position`);
 3. **begin**, after creating any on-demand output topic the batch is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
@@ -44,15 +44,15 @@ from aiokafka import TopicPartition
 from symfonic_stream.engine.batches import Batches, Sends
 from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.dead_letters import dead_letter_headers
-from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.position import KEY as POSITION
-from symfonic_stream.engine.position import Progress
 from symfonic_stream.engine.producer import ProducerUnusable, TaskProducer, TransactionAborted
 from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.store import StateStore, write_changes
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.faults import fault_point
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import KEY as POSITION
+from symfonic_stream.state.position import Progress
+from symfonic_stream.state.store import StateStore, write_changes
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,8 @@ class Committing(Protocol):
     @property
     def stores(self) -> tuple[StateStore[Any], ...]: ...
 
-    def committed(self, next_offset: int, *, to_group: bool) -> None: ...
+    def committed(self, next_offset: int | None, *, to_group: bool,
+                  changelog_offset: int | None) -> None: ...
 
     def log_context(self) -> dict[str, object]: ...
 
@@ -122,7 +123,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
         steps.append(("create_topics", time.monotonic() - creating))
     offsets = None if next_offset is None or not batch.to_group else {task.tp: next_offset}
     try:
-        await transact(task.producer, task.topology, out, offsets, steps)  # steps 3-7
+        written = await transact(task.producer, task.topology, out, offsets, steps)  # 3-7
     except ProducerUnusable as unusable:
         log.warning("producer unusable; partition given back to the group",
                     extra={**task.log_context(), "fenced": unusable.fenced, "error": str(unusable)})
@@ -135,8 +136,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
                     extra={**task.log_context(), "error": repr(aborted.__cause__)})
         return _aborted(task, time.monotonic() - started)
     # 8. advance
-    if next_offset is not None:
-        task.committed(next_offset, to_group=offsets is not None)
+    task.committed(next_offset, to_group=offsets is not None, changelog_offset=written)
     # 9. report
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)
@@ -167,8 +167,10 @@ async def transact(
     out: Collector,
     offsets: Mapping[TopicPartition, int] | None,
     steps: Steps | None = None,
-) -> None:
-    """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction.
+) -> int | None:
+    """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction;
+    a changelog offset its stores hold everything before (``Batches.offset_after``), None
+    when it wrote no state.
 
     Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
     :class:`ProducerUnusable` when the producer must be dropped: the one place a failure
@@ -187,6 +189,11 @@ async def transact(
         # 5. await the sends
         await producer.await_sends(sends)
         lap("await_sends")
+        written = None
+        if out.state and topology.changelog_topic is not None:
+            written = batches.offset_after(topology.changelog_topic,
+                                           topology.changelog_place(producer.partition)[0],
+                                           len(out.state))
         # 6. send offsets
         if topology.bounded is None and offsets:
             await producer.send_offsets(offsets, topology.group_id)
@@ -196,6 +203,7 @@ async def transact(
         await producer.commit()
         lap("commit")
         fault_point("commit_logged")
+        return written
     except asyncio.CancelledError:
         raise
     except Exception as exc:

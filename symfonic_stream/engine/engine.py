@@ -22,25 +22,26 @@ import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import (
     EngineError,
-    Prepared,
     RebalanceListener,
-    Superseded,
     check_topics,
-    prepare_tasks,
     rebuild_task,
 )
+from symfonic_stream.engine.assignment import Assignments
+from symfonic_stream.engine.assignor import warm_up_assignor
 from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.faults import fault_point
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
+from symfonic_stream.engine.restoring import KeptTasks
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
@@ -59,7 +60,7 @@ RETRY_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 
 
-class Engine:
+class Engine(Assignments):
     """Runs one :class:`Topology` as a member of its group until :meth:`stop`."""
 
     def __init__(
@@ -94,6 +95,12 @@ class Engine:
         )
         # Set by a task's committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
+        #: Revoked partitions' state, kept and tailed (None: a stateless consumer, or off).
+        self.kept: KeptTasks | None = (
+            KeptTasks(settings, topology.changelog_topic, settings.state_keep_s)
+            if topology.changelog_topic is not None and topology.bounded is None
+            and settings.state_keep_s > 0 else None
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -135,14 +142,23 @@ class Engine:
             raise EngineError(f"{exc} (SYMFONIC_STARTUP_TIMEOUT_S={timeout:g})") from None
         log.info("consumer started", extra={"group": self.topology.group_id,
                                             "topic": self.topology.source_topic})
+        tail = (asyncio.create_task(self.kept.run(self._stopping), name="kept-state-tail")
+                if self.kept is not None else None)
         try:
             await self._loop(consumer)
         finally:
             await self._shutdown(consumer)
+            if tail is not None:
+                await asyncio.gather(tail, return_exceptions=True)
 
     async def _start_consumer(self) -> AIOKafkaConsumer:
         topology = self.topology
-        consumer = AIOKafkaConsumer(**group_consumer_kwargs(self.settings, topology.group_id))
+        kwargs = group_consumer_kwargs(self.settings, topology.group_id)
+        if self.kept is not None:  # stateful: partitions move once warm (engine/assignor.py)
+            kwargs["partition_assignment_strategy"] = (
+                warm_up_assignor(topology.source_topic, self._warmth, self._on_warm_up),
+                RoundRobinPartitionAssignor)
+        consumer = AIOKafkaConsumer(**kwargs)
         consumer.subscribe([topology.source_topic],
                            listener=RebalanceListener(self._on_revoked, self._on_assigned))
         self.readiness.reason = "waiting for the group to assign partitions"
@@ -175,10 +191,8 @@ class Engine:
     async def _loop(self, consumer: AIOKafkaConsumer) -> None:
         settings = self.settings
         while not self._stopping.is_set():
-            if self._rejoin:
-                self._rejoin = False
-                log.info("rejoining the group to reassign dropped partitions")
-                request_rejoin(consumer)
+            self._probe_when_warm()
+            self._maybe_rejoin(consumer)
             if self._to_set_up and time.monotonic() >= self._setup_retry_at:
                 await self._set_up_assigned(consumer)
             self._resume_due(consumer)
@@ -232,6 +246,13 @@ class Engine:
             self.readiness.refresh(setting_up=[tp.partition for tp in self._to_set_up],
                                    failing=[t.partition for t in self.tasks.values()
                                             if t.failures > 1], stopping=self._stopping.is_set())
+
+    def _maybe_rejoin(self, consumer: AIOKafkaConsumer) -> None:
+        """A partition was given up, or warmed up: the group must rebalance."""
+        if self._rejoin:
+            self._rejoin = False
+            log.info("rejoining the group to reassign partitions")
+            request_rejoin(consumer)
 
     async def _absorb(self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, Any]) -> None:
         """Process fetched records in slices, yielding between them: the transactions in
@@ -319,79 +340,6 @@ class Engine:
             if task.paused_until and now >= task.paused_until:
                 task.paused_until = 0.0
                 consumer.resume(task.tp)
-
-    # -- assignment --------------------------------------------------------------------
-
-    async def _set_up_assigned(self, consumer: AIOKafkaConsumer) -> None:
-        """Set up every newly assigned partition (unlocked), then install its task."""
-        epoch = self._epoch
-        tps = sorted(self._to_set_up, key=lambda tp: tp.partition)
-        try:
-            prepared = await prepare_tasks(
-                self.settings, self.topology, consumer, tps, metrics=self.metrics,
-                cancelled=lambda: epoch != self._epoch or self._stopping.is_set(),
-                on_progress=self.readiness.progress,
-            )
-        except Superseded:
-            return
-        except Exception:
-            log.exception("setting partitions up failed; retrying",
-                          extra={"partitions": [tp.partition for tp in tps]})
-            self._setup_retry_at = time.monotonic() + RETRY_BACKOFF_S
-            return
-        async with self._lock:
-            if epoch != self._epoch or self._stopping.is_set():
-                await asyncio.gather(*(p.producer.close() for p in prepared.values()))
-                return
-            for tp, ready in prepared.items():
-                consumer.seek(tp, ready.offset)
-                self.tasks[tp] = self._task(tp, ready)
-                self._to_set_up.discard(tp)
-                self.metrics.partition_assigned(tp.topic, tp.partition)
-            consumer.resume(*tps)
-        log.info("partitions ready", extra={"partitions": [tp.partition for tp in tps],
-                                            "offsets": [prepared[tp].offset for tp in tps]})
-
-    def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
-        settings = self.settings
-        return StreamTask(
-            self.topology, tp.partition, ready.producer, ready.processor, ready.offset,
-            metrics=self.metrics, max_record_bytes=settings.max_record_bytes,
-            max_records=settings.batch_max_records, linger_s=settings.batch_max_latency_ms / 1000,
-            on_taken=self._taken, on_demand=self._on_demand, position=ready.position,
-            group_offset=ready.group_offset,
-            group_interval_s=settings.group_offset_interval_ms / 1000,
-        )
-
-    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        fault_point("revoking" if revoked else "")  # (aiokafka calls it empty at a first join)
-        self._epoch += 1
-        self.readiness.assigned = False
-        self.readiness.dropped = False
-        self.readiness.reason = "rebalancing: waiting for the group's new assignment"
-        self.readiness.set(False, self.readiness.reason)
-        self.metrics.rebalance()
-        # The lock keeps new records out; closing commits what is pending
-        # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
-        async with self._lock:
-            self._to_set_up.clear()
-            tasks = [self.tasks.pop(tp) for tp in list(self.tasks) if tp in revoked]
-            await asyncio.gather(*(task.close() for task in tasks))
-            for task in tasks:
-                self.metrics.forget_partition(task.tp.topic, task.tp.partition)
-        if revoked:
-            log.info("partitions revoked",
-                     extra={"partitions": sorted(p.partition for p in revoked)})
-
-    async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._epoch += 1
-        mine = {tp for tp in assigned if tp.topic == self.topology.source_topic}
-        if mine and self._consumer is not None:
-            self._consumer.pause(*mine)  # nothing is fetched until the task is set up
-        self._to_set_up = mine
-        self._setup_retry_at = 0.0
-        self.readiness.assigned = True
-        log.info("partitions assigned", extra={"partitions": sorted(p.partition for p in mine)})
 
     # -- observability ---------------------------------------------------------------
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from symfonic_stream.engine.store import StateStore
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.state.store import StateStore
 
 Headers = tuple[tuple[str, bytes], ...]
 
@@ -82,7 +82,7 @@ class Collector:
 
     ``state`` maps a changelog key to its new serialized value (``None`` = tombstone): the
     state stores write their changes into it at commit step 2, one value per key, which is
-    what a compacted changelog keeps (:mod:`symfonic_stream.engine.store`).
+    what a compacted changelog keeps (:mod:`symfonic_stream.state.store`).
     ``counts`` carries processor-level counters (``duplicates``, ``gaps``, ``unknown_kind``)
     for the metrics; ``inputs`` the type of each input record as the processor read it (an
     AgentEvent's kind, ``invalid`` for one it dead-letters): the ``type`` of records in.
@@ -127,7 +127,7 @@ class Processor(Protocol):
     :attr:`stores` from the task's changelog, calls :meth:`restored`, then :meth:`process`
     for every record in offset order and :meth:`punctuate` on the clock (gap timeouts,
     grace expiry); a bounded source (a replay) ends with :meth:`end_of_input`. At each
-    commit the stores write what changed (:mod:`symfonic_stream.engine.store`). Nothing
+    commit the stores write what changed (:mod:`symfonic_stream.state.store`). Nothing
     here does I/O. A processor's memory runs ahead of what has committed: when a
     transaction aborts, the engine discards it, builds a fresh one and restores it.
     """
@@ -180,3 +180,30 @@ class Stateless:
     @property
     def active_runs(self) -> int:
         return 0
+
+
+# One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
+# keyword ``__new__`` costs more than the tuple), so the field order is checked once.
+_new_input = tuple.__new__
+if InputRecord._fields != (
+    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
+):
+    raise RuntimeError(f"InputRecord changed its fields: update {__file__}")
+
+
+def to_input(record: Any) -> InputRecord:
+    """An aiokafka ConsumerRecord as the processors see it: the one conversion every
+    consumer and a replay share. A header with a null value becomes ``b""``."""
+    headers = record.headers
+    if headers:
+        headers = tuple(headers)
+        for _, value in headers:  # (a loop: a generator per record cost more than this)
+            if value is None:
+                headers = tuple((k, v if v is not None else b"") for k, v in headers)
+                break
+    else:
+        headers = ()
+    return _new_input(InputRecord, (
+        record.topic, record.partition, record.offset, record.key, record.value, headers,
+        record.timestamp or 0,
+    ))

@@ -16,6 +16,7 @@ import logging
 import signal
 from collections.abc import Sequence
 
+from symfonic_stream import native
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine, EngineError
 from symfonic_stream.engine.topology import Topology
@@ -59,6 +60,7 @@ async def serve(
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
         loop.add_signal_handler(sig, _Stop(engines, sig))
+    native.warn_if_missing(log)
     log.info("serving", extra={"consumers": [t.consumer for t in topologies],
                                "event_loop": type(loop).__module__.partition(".")[0],
                                "json_scanner": JSON_SCANNER})

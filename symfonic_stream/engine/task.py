@@ -28,13 +28,13 @@ from aiokafka import TopicPartition
 
 from symfonic_stream.engine.commit import Batch, CommitOutcome, commit
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.position import Progress
 from symfonic_stream.engine.producer import TaskProducer
-from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, Processor
-from symfonic_stream.engine.store import StateStore
+from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, to_input
+from symfonic_stream.engine.restoring import TaskState
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.store import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -42,33 +42,6 @@ log = logging.getLogger(__name__)
 #: without waiting for ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` (at a trickle of a record every
 #: few ms per partition it seldom is, so the interval still spares most transactions).
 QUIET_S = 0.1
-
-# One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
-# keyword ``__new__`` costs more than the tuple), so the field order is checked once.
-_new_input = tuple.__new__
-if InputRecord._fields != (
-    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
-):
-    raise RuntimeError(f"InputRecord changed its fields: update {__file__}")
-
-
-def to_input(record: Any) -> InputRecord:
-    """An aiokafka ConsumerRecord as the processors see it: the one conversion every
-    consumer and a replay share. A header with a null value becomes ``b""``."""
-    headers = record.headers
-    if headers:
-        headers = tuple(headers)
-        for _, value in headers:  # (a loop: a generator per record cost more than this)
-            if value is None:
-                headers = tuple((k, v if v is not None else b"") for k, v in headers)
-                break
-    else:
-        headers = ()
-    return _new_input(InputRecord, (
-        record.topic, record.partition, record.offset, record.key, record.value, headers,
-        record.timestamp or 0,
-    ))
-
 
 class StreamTask:
     """The engine's handle on one input partition it owns."""
@@ -78,7 +51,7 @@ class StreamTask:
         topology: Topology,
         partition: int,
         producer: TaskProducer,
-        processor: Processor,
+        state: TaskState,
         next_offset: int,
         *,
         metrics: ConsumerMetrics,
@@ -87,16 +60,17 @@ class StreamTask:
         linger_s: float = 0.0,
         on_taken: asyncio.Event | None = None,
         on_demand: OnDemandTopics | None = None,
-        position: StateStore[Progress] | None = None,
         group_offset: int | None = None,
         group_interval_s: float = 0.0,
     ) -> None:
         self.topology = topology
         self.tp = TopicPartition(topology.source_topic, partition)
         self.producer = producer
-        self.processor = processor
-        #: Where the task keeps its position, if it does (:mod:`.position`).
-        self.position = position
+        self.processor = state.processor
+        #: Where the task keeps its position, if it does (:mod:`symfonic_stream.state.position`).
+        self.position = state.position
+        #: Its stores hold every changelog record before this offset (None: unknown).
+        self.changelog_offset = state.changelog_offset
         #: The group's committed offset, as this task last told it (None: never).
         self.group_offset = group_offset
         self._group_interval_s = group_interval_s
@@ -229,9 +203,7 @@ class StreamTask:
             await committer
         return self.failure() or CommitOutcome.COMMITTED
 
-    def reset(self, processor: Processor, next_offset: int,
-              position: StateStore[Progress] | None = None,
-              group_offset: int | None = None) -> None:
+    def reset(self, state: TaskState, next_offset: int, group_offset: int | None = None) -> None:
         """After a failure: a processor rebuilt from the changelog, the committed offset."""
         if self._committer is not None and not self._committer.done():
             raise RuntimeError("reset while a transaction is in flight")
@@ -240,23 +212,32 @@ class StreamTask:
         self._failure = None
         self._failure_reported = False
         self.input_done = False
-        self.processor = processor
-        self.position = position
+        self.processor = state.processor
+        self.position = state.position
+        self.changelog_offset = state.changelog_offset
         self.next_offset = next_offset
         self.group_offset = group_offset
 
-    async def close(self) -> None:
+    async def close(self) -> bool:
         """Commit what is pending (the partition is still ours), and tell the group where
-        the task stands, then stop the producer."""
+        the task stands, then stop the producer. True when everything it processed is
+        committed: its state is then what the changelog holds up to its own last write."""
         self._closing = True
         self.hurry()  # a linger is no reason to keep a partition being given back
+        clean = False
         try:
-            if await self.flush() is CommitOutcome.COMMITTED and self._group_behind():
+            clean = await self.flush() is CommitOutcome.COMMITTED
+            if clean and self._group_behind():
                 self._tell_group()
-                await self.flush()
+                clean = await self.flush() is CommitOutcome.COMMITTED
         except Exception:
             log.exception("the last transaction failed while closing", extra=self.log_context())
+            clean = False
         await self.producer.close()
+        return clean and self._failure is None
+
+    def state(self) -> TaskState:
+        return TaskState(self.processor, self.position, self.changelog_offset)
 
     # -- the commit protocol's side of the task ---------------------------------------
 
@@ -270,9 +251,15 @@ class StreamTask:
             self._on_taken.set()
         return batch
 
-    def committed(self, next_offset: int, *, to_group: bool = True) -> None:
+    def committed(self, next_offset: int | None, *, to_group: bool = True,
+                  changelog_offset: int | None = None) -> None:
         """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
-        telling the group so) committed."""
+        telling the group so; ``changelog_offset``: where its changelog records went)
+        committed."""
+        if changelog_offset is not None:
+            self.changelog_offset = max(self.changelog_offset or 0, changelog_offset)
+        if next_offset is None:
+            return
         if self._failure is None:  # records got past whatever failed before
             self.failures = 0
         self.next_offset = next_offset

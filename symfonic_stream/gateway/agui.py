@@ -11,6 +11,7 @@ the ``ag-ui-protocol`` package's models.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -70,51 +71,71 @@ class AgUiRun:
 
     def _event(self, event: dict[str, Any], seq: Any) -> list[Event]:
         kind = event.get("type")
-        if kind == "text_delta":
-            out = self._close_tool() + self._close_reasoning()
-            if self._text is None:
-                self._text = f"{self.run_id}:{seq}"
-                out.append({"type": "TEXT_MESSAGE_START", "messageId": self._text,
-                            "role": "assistant"})
-            return [*out, {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text,
-                           "delta": _text(event.get("text"))}]
-        if kind == "thinking_delta":
-            out = self._close_tool() + self._close_text()
-            if self._reasoning is None:
-                self._reasoning = f"{self.run_id}:{seq}"
-                out += [{"type": "REASONING_START", "messageId": self._reasoning},
-                        {"type": "REASONING_MESSAGE_START", "messageId": self._reasoning,
-                         "role": "reasoning"}]
-            return [*out, {"type": "REASONING_MESSAGE_CONTENT", "messageId": self._reasoning,
-                           "delta": _text(event.get("text"))}]
-        if kind == "tool_call_delta" and event.get("tool_call_id") == self._tool:
-            return [{"type": "TOOL_CALL_ARGS", "toolCallId": self._tool,
-                     "delta": _text(event.get("args_delta"))}]
+        handler = _HANDLERS.get(kind) if type(kind) is str else None
+        return (handler or AgUiRun._on_custom)(self, event, seq)
+
+    # One handler per typed event type (the types: models/event_types.py, which says what
+    # each becomes; tests/unit/test_event_types.py holds every handler to it).
+
+    def _on_text_delta(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        out = self._close_tool() + self._close_reasoning()
+        if self._text is None:
+            self._text = f"{self.run_id}:{seq}"
+            out.append({"type": "TEXT_MESSAGE_START", "messageId": self._text,
+                        "role": "assistant"})
+        return [*out, {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text,
+                       "delta": _text(event.get("text"))}]
+
+    def _on_thinking_delta(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        out = self._close_tool() + self._close_text()
+        if self._reasoning is None:
+            self._reasoning = f"{self.run_id}:{seq}"
+            out += [{"type": "REASONING_START", "messageId": self._reasoning},
+                    {"type": "REASONING_MESSAGE_START", "messageId": self._reasoning,
+                     "role": "reasoning"}]
+        return [*out, {"type": "REASONING_MESSAGE_CONTENT", "messageId": self._reasoning,
+                       "delta": _text(event.get("text"))}]
+
+    def _on_tool_call_start(self, event: dict[str, Any], seq: Any) -> list[Event]:
         out = self._close_all()
-        if kind == "tool_call_start":
-            self._tool = _text(event.get("tool_call_id"))
-            return [*out, {"type": "TOOL_CALL_START", "toolCallId": self._tool,
-                           "toolCallName": _text(event.get("tool_name"))}]
-        if kind == "tool_result":
-            call = _text(event.get("tool_call_id"))
-            return [*out, {"type": "TOOL_CALL_RESULT", "messageId": f"{call}:result",
-                           "toolCallId": call, "content": _text(event.get("result")),
-                           "role": "tool"}]
-        if kind == "usage":
-            self._usage = {"inputTokens": event.get("input_tokens"),
-                           "outputTokens": event.get("output_tokens")}
-            return [*out, {"type": "CUSTOM", "name": "usage",
-                           "value": {k: v for k, v in event.items() if k != "type"}}]
-        if kind == "response_complete":
-            self._result = {"text": event.get("text"), "duration_ms": event.get("duration_ms")}
-            return out
-        if kind in ("ask_user", "interrupt"):
-            self._interrupts.append(_interrupt(event))
-            return out
-        if kind == "extension":
-            return [*out, {"type": "CUSTOM", "name": _text(event.get("name")),
-                           "value": event.get("payload")}]
-        return [*out, {"type": "CUSTOM", "name": _text(kind), "value": event}]
+        self._tool = _text(event.get("tool_call_id"))
+        return [*out, {"type": "TOOL_CALL_START", "toolCallId": self._tool,
+                       "toolCallName": _text(event.get("tool_name"))}]
+
+    def _on_tool_call_delta(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        if event.get("tool_call_id") != self._tool:  # not the open call's: as it is
+            return self._on_custom(event, seq)
+        return [{"type": "TOOL_CALL_ARGS", "toolCallId": self._tool,
+                 "delta": _text(event.get("args_delta"))}]
+
+    def _on_tool_result(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        call = _text(event.get("tool_call_id"))
+        return [*self._close_all(), {"type": "TOOL_CALL_RESULT", "messageId": f"{call}:result",
+                                     "toolCallId": call, "content": _text(event.get("result")),
+                                     "role": "tool"}]
+
+    def _on_usage(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        self._usage = {"inputTokens": event.get("input_tokens"),
+                       "outputTokens": event.get("output_tokens")}
+        return [*self._close_all(), {"type": "CUSTOM", "name": "usage",
+                                     "value": {k: v for k, v in event.items() if k != "type"}}]
+
+    def _on_response_complete(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        self._result = {"text": event.get("text"), "duration_ms": event.get("duration_ms")}
+        return self._close_all()
+
+    def _on_pause(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        self._interrupts.append(_interrupt(event))
+        return self._close_all()
+
+    def _on_extension(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        return [*self._close_all(), {"type": "CUSTOM", "name": _text(event.get("name")),
+                                     "value": event.get("payload")}]
+
+    def _on_custom(self, event: dict[str, Any], seq: Any) -> list[Event]:
+        """A type this version does not know: as it is."""
+        return [*self._close_all(), {"type": "CUSTOM", "name": _text(event.get("type")),
+                                     "value": event}]
 
     def _end(self, end: dict[str, Any]) -> list[Event]:
         status = end.get("status")
@@ -161,6 +182,20 @@ class AgUiRun:
 
     def _close_all(self) -> list[Event]:
         return self._close_text() + self._close_reasoning() + self._close_tool()
+
+
+_HANDLERS: dict[str, Callable[[AgUiRun, dict[str, Any], Any], list[Event]]] = {
+    "text_delta": AgUiRun._on_text_delta,
+    "thinking_delta": AgUiRun._on_thinking_delta,
+    "tool_call_start": AgUiRun._on_tool_call_start,
+    "tool_call_delta": AgUiRun._on_tool_call_delta,
+    "tool_result": AgUiRun._on_tool_result,
+    "usage": AgUiRun._on_usage,
+    "response_complete": AgUiRun._on_response_complete,
+    "ask_user": AgUiRun._on_pause,
+    "interrupt": AgUiRun._on_pause,
+    "extension": AgUiRun._on_extension,
+}
 
 
 def _interrupt(event: dict[str, Any]) -> Event:

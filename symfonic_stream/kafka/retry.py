@@ -9,17 +9,16 @@ sees the same errors from every node. Neither is an answer, and neither may end 
 :func:`retrying` repeats the call with a growing, jittered back-off (each attempt may land on
 another, live node) until it succeeds, fails with an error that is an answer, or its
 deadline passes. ``on_wait`` hears about every failed attempt, so the caller can log one line
-and let ``/readyz`` say why it waits.
+and let ``/readyz`` say why it waits. The loop is tenacity's; what is Kafka's (which errors
+mean "not now", the words when giving up) is here.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -29,6 +28,7 @@ from aiokafka.errors import (
     RequestTimedOutError,
     for_code,
 )
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay
 
 T = TypeVar("T")
 
@@ -84,8 +84,9 @@ def transient_code(code: int) -> bool:
     return bool(getattr(for_code(code), "retriable", False))
 
 
-def backoff(attempt: int) -> float:
-    base: float = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2.0 ** (attempt - 1))
+def _backoff(state: RetryCallState) -> float:
+    """Doubling from FIRST_BACKOFF_S up to MAX_BACKOFF_S, less up to a quarter (jitter)."""
+    base: float = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2.0 ** (state.attempt_number - 1))
     return base * random.uniform(0.75, 1.0)
 
 
@@ -96,24 +97,33 @@ async def retrying(
     timeout_s: float,
     on_wait: OnWait | None = None,
 ) -> T:
-    """``await call()`` until it succeeds, raises a non-transient error, or ``timeout_s``
-    passes (then :class:`KafkaUnavailable`, naming ``what`` and the last error)."""
-    started = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return await call()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            waited = time.monotonic() - started
-            delay = backoff(attempt)
-            if waited + delay > timeout_s:
-                raise KafkaUnavailable(
-                    f"{what}: no answer from Kafka after {attempt} attempts in {waited:.0f} s "
-                    f"(last error {error_text(exc)})"
-                ) from None
-            if on_wait is not None:
-                on_wait(Attempt(what, attempt, exc, delay, waited))
-            await asyncio.sleep(delay)
+    """``await call()`` until it succeeds, raises a non-transient error (raised as is), or
+    the next wait would end past ``timeout_s`` (then :class:`KafkaUnavailable`, naming
+    ``what`` and the last error)."""
+
+    def failed(state: RetryCallState) -> BaseException:
+        assert state.outcome is not None
+        error = state.outcome.exception()
+        assert error is not None
+        return error
+
+    def heard(state: RetryCallState) -> None:
+        if on_wait is not None:
+            on_wait(Attempt(what, state.attempt_number, failed(state), state.upcoming_sleep,
+                            state.seconds_since_start or 0.0))
+
+    def give_up(state: RetryCallState) -> NoReturn:
+        raise KafkaUnavailable(
+            f"{what}: no answer from Kafka after {state.attempt_number} attempts in "
+            f"{state.seconds_since_start or 0.0:.0f} s (last error {error_text(failed(state))})"
+        ) from None
+
+    async def attempt() -> T:
+        # A coroutine function: tenacity calls anything else (a lambda returning an
+        # awaitable, as callers pass) as synchronous and hands back the unawaited result.
+        return await call()
+
+    attempts = AsyncRetrying(retry=retry_if_exception(is_transient), wait=_backoff,
+                             stop=stop_before_delay(timeout_s), before_sleep=heard,
+                             retry_error_callback=give_up)
+    return await attempts(attempt)

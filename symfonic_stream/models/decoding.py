@@ -6,14 +6,15 @@ The checks run in SPEC §6's order: ``too_large``, ``invalid_json``, ``invalid_e
 - the reference, in Python: orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8),
   :func:`check_shape` checks the tree against what this project can carry (depth,
   integers, duplicate keys), and pydantic validates the parsed object;
-- the native scanner (``symfonic_scan``, Rust, in ``native/``) reads the bytes once for all
-  of those checks, and pydantic validates straight from the bytes. Used when installed;
+- the native scanner (``symfonic_stream._native``, Rust, in ``native/``) reads the bytes
+  once for all of those checks, and pydantic validates straight from the bytes. Used when installed;
   ``tests/unit/test_native_scan.py`` holds it to the reference's verdicts.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.native import extension as _extension
 
 _JSON_TYPE_NAMES = {
     list: "array",
@@ -34,17 +36,14 @@ _JSON_TYPE_NAMES = {
 }
 
 
-_Scan = Callable[[bytes, int, int], "tuple[str, str] | None"]
-_scan: _Scan | None
-try:
-    from symfonic_scan import scan as _scan
-except ImportError:  # a source install without Rust: the reference decides, more slowly
-    _scan = None
+_Scan = Callable[[bytes, int, int, bool], "tuple[str, str] | None"]
+# Without the extension (an install built where no cargo was) the reference decides, slowly.
+_scan: _Scan | None = _extension.scan if _extension is not None else None
 
 #: Whether :func:`decode_record` reads the bytes with the native scanner.
 NATIVE_SCAN = _scan is not None
 #: Which, in words, for the process's ``serving`` log line.
-JSON_SCANNER = "native" if NATIVE_SCAN else "reference (symfonic-scan not installed)"
+JSON_SCANNER = "native" if NATIVE_SCAN else "reference (native extension not installed)"
 
 _loads = orjson.loads
 _dumps = orjson.dumps
@@ -159,12 +158,13 @@ def _reparse(value: bytes, limits: DecodeLimits) -> None:
     biggest = limits.max_integer
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        keys = [key for key, _ in items]
-        if len(set(keys)) != len(keys):
-            twice = sorted({key for key in keys if keys.count(key) > 1})
+        kept = dict(items)
+        if len(kept) != len(items):  # linear: a count per key was n² (issue 33)
+            counts = Counter(key for key, _ in items)
+            twice = min(key for key, times in counts.items() if times > 1)
             raise DecodeError(DeadLetterReason.INVALID_EVENT,
-                              f"an object has the key {twice[0]!r} more than once")
-        return dict(items)
+                              f"an object has the key {twice!r} more than once")
+        return kept
 
     def integer(text: str) -> int:
         number = int(text)
@@ -190,9 +190,9 @@ def parse_json(value: bytes | None, limits: DecodeLimits = DEFAULT_LIMITS) -> An
     if value is None:
         raise DecodeError(DeadLetterReason.INVALID_JSON, "record has no value (tombstone)")
     check_size(value, limits.max_bytes)
-    if _scan is not None:
-        verdict = _scan(value, limits.max_depth, limits.max_integer)
-        if verdict is not None and verdict[0] != "type":
+    if _scan is not None:  # any document, with the checks check_shape makes below
+        verdict = _scan(value, limits.max_depth, limits.max_integer, False)
+        if verdict is not None:
             raise _refusal(value, verdict, limits)
         return _loads(value)
     try:
@@ -246,7 +246,7 @@ def decode_record(
     if _scan is None:
         return decode_record_reference(value, key, check_key, limits)
     value = _present(value, limits)
-    verdict = _scan(value, limits.max_depth, limits.max_integer)
+    verdict = _scan(value, limits.max_depth, limits.max_integer, True)
     if verdict is not None:
         raise _refusal(value, verdict, limits)
     try:

@@ -2,6 +2,7 @@
 
 Names are never constants in code (SPEC §1): everything here is computed from the prefix,
 so two deployments with different prefixes share a cluster without touching each other.
+Which consumers and groups there are is declared in :mod:`symfonic_stream.consumers`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-CONSUMERS = ("typed", "chunks", "pauses", "resumes")
-#: The resume validator's first stage (in the ``resumes`` process): it appends each answer
-#: on resume-requests to the registrations topic, keyed by its ticket id (SPEC §7).
-INTAKE = "resume-intake"
 #: The two projections of the raw stream (SPEC §3, §4).
 ProjectionName = Literal["typed", "chunks"]
 

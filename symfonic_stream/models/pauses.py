@@ -9,6 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 #: A ticket id is an ``interrupt_id``: the same bound (models/agent_event.py).
 MAX_TICKET_ID = 256
+#: The most bytes a resume request (its answer, ticket id, token and responder) may have
+#: for the validator to read it (``SYMFONIC_MAX_ANSWER_BYTES``): checking an answer against
+#: a hostile schema costs CPU and memory that grow with the answer (docs/pauses.md).
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024
 
 
 class Ticket(BaseModel):

@@ -98,19 +98,8 @@ StreamEvent = Annotated[
     Field(discriminator="type"),
 ]
 
-#: Every StreamEvent ``type``, for metrics and docs.
-STREAM_EVENT_TYPES = (
-    "thinking_delta",
-    "text_delta",
-    "tool_call_start",
-    "tool_call_delta",
-    "tool_result",
-    "extension",
-    "usage",
-    "response_complete",
-    "ask_user",
-    "interrupt",
-)
+#: Every StreamEvent type with what each output format does with it, and the list of their
+#: names: :mod:`symfonic_stream.models.event_types`.
 
 
 class StreamChunk(_Event):

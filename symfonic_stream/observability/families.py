@@ -9,12 +9,11 @@ from __future__ import annotations
 import platform
 import threading
 import weakref
-from importlib import metadata
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from symfonic_stream import __version__
+from symfonic_stream import __version__, installed_version, native
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.observability.histogram import BatchHistogram
 
@@ -171,18 +170,12 @@ class _Families:
         build_info = Gauge(
             PREFIX + "build_info",
             "Always 1; the labels say what is running.",
-            ("version", "python_version", "aiokafka_version"),
+            ("version", "python_version", "aiokafka_version", "native"),
             registry=self._registry,
         )
-        build_info.labels(__version__, platform.python_version(), _aiokafka_version()).set(1)
-
-
-def _aiokafka_version() -> str:
-    # Read from the installed metadata: importing aiokafka just for a label is wasteful.
-    try:
-        return metadata.version("aiokafka")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+        # native="false": the pure-Python paths run (symfonic_stream/native.py).
+        build_info.labels(__version__, platform.python_version(),
+                          installed_version("aiokafka"), str(native.AVAILABLE).lower()).set(1)
 
 
 _FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, _Families] = weakref.WeakKeyDictionary()

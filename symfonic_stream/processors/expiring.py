@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.store import StateStore
+from symfonic_stream.state.store import StateStore
 
 V = TypeVar("V")
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.engine.store import StateStore
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, kind_label
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeError, DecodeLimits, decode_record
 from symfonic_stream.models.names import ProjectionName
@@ -18,6 +17,7 @@ from symfonic_stream.processors.ordering.guard import GuardLimits, OrderingGuard
 from symfonic_stream.projections import Projection
 from symfonic_stream.projections.chunks import project_chunks
 from symfonic_stream.projections.typed import project_typed
+from symfonic_stream.state.store import StateStore
 
 PROJECTIONS: dict[ProjectionName, Projection] = {
     "typed": project_typed,

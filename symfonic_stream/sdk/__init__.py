@@ -1,0 +1,63 @@
+"""The SDKs, for code beside the consumers: the kernel's publisher, a run's reader, a review
+tool's reviewer (docs/tools.md, docs/pauses.md).
+
+Each is an async context manager that starts its Kafka clients on entry and closes every one
+of them on exit, also when entering fails. Each takes ``settings`` last and reads the
+``SYMFONIC_*`` environment when given none. The exceptions a caller handles:
+
+- :class:`ConfigError`: a ``SYMFONIC_*`` setting is invalid (made without ``settings``);
+- :class:`KafkaUnavailable`: Kafka could not be reached when entering;
+- :class:`InvalidEventError` (nothing sent) and :class:`PublishError` (not acknowledged,
+  or the raw topic missing): the publisher;
+- :class:`RunReadError` and its kinds :class:`TopicMissingError`, :class:`SequenceError`,
+  :class:`ReaderTimeout`: the reader;
+- :class:`OutcomesUnavailable`, and ``TimeoutError`` when no verdict came in time: the
+  reviewer.
+"""
+
+from symfonic_stream.config import ConfigError
+from symfonic_stream.kafka.retry import KafkaUnavailable
+from symfonic_stream.models.envelope import ChunkEventRecord, EndRecord, GapRecord, TypedEventRecord
+from symfonic_stream.models.pauses import Ticket
+from symfonic_stream.sdk.publisher import (
+    EventPublisher,
+    InvalidEventError,
+    PublishError,
+    encode_event,
+)
+from symfonic_stream.sdk.reader import (
+    ReaderTimeout,
+    RunReader,
+    RunReadError,
+    RunRecord,
+    SequenceError,
+    TopicMissingError,
+    parse_run_record,
+    parse_time,
+)
+from symfonic_stream.sdk.reviewer import OutcomesUnavailable, Reviewer, TicketOutcome
+
+__all__ = [
+    "ChunkEventRecord",
+    "ConfigError",
+    "EndRecord",
+    "EventPublisher",
+    "GapRecord",
+    "InvalidEventError",
+    "KafkaUnavailable",
+    "OutcomesUnavailable",
+    "PublishError",
+    "ReaderTimeout",
+    "Reviewer",
+    "RunReadError",
+    "RunReader",
+    "RunRecord",
+    "SequenceError",
+    "Ticket",
+    "TicketOutcome",
+    "TopicMissingError",
+    "TypedEventRecord",
+    "encode_event",
+    "parse_run_record",
+    "parse_time",
+]

@@ -2,10 +2,14 @@
 
 Usage::
 
-    async with EventPublisher(settings) as publisher:
+    async with EventPublisher() as publisher:      # SYMFONIC_* from the environment
         await publisher.send({"run_id": "run-1", "index": 0, "kind": "text_delta",
                               "timestamp": time.time(), "text": "Hello"})
     # leaving the block flushes and closes; delivery errors are raised there
+
+Entering the block raises :class:`~symfonic_stream.kafka.retry.KafkaUnavailable` when Kafka
+does not answer within ``SYMFONIC_ADMIN_TIMEOUT_S`` and :class:`PublishError` when the topic
+does not exist; either way nothing is left open.
 
 Every event is checked exactly as the projectors will check it (``too_large``,
 ``invalid_json``, ``invalid_event``; SPEC §6) *before* anything is sent: an event the
@@ -31,7 +35,7 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
-from symfonic_stream.config import Settings
+from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import plain_producer_kwargs
 from symfonic_stream.models.agent_event import AgentEvent
@@ -103,31 +107,40 @@ class EventPublisher:
         client_name: str = "publisher",
         **producer_overrides: Any,
     ) -> None:
-        self.settings = settings or Settings()
+        self.settings = settings or load_settings()
         self.topic = topic or TopicNames(self.settings.topic_prefix).agent_events
         kwargs = plain_producer_kwargs(self.settings, client_name)
         # Idempotence and acks=all are the guarantee this class documents: not overridable.
         kwargs.update(producer_overrides)
         kwargs["enable_idempotence"] = True
         kwargs["acks"] = "all"
-        self._producer = AIOKafkaProducer(**kwargs)
+        self._producer_kwargs = kwargs
+        # Made in start(): a producer made and never started warns "Unclosed AIOKafkaProducer"
+        # when collected, as one did when the topic check failed before it started.
+        self._producer: AIOKafkaProducer | None = None
         self._pending: set[asyncio.Future[RecordMetadata]] = set()
         self._failures: list[BaseException] = []
-        self._started = False
         self._closed = False
         self.sent = 0
 
     async def start(self) -> None:
         """Connect, and check that the topic exists: with Kafka's default settings a send
-        to a missing topic would wait out a metadata timeout per record."""
-        if not self._started:
-            counts = await partition_counts(self.settings, [self.topic])
-            if self.topic not in counts:
-                raise PublishError(
-                    f"topic {self.topic} does not exist (run `symfonic-stream topics ensure`)"
-                )
-            await self._producer.start()
-            self._started = True
+        to a missing topic would wait out a metadata timeout per record. Raises
+        :class:`~symfonic_stream.kafka.retry.KafkaUnavailable` or :class:`PublishError`."""
+        if self._producer is not None:
+            return
+        counts = await partition_counts(self.settings, [self.topic])
+        if self.topic not in counts:
+            raise PublishError(
+                f"topic {self.topic} does not exist (run `symfonic-stream topics ensure`)"
+            )
+        producer = AIOKafkaProducer(**self._producer_kwargs)
+        try:
+            await producer.start()
+        except BaseException:
+            await producer.stop()
+            raise
+        self._producer = producer
 
     async def __aenter__(self) -> EventPublisher:
         await self.start()
@@ -158,8 +171,9 @@ class EventPublisher:
         self, parsed: AgentEvent, value: bytes
     ) -> asyncio.Future[RecordMetadata]:
         """Queue what :func:`encode_event` returned (for callers that validate first)."""
-        if not self._started:
+        if self._producer is None:
             await self.start()
+        assert self._producer is not None
         future: asyncio.Future[RecordMetadata] = await self._producer.send(
             self.topic, value=value, key=parsed.run_id.encode()
         )
@@ -184,7 +198,7 @@ class EventPublisher:
 
     async def close(self) -> None:
         """Stop the producer (events still queued are sent first)."""
-        if self._started and not self._closed:
+        if self._producer is not None and not self._closed:
             self._closed = True
             await self._producer.stop()
 

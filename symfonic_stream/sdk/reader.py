@@ -22,6 +22,9 @@ record timestamps, not the kernel's ``ts``). ``from_seq`` yields only records wi
 ``seq >= from_seq``; earlier ones are still read and checked. When reading from the
 beginning, the first record of the run must be seq 0: a run whose beginning was deleted by
 retention is reported as a hole rather than silently shortened.
+
+Opening raises :class:`~symfonic_stream.kafka.retry.KafkaUnavailable` when Kafka cannot be
+reached and :class:`TopicMissingError` when the topic does not exist; nothing is left open.
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 from pydantic import ValidationError
 
-from symfonic_stream.config import Settings
+from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import client_kwargs
 from symfonic_stream.kafka.partitioner import partition_for_key
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.models.envelope import (
     ChunkEventRecord,
     EndRecord,
@@ -160,7 +165,7 @@ class RunReader:
         idle_timeout_s: float | None = None,
     ) -> None:
         self.run_id = run_id
-        self.settings = settings or Settings()
+        self.settings = settings or load_settings()
         names = TopicNames(self.settings.topic_prefix)
         self.projection: ProjectionName = projection
         default_topic = names.stream_events if projection == "typed" else names.stream_chunks
@@ -199,9 +204,12 @@ class RunReader:
             # Only what the projectors committed: never a record of an aborted transaction.
             isolation_level="read_committed",
         )
-        await consumer.start()
         self._consumer = consumer
         try:
+            try:
+                await consumer.start()
+            except KafkaConnectionError as exc:
+                raise KafkaUnavailable(f"reader of {self.run_id}: {exc}") from exc
             partitions = (await partition_counts(self.settings, [self.topic])).get(self.topic)
             if not partitions:
                 raise TopicMissingError(f"topic {self.topic} does not exist")

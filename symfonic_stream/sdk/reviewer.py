@@ -1,6 +1,6 @@
 """The reviewer SDK: what a human-review tool needs to work a queue (SPEC §7).
 
-    async with Reviewer(load_settings(), group_id="symfonic-review.acme.ui") as reviewer:
+    async with Reviewer("symfonic-review.acme.ui") as reviewer:   # SYMFONIC_* from the env
         async for ticket in reviewer.tickets("default"):
             outcome = await reviewer.answer(ticket, {"approved": True}, responder="pat")
             print(outcome.accepted, outcome.reason)
@@ -16,6 +16,9 @@ A least-privilege reviewer (docs/security.md: its tenant's queues, its own group
 answers. ``Reviewer(..., follow_outcomes=False)`` never touches them: ``tickets``,
 ``submit`` and ``commit`` work as before, and ``outcome`` / ``answer`` raise
 :class:`OutcomesUnavailable` (the verdict reaches the kernel all the same).
+
+Entering the block raises :class:`~symfonic_stream.kafka.retry.KafkaUnavailable` when Kafka
+cannot be reached; nothing is left open then.
 """
 
 from __future__ import annotations
@@ -30,11 +33,15 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 
-from symfonic_stream.config import Settings
+from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.kafka.clients import client_kwargs, plain_producer_kwargs
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
+
+__all__ = ["OutcomesUnavailable", "Reviewer", "TicketOutcome"]
 
 
 class OutcomesUnavailable(RuntimeError):
@@ -59,43 +66,53 @@ class TicketOutcome:
 
 
 class Reviewer:
-    """A human-review tool's connection to its queues and to the validator."""
+    """A human-review tool's connection to its queues and to the validator: ``group_id`` is
+    the tool's consumer group (its committed position in each queue), ``settings`` default
+    to the ``SYMFONIC_*`` environment, as the publisher's and the reader's do."""
 
-    def __init__(self, settings: Settings, group_id: str, *, follow_outcomes: bool = True) -> None:
-        self._settings = settings
-        self._names = TopicNames(settings.topic_prefix)
+    def __init__(self, group_id: str, settings: Settings | None = None, *,
+                 follow_outcomes: bool = True) -> None:
+        self._settings = settings or load_settings()
+        self._names = TopicNames(self._settings.topic_prefix)
         self._group_id = group_id
         self._follow_outcomes = follow_outcomes
-        self._producer = AIOKafkaProducer(**plain_producer_kwargs(settings, f"reviewer-{group_id}"))
+        # Clients are made when the block is entered (one made and never started warns
+        # "Unclosed AIOKafkaProducer" when collected).
+        self._producer: AIOKafkaProducer | None = None
         self._queue_consumer: AIOKafkaConsumer | None = None
         self._verdicts: AIOKafkaConsumer | None = None
         self._seen: dict[str, dict[str, Any]] = {}
 
     async def __aenter__(self) -> Reviewer:
-        await self._producer.start()
-        if not self._follow_outcomes:
-            # No metadata request for the verdict topics either: its principal may not
-            # even describe them.
-            return self
-        verdicts = AIOKafkaConsumer(
-            **client_kwargs(self._settings, f"reviewer-{self._group_id}-verdicts"),
-            group_id=None,
-            isolation_level="read_committed",
-            auto_offset_reset="latest",
-        )
-        self._verdicts = verdicts
         try:
-            await verdicts.start()
-            await self._follow_verdicts(verdicts)
+            self._producer = AIOKafkaProducer(
+                **plain_producer_kwargs(self._settings, f"reviewer-{self._group_id}"))
+            await self._producer.start()
+            if self._follow_outcomes:
+                # Otherwise no metadata request for the verdict topics either: its principal
+                # may not even describe them.
+                self._verdicts = AIOKafkaConsumer(
+                    **client_kwargs(self._settings, f"reviewer-{self._group_id}-verdicts"),
+                    group_id=None,
+                    isolation_level="read_committed",
+                    auto_offset_reset="latest",
+                )
+                await self._verdicts.start()
+                await self._follow_verdicts(self._verdicts, self._producer)
+        except KafkaConnectionError as exc:
+            await self.close()
+            raise KafkaUnavailable(f"reviewer {self._group_id}: {exc}") from exc
         except BaseException:
             await self.close()
             raise
         return self
 
-    async def _follow_verdicts(self, verdicts: AIOKafkaConsumer) -> None:
+    async def _follow_verdicts(
+        self, verdicts: AIOKafkaConsumer, producer: AIOKafkaProducer
+    ) -> None:
         partitions: list[TopicPartition] = []
         for topic in (self._names.resumes, self._names.resume_rejections):
-            numbers = await self._producer.partitions_for(topic)  # waits for the metadata
+            numbers = await producer.partitions_for(topic)  # waits for the metadata
             partitions.extend(TopicPartition(topic, number) for number in sorted(numbers))
         verdicts.assign(partitions)
         # Position at the current end now, so `answer` sees every verdict given after it.
@@ -112,10 +129,12 @@ class Reviewer:
         await self.close()
 
     async def close(self) -> None:
-        for consumer in (self._queue_consumer, self._verdicts):
-            if consumer is not None:
-                await consumer.stop()
-        await self._producer.stop()
+        """Stop every client this reviewer started (safe to call twice)."""
+        clients = (self._queue_consumer, self._verdicts, self._producer)
+        self._queue_consumer = self._verdicts = self._producer = None
+        for client in clients:
+            if client is not None:
+                await client.stop()
 
     async def tickets(self, queue: str, tenant: str | None = None) -> AsyncIterator[Ticket]:
         """Tickets of one queue (``tenant`` for per-tenant queues), from the committed position."""
@@ -148,6 +167,7 @@ class Reviewer:
         request = ResumeRequest(
             ticket_id=ticket_id, token=token, answer=answer, responder=responder, **named
         )
+        assert self._producer is not None, "use `async with Reviewer(...)`"
         await self._producer.send_and_wait(
             self._names.resume_requests,
             key=ticket_id.encode(),

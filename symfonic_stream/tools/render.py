@@ -12,6 +12,7 @@ environment) gives plain text, which is what the golden tests compare.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -129,53 +130,66 @@ class RunRenderer:
         self._break()
 
     def _typed(self, event: Any) -> None:
-        if isinstance(event, TextDeltaEvent):
-            self._inline_text("text", event.text)
-        elif isinstance(event, ThinkingDeltaEvent):
-            self._inline_text("thinking", event.text, _STYLE_THINKING)
-        elif isinstance(event, ToolCallStartEvent):
-            self._tool_names[event.tool_call_id] = event.tool_name
-            self._line(
-                ("→ tool ", _STYLE_TOOL),
-                (event.tool_name, f"bold {_STYLE_TOOL}"),
-                (f" [{event.tool_call_id}]", _STYLE_META),
-            )
-        elif isinstance(event, ToolCallDeltaEvent):
-            self._line(("  arguments ", _STYLE_META), _compact(event.args_delta))
-        elif isinstance(event, ToolResultEvent):
-            name = self._tool_names.get(event.tool_call_id, "?")
-            self._line(
-                ("← ", _STYLE_RESULT),
-                (name, f"bold {_STYLE_RESULT}"),
-                (f" [{event.tool_call_id}] ", _STYLE_META),
-                _compact(event.result),
-            )
-        elif isinstance(event, ExtensionEvent):
-            self._extension(event)
-        elif isinstance(event, UsageEvent):
-            self._line(
-                (f"usage: {event.input_tokens} input, {event.output_tokens} output tokens",
-                 _STYLE_META)
-            )
-        elif isinstance(event, ResponseCompleteEvent):
-            took = f" in {event.duration_ms} ms"
-            self._line(("✓ response complete", "bold"), (took, _STYLE_META))
-            if event.text:
-                self._line(("  final: ", _STYLE_META), _compact(event.text))
-        elif isinstance(event, AskUserEvent):
-            self._line(
-                ("⏸ ask_user", _STYLE_PAUSE),
-                (f" [{event.interrupt_id}] expires {format_ts(event.expires_at)}", _STYLE_META),
-            )
-            for question in event.questions or ["(no questions)"]:
-                self._line(("  ? ", _STYLE_PAUSE), _question(question))
-        elif isinstance(event, InterruptEvent):
-            self._line(
-                ("⏸ interrupt ", _STYLE_PAUSE),
-                (event.name, _STYLE_PAUSE),
-                (f" [{event.interrupt_id}] expires {format_ts(event.expires_at)}", _STYLE_META),
-            )
-            self._line(("  payload ", _STYLE_META), _compact(event.payload))
+        handler = _TYPED.get(type(event))
+        if handler is not None:
+            handler(self, event)
+
+    # One handler per typed event type (the types: models/event_types.py, which says which
+    # continue a line and which stand on their own; tests/unit/test_event_types.py checks).
+
+    def _text_delta(self, event: TextDeltaEvent) -> None:
+        self._inline_text("text", event.text)
+
+    def _thinking_delta(self, event: ThinkingDeltaEvent) -> None:
+        self._inline_text("thinking", event.text, _STYLE_THINKING)
+
+    def _tool_call_start(self, event: ToolCallStartEvent) -> None:
+        self._tool_names[event.tool_call_id] = event.tool_name
+        self._line(
+            ("→ tool ", _STYLE_TOOL),
+            (event.tool_name, f"bold {_STYLE_TOOL}"),
+            (f" [{event.tool_call_id}]", _STYLE_META),
+        )
+
+    def _tool_call_delta(self, event: ToolCallDeltaEvent) -> None:
+        self._line(("  arguments ", _STYLE_META), _compact(event.args_delta))
+
+    def _tool_result(self, event: ToolResultEvent) -> None:
+        name = self._tool_names.get(event.tool_call_id, "?")
+        self._line(
+            ("← ", _STYLE_RESULT),
+            (name, f"bold {_STYLE_RESULT}"),
+            (f" [{event.tool_call_id}] ", _STYLE_META),
+            _compact(event.result),
+        )
+
+    def _usage(self, event: UsageEvent) -> None:
+        self._line(
+            (f"usage: {event.input_tokens} input, {event.output_tokens} output tokens",
+             _STYLE_META)
+        )
+
+    def _response_complete(self, event: ResponseCompleteEvent) -> None:
+        took = f" in {event.duration_ms} ms"
+        self._line(("✓ response complete", "bold"), (took, _STYLE_META))
+        if event.text:
+            self._line(("  final: ", _STYLE_META), _compact(event.text))
+
+    def _ask_user(self, event: AskUserEvent) -> None:
+        self._line(
+            ("⏸ ask_user", _STYLE_PAUSE),
+            (f" [{event.interrupt_id}] expires {format_ts(event.expires_at)}", _STYLE_META),
+        )
+        for question in event.questions or ["(no questions)"]:
+            self._line(("  ? ", _STYLE_PAUSE), _question(question))
+
+    def _interrupt(self, event: InterruptEvent) -> None:
+        self._line(
+            ("⏸ interrupt ", _STYLE_PAUSE),
+            (event.name, _STYLE_PAUSE),
+            (f" [{event.interrupt_id}] expires {format_ts(event.expires_at)}", _STYLE_META),
+        )
+        self._line(("  payload ", _STYLE_META), _compact(event.payload))
 
     def _extension(self, event: ExtensionEvent) -> None:
         if event.name == "tool_timing":
@@ -222,6 +236,20 @@ class RunRenderer:
             self._line(("■ run cancelled", "bold yellow"))
         else:
             self._line(("⏸ run paused", _STYLE_PAUSE), (" (waiting for an answer)", _STYLE_META))
+
+
+_TYPED: dict[type[Any], Callable[[RunRenderer, Any], None]] = {
+    TextDeltaEvent: RunRenderer._text_delta,
+    ThinkingDeltaEvent: RunRenderer._thinking_delta,
+    ToolCallStartEvent: RunRenderer._tool_call_start,
+    ToolCallDeltaEvent: RunRenderer._tool_call_delta,
+    ToolResultEvent: RunRenderer._tool_result,
+    ExtensionEvent: RunRenderer._extension,
+    UsageEvent: RunRenderer._usage,
+    ResponseCompleteEvent: RunRenderer._response_complete,
+    AskUserEvent: RunRenderer._ask_user,
+    InterruptEvent: RunRenderer._interrupt,
+}
 
 
 def _question(question: Any) -> str:

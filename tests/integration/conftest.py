@@ -43,14 +43,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     is the project's 3-node cluster (``make test-cluster``), the ``authorizer`` tests
     unless ``SYMFONIC_TEST_AUTHORIZER=1`` says it is the authorizer broker (``make
     test-acls``), the fault table's rows beyond the quick ones (``faults_full``) unless
-    ``SYMFONIC_TEST_FAULT_TABLE=full`` (``make test-faults``), and the benchmark's own
-    checks (``bench``) unless ``SYMFONIC_TEST_BENCH=1`` (``make test-bench``): each part
+    ``SYMFONIC_TEST_FAULT_TABLE=full`` (``make test-faults``), the benchmark's own checks
+    (``bench``) unless ``SYMFONIC_TEST_BENCH=1`` (``make test-bench``), and the ``image``
+    tests only when ``SYMFONIC_TEST_IMAGE`` names the image ``make image`` built: each part
     runs them on the broker they need."""
     wanted = {
         "cluster": bool(os.environ.get("SYMFONIC_TEST_CLUSTER")),
         "authorizer": bool(os.environ.get("SYMFONIC_TEST_AUTHORIZER")),
         "faults_full": os.environ.get("SYMFONIC_TEST_FAULT_TABLE") == "full",
         "bench": bool(os.environ.get("SYMFONIC_TEST_BENCH")),
+        "image": bool(os.environ.get("SYMFONIC_TEST_IMAGE")),
     }
     kept, dropped = [], []
     for item in items:

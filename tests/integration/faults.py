@@ -2,7 +2,7 @@
 then kill it or let it go on as a zombie.
 
 A consumer started with ``fault_freeze="<phase>:<n>"`` (``SYMFONIC_FAULT_FREEZE``, see
-``symfonic_stream/engine/faults.py``) stops itself with SIGSTOP the n-th time it passes that
+``symfonic_stream/faults.py``) stops itself with SIGSTOP the n-th time it passes that
 phase, after logging ``fault point reached: <phase>``. :func:`wait_frozen` waits until it is
 stopped *and* its log says it stopped in that phase: a fault that did not land where it
 names fails the test. Then :func:`kill` (SIGKILL, no clean-up at all) or
@@ -74,7 +74,7 @@ class Row:
 _F, _T, _C = "fetched", "in_transaction", "commit_logged"
 _I, _V, _R = "init_producer", "revoking", "restoring"
 
-#: The fault table: every consumer meets every named phase (engine/faults.py's PHASES; a
+#: The fault table: every consumer meets every named phase (symfonic_stream/faults.py's PHASES; a
 #: stateless one has no ``restoring``) once as its first fault and once as its successor's
 #: (each consumer's successors are another permutation of the phases).
 #: ``in_transaction`` as the first fault is a zombie, which must be fenced; ``fetched``

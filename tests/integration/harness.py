@@ -303,7 +303,11 @@ class TopicReader:
         )
 
     async def __aenter__(self) -> TopicReader:
-        partitions = await partitions_of(BOOTSTRAP, self.topic)
+        try:
+            partitions = await partitions_of(BOOTSTRAP, self.topic)
+        except BaseException:
+            await self._consumer.stop()  # never started: else "Unclosed AIOKafkaConsumer"
+            raise
         await self._consumer.start()
         tps = [TopicPartition(self.topic, p) for p in partitions]
         self._consumer.assign(tps)

@@ -37,10 +37,11 @@ from aiokafka.errors import (
 )
 
 from symfonic_stream.config import Settings
+from symfonic_stream.consumers import deployed_names
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import client_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.specs import topic_spec
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import OutcomesUnavailable, Reviewer
 
@@ -52,7 +53,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.authorizer, pytest.mark.timeout(240)
 KAFKA_SH = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
 PARTITIONS = 2
 #: The broker's users for the consumers (their default principals under prefix symfonic).
-USERS = {consumer: f"symfonic-{consumer}" for consumer in CONSUMERS}
+USERS = {consumer: f"symfonic-{consumer}" for consumer in deployed_names()}
 
 
 def user_env(user: str) -> dict[str, str]:
@@ -241,7 +242,7 @@ async def test_pauses_reviewer_and_resumes_run_with_only_their_acls(
     assert Ticket.model_validate_json(initech).tenant == "initech"
     reviewer = settings_as("reviewer-acme", prefix)
     group = f"{prefix}-review.acme.ui"
-    async with Reviewer(reviewer, group, follow_outcomes=False) as tool:
+    async with Reviewer(group, reviewer, follow_outcomes=False) as tool:
         ticket = await asyncio.wait_for(anext(tool.tickets("default", tenant="acme")), 60)
         assert ticket.run_id == "acme-run"
         with pytest.raises(OutcomesUnavailable):

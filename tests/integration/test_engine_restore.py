@@ -12,11 +12,11 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine import restore
-from symfonic_stream.engine.restore import restore_stores
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.state import restore
+from symfonic_stream.state.restore import restore_stores
+from symfonic_stream.state.store import Codec, StateStore
 
 from .harness import (
     BOOTSTRAP,
@@ -77,10 +77,10 @@ async def test_restore_replays_committed_state_only(
 
     stores = {p: _store() for p in (0, 1, 2)}
     progress: list[int] = []
-    counts = await restore_stores(
+    counts = (await restore_stores(
         settings, changelog, {p: [(b"", [store])] for p, store in stores.items()},
         on_progress=lambda: progress.append(1),
-    )
+    )).records
     # The log ends on a commit marker; the restore still ends, at once.
     assert stores[1].items() == [("a", b"2")]  # aborted writes never seen
     assert stores[2].items() == [("z", b"9")]  # another store's record is not this one's
@@ -98,9 +98,9 @@ async def test_tasks_sharing_a_changelog_partition_each_restore_their_prefix(
                                 (b"r2/p/0/run/a", b"other replay"), (b"r1/p/0/run/b", b"0b")],
                  commit=True, transactional_id=f"{prefix}-shared")
     zero, one = _store(), _store()
-    counts = await restore_stores(
+    counts = (await restore_stores(
         settings, changelog, {0: [(b"r1/p/0/", [zero]), (b"r1/p/1/", [one])]}
-    )
+    )).records
     assert zero.items() == [("a", b"0a"), ("b", b"0b")]
     assert one.items() == [("a", b"1a")]
     assert counts == {0: 3}
@@ -171,7 +171,8 @@ async def test_many_partitions_restored_at_once_under_cut_fetches_hold_every_com
                                  rng=random.Random(32))
     settings = Settings(bootstrap_servers=BOOTSTRAP, topic_prefix=prefix, batch_max_bytes=1024)
     stores = {p: StateStore("run", Codec(lambda v: v, _slow)) for p in range(_MANY)}
-    counts = await restore_stores(settings, topic, {p: [(b"", [s])] for p, s in stores.items()})
+    counts = (await restore_stores(settings, topic,
+                                   {p: [(b"", [s])] for p, s in stores.items()})).records
     for p, store in stores.items():
         held = {f"run/{k}".encode(): v for k, v in store.items()}
         assert held == expected[p], f"partition {p}: {len(held)} of {len(expected[p])} keys"
@@ -231,12 +232,34 @@ async def test_a_hole_ends_its_partition_where_it_stands_and_the_others_read_on(
     await _write(changelog, 1, [(b"run/b", b"1"), (b"run/c", b"1")], commit=True,
                  transactional_id=f"{prefix}-h1")
     stores = {p: _store() for p in (0, 1)}
-    with caplog.at_level("WARNING", logger="symfonic_stream.engine.restore"):
-        counts = await restore_stores(settings, changelog,
-                                      {p: [(b"", [s])] for p, s in stores.items()})
+    with caplog.at_level("WARNING", logger="symfonic_stream.state.restore"):
+        counts = (await restore_stores(settings, changelog,
+                                       {p: [(b"", [s])] for p, s in stores.items()})).records
     assert stores[0].items() == [("a", b"1")]
     assert stores[1].items() == [("b", b"1"), ("c", b"1")]
     assert counts == {0: 1, 1: 2}
     holes = [r for r in caplog.records if "hole" in r.getMessage()]
     assert [(r.__dict__["partition"], r.__dict__["position"], r.__dict__["end_offset"])
             for r in holes] == [(1, 3, 8)]
+
+
+async def test_a_restore_from_an_offset_reads_only_the_tail_and_says_where_it_ended(
+    bootstrap_servers: str, prefix: str
+) -> None:
+    """Issue 36: stores that hold everything before offset 3 (kept since a revocation)
+    read only what follows; the restore says each partition's stores now hold everything
+    before its end offset."""
+    settings = await create_topics(prefix, with_copier=False)
+    changelog = TopicNames(prefix).changelog("typed")
+    txn = f"{prefix}-tail"
+    await _write(changelog, 0, [(b"run/a", b"1"), (b"run/b", b"1")], commit=True,
+                 transactional_id=txn)  # offsets 0, 1 and the marker at 2
+    await _write(changelog, 0, [(b"run/a", b"2"), (b"run/b", None)], commit=True,
+                 transactional_id=txn)  # 3, 4 and 5
+    kept = _store()
+    kept.restore(b"run/a", b"1")
+    kept.restore(b"run/b", b"1")
+    restored = await restore_stores(settings, changelog, {0: [(b"", [kept])]}, starts={0: 3})
+    assert restored.records == {0: 2}  # only offsets 3 and 4
+    assert restored.applied == {0: 6} and restored.behind == set()
+    assert kept.items() == [("a", b"2")]

@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from symfonic_stream.models.names import INTAKE, TopicNames
+from symfonic_stream.consumers.resumes import INTAKE
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.replay.replay import replay
 
 from .conftest import read_to_end

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.models.names import INTAKE
+from symfonic_stream.consumers.resumes import INTAKE
 
 from .harness import ConsumerProcess, TopicReader, produce, unique_prefix
 from .observe import (

@@ -12,8 +12,9 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topics import required_topics
+from symfonic_stream.consumers.resumes import INTAKE
 from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.models.names import INTAKE, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
 
@@ -272,7 +273,7 @@ async def test_answers_are_checked_once_even_across_a_validator_crash(
         assert sorted(t.run_id for t in desk_tickets) == ["a", "b", "twice"]
         [strict] = await read_tickets(names.human_queue("payments"), names, [router])
         [old] = await read_tickets(names.expired_queue, names, [router])
-        async with Reviewer(settings, group_id="review-ui") as reviewer:
+        async with Reviewer("review-ui", settings) as reviewer:
             accepted = await reviewer.answer(desk["a"], {"ok": True}, responder="pat")
             second = await reviewer.answer(desk["a"], {"ok": False}, responder="sam")
             await reviewer.submit(desk["b"].ticket_id, "token-of-a-i0", "x")

@@ -22,8 +22,9 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine import assign, restore
+from symfonic_stream.engine import restoring
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.state import restore
 from symfonic_stream.tools.synthetic import RunShape, generate_run
 from tests.reference import oracle
 
@@ -147,7 +148,7 @@ async def test_state_that_disagrees_with_the_group_is_restored_again(
         ends = await real_ends(self, partitions)
         return {tp: end * 2 // 3 if shortening else end for tp, end in ends.items()}
 
-    async def short_first(*args: Any, **kwargs: Any) -> dict[int, int]:
+    async def short_first(*args: Any, **kwargs: Any) -> restore.Restored:
         nonlocal shortening
         calls.append(1)
         shortening = len(calls) == 1
@@ -157,9 +158,7 @@ async def test_state_that_disagrees_with_the_group_is_restored_again(
             shortening = False
 
     monkeypatch.setattr(AIOKafkaConsumer, "end_offsets", short_ends)
-    monkeypatch.setattr(assign, "restore_stores", short_first)
-
-    monkeypatch.setattr(assign, "restore_stores", short_first)
+    monkeypatch.setattr(restoring, "restore_stores", short_first)
     with caplog.at_level("INFO"):
         async with InProcessEngine(topology, settings):
             await produce(names.agent_events, _records(rest))

@@ -36,6 +36,10 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
         assert row is not None, out
         assert int(row.group(1)) > 0
         assert row.group(2) == row.group(3) == str(RUNS)
+    # latency told apart (steady, start-up, behind a gap), the duplicates named for what
+    # they are (re-sent inputs the guard dropped)
+    for column in ("re-sent dropped", "steady p50", "start-up p99", "behind a gap p50"):
+        assert column in out, out
     # each bad record is dead-lettered once by every consumer of the raw topic (3 of them)
     assert "dead letters: invalid_event 3, invalid_json 3, key_mismatch 3" in out
     # a reviewer answered a routed pause: accepted once, then refused as already answered

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from symfonic_stream.models.agent_event import AgentEvent
@@ -54,15 +56,24 @@ def tool_call(**overrides: Any) -> dict[str, Any]:
 
 def write_changes(processor: Any, out: Any) -> None:
     """Commit step 2 for a processor under test: its stores' changes into ``out.state``."""
-    from symfonic_stream.engine.store import write_changes as write
+    from symfonic_stream.state.store import write_changes as write
 
     write(processor.stores, out.state)
 
 
 def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     """Restore a fresh processor from changelog records, as the engine does."""
-    from symfonic_stream.engine.store import restore_record
+    from symfonic_stream.state.store import restore_record
 
     for key, value in state.items():
         assert restore_record(processor.stores, key, value), key
     processor.restored()
+
+
+def package_sources(package: Path) -> list[Path]:
+    """Every ``.py`` file of the package, through ``symfonic_stream/consumers``, the link to
+    the top-level ``consumers/`` (``Path.rglob`` does not follow links before Python 3.13)."""
+    found = []
+    for folder, _, files in os.walk(package, followlinks=True):
+        found.extend(Path(folder) / name for name in files if name.endswith(".py"))
+    return sorted(found)

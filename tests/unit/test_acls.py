@@ -30,7 +30,10 @@ from symfonic_stream.app.acls import (
 )
 from symfonic_stream.cli import main
 from symfonic_stream.config import Settings
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
+
+#: The deployment's consumers (their declarations: consumers/).
+CONSUMERS = ("typed", "chunks", "pauses", "resumes")
 
 SUITE = Path(__file__).resolve().parents[2] / "helm/symfonic-stream/tests/kafkausers_test.yaml"
 
@@ -216,6 +219,16 @@ def test_the_command_prints_the_plan_and_names_a_bad_option() -> None:
     assert bad.exit_code == 2 and "--reviewer 'ac.me'" in bad.output
     bad = runner.invoke(main, ["acls", "--principal", "typed=alice"], env=env)
     assert bad.exit_code == 2 and "--principal typed=" in bad.output
+
+
+def test_the_gateway_reads_the_two_projections_and_nothing_else() -> None:
+    plan = build_plan(Settings(topic_prefix="p"), ["gateway"])
+    assert plan.principals() == ["User:p-gateway"]
+    assert {(b.resource_type, b.pattern, b.resource_name, b.operation) for b in plan.bindings} == {
+        ("TOPIC", "LITERAL", topic, op)
+        for topic in ("p.stream-events", "p.stream-chunks") for op in ("READ", "DESCRIBE")}
+    assert build_plan(Settings(topic_prefix="p")).principals() == [
+        f"User:p-{consumer}" for consumer in sorted(CONSUMERS)], "not by default"
 
 
 def test_transactional_id_prefix_is_the_shared_part() -> None:

@@ -9,7 +9,7 @@ from bench.offline import engine_records, make_lines
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.engine.store import write_changes
+from symfonic_stream.state.store import write_changes
 
 
 async def test_the_task_loop_writes_what_the_projector_makes_of_every_record() -> None:

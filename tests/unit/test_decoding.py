@@ -275,3 +275,52 @@ def test_a_key_twice_is_found_exactly(members: list[tuple[str, str]], ascii_only
         assert reason_of(value) is DeadLetterReason.INVALID_EVENT
     else:
         assert decode_agent_event(value).run_id == "r"
+
+
+# -- the reference's cost: linear in the record, whatever it holds --------------------------
+
+class _CountedKey(str):
+    """A key that counts how often it is compared with another (equal hashes or a scan)."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedKey.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+class _CountingJson:
+    """``json`` for the decoder's exact re-parse, every object's keys made counting ones
+    before its hook sees them (the hook is the decoder's duplicate-key check)."""
+
+    @staticmethod
+    def loads(value: bytes, *, object_pairs_hook: Any, **kwargs: Any) -> Any:
+        def counted(items: list[tuple[str, Any]]) -> Any:
+            return object_pairs_hook([(_CountedKey(key), item) for key, item in items])
+
+        return json.loads(value, object_pairs_hook=counted, **kwargs)
+
+
+def _comparisons(keys: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Key comparisons the reference makes deciding a record of ``keys`` keys, one twice."""
+    members = ",".join(f'"k{n}":{n}' for n in range(keys))
+    value = f'{{"run_id":"r","index":0,"kind":"x","timestamp":1,"m":{{{members},"k7":0}}}}'
+    monkeypatch.setattr(decoding, "json", _CountingJson)
+    _CountedKey.compared = 0
+    with pytest.raises(DecodeError, match="the key 'k7' more than once"):
+        decoding.check_shape(value.encode(), orjson.loads(value), DecodeLimits())
+    return _CountedKey.compared
+
+
+def test_the_duplicate_key_check_compares_each_key_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 33: ``keys.count(key)`` per key made 40,000 keys take 20 s. Counted, not
+    timed: twice the keys must cost at most about twice the comparisons, and a few per
+    key (the quadratic check makes ~n²: 1,000,000 for 1,000 keys). The reference's own
+    check, whichever way the module decodes (the native scanner's: test_native_scan.py)."""
+    small, large = _comparisons(1_000, monkeypatch), _comparisons(2_000, monkeypatch)
+    assert large <= 4 * 2_000, (small, large)
+    assert large <= 2 * small + 10, (small, large)

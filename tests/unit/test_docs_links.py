@@ -1,23 +1,36 @@
-"""Every relative link in the documentation leads somewhere: a file that exists, and, with
-a ``#fragment``, a heading of that file whose GitHub anchor it is.
+"""Every link in the documentation leads somewhere inside the repository: a file that
+exists, and, with a ``#fragment``, a heading of that file whose GitHub anchor it is.
 
-Checked: README.md, docs/*.md and the chart's README. Links outside the repository (the
-contract, ``../shared/SPEC.md``) pass when the file exists at that path. Web links
-(``https:`` and the like) are not fetched.
+Checked: every Markdown page of the repository (README.md, CHANGELOG.md, docs/, the chart's
+README, any other). A relative link that leaves the repository is broken: a clone does not
+have what lies beside it. A web link must go to public upstream documentation, one of
+:data:`UPSTREAM_HOSTS` (it is not fetched); any other scheme or host is refused.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Not the repository's pages: generated, installed or built trees.
+_NOT_PAGES = {"target", "dist", "build", "node_modules"}
 PAGES = sorted(
-    [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "helm/symfonic-stream/README.md"]
+    page for page in ROOT.rglob("*.md")
+    if not any(part.startswith(".") or part in _NOT_PAGES or part.endswith(".egg-info")
+               for part in page.relative_to(ROOT).parts[:-1])
 )
+#: Public upstream documentation a page may link to (the specifications and formats the
+#: project follows); a page linking elsewhere on the web fails.
+UPSTREAM_HOSTS = frozenset({
+    "docs.ag-ui.com",            # the AG-UI protocol the gateway speaks
+    "html.spec.whatwg.org",      # server-sent events
+    "keepachangelog.com",        # CHANGELOG.md's format
+    "semver.org",                # the version scheme
+})
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
@@ -83,16 +96,23 @@ def links(path: Path) -> list[tuple[int, str]]:
 
 
 def broken_links(path: Path, root: Path = ROOT) -> list[str]:
-    """Broken links of ``path`` (links leaving ``root`` are not checked)."""
+    """Broken links of ``path``: a file or heading that does not exist, a link that leaves
+    ``root``, a web link to anything but :data:`UPSTREAM_HOSTS`."""
     problems: list[str] = []
     where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
     for number, target in links(path):
-        if not target or _SCHEME.match(target) or target.startswith("//"):
+        if not target:
+            continue
+        if _SCHEME.match(target) or target.startswith("//"):
+            url = urlsplit(target)
+            if url.scheme not in ("http", "https", "") or url.hostname not in UPSTREAM_HOSTS:
+                problems.append(f"{where}:{number}: {target}: not public upstream documentation")
             continue
         file_part, _, fragment = target.partition("#")
         linked = (path.parent / unquote(file_part)).resolve() if file_part else path
         if not linked.is_relative_to(root):
-            continue  # beside the repository (the shared SPEC): a clone may not have it
+            problems.append(f"{where}:{number}: {target}: leaves the repository")
+            continue
         if not linked.exists():
             problems.append(f"{where}:{number}: {target}: no such file {linked}")
             continue
@@ -149,7 +169,28 @@ def test_a_broken_link_is_found(tmp_path: Path) -> None:
     page.write_text(
         "# Probe\n\n## A heading\n\n[ok](#a-heading) [ok](other.md#other-page)\n"
         "[missing file](nowhere.md) [missing anchor](other.md#no-such-heading)\n"
-        "```\n[in code](ignored.md)\n```\n`[inline](ignored.md)` [web](https://example.com/x)\n"
+        "```\n[in code](ignored.md)\n```\n`[inline](ignored.md)` [web](https://semver.org/)\n"
     )
     problems = broken_links(page, root=tmp_path)
     assert [p.split(": ", 2)[1] for p in problems] == ["nowhere.md", "other.md#no-such-heading"]
+
+
+def test_a_link_leaving_the_repository_or_to_the_web_is_found(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "SPEC.md").write_text("# Beside the repository\n")
+    page = tmp_path / "repo" / "page.md"
+    page.write_text("[beside](../SPEC.md) [web](https://example.com/x) "
+                    "[mail](mailto:a@example.com) [upstream](https://semver.org/spec/v2.0.0.html)\n")
+    problems = broken_links(page, root=tmp_path / "repo")
+    assert [p.split(": ", 2)[1:] for p in problems] == [
+        ["../SPEC.md", "leaves the repository"],
+        ["https://example.com/x", "not public upstream documentation"],
+        ["mailto:a@example.com", "not public upstream documentation"],
+    ]
+
+
+def test_every_page_of_the_repository_is_checked() -> None:
+    names = {str(page.relative_to(ROOT)) for page in PAGES}
+    assert {"README.md", "CHANGELOG.md", "docs/contract.md",
+            "helm/symfonic-stream/README.md"} <= names
+    assert not any(name.startswith((".venv", "native/target")) for name in names)

@@ -2,11 +2,16 @@
 
 docs/records.md's offline example (``symfonic-stream project``) is executed: its input files
 are written from the ``cat`` blocks, the command is run, and what it prints and the
-dead-letter file it writes must be exactly what the page shows.
+dead-letter file it writes must be exactly what the page shows. Every ``python`` block of
+the documentation is run too: here the publisher's without a broker (it must end in the
+message it promises, with nothing left open), and every one against the broker in
+tests/integration/test_docs_snippets_live.py; :func:`test_every_python_block_is_run` keeps
+that list whole.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -15,6 +20,27 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 RECORDS = DOCS / "records.md"
+ROOT = DOCS.parent
+#: Every page whose code a user may copy.
+PAGES = sorted([ROOT / "README.md", *DOCS.glob("*.md"), ROOT / "helm/symfonic-stream/README.md"])
+#: The python blocks the tests run, by (page, a line that names the block).
+RUN_BLOCKS = {
+    ("tools.md", "async with EventPublisher() as publisher:"),
+    ("tools.md", 'async with RunReader("run-1", follow=False, idle_timeout_s=60) as reader:'),
+    ("pauses.md", 'async with Reviewer("symfonic-review.acme.ui") as reviewer:'),
+    # Run by tests/unit/test_consumers.py and, on the broker, test_consumer_declared.py.
+    ("engine.md", "from symfonic_stream.consumers import Consumer, Engine, Resources"),
+}
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+
+
+def python_block(page: str, naming: str) -> str:
+    """The one python block of docs/``page`` holding the line ``naming``."""
+    [block] = [b for b in python_blocks(DOCS / page) if naming in b]
+    return block
 
 
 def console_blocks(page: Path) -> list[str]:
@@ -82,3 +108,27 @@ def test_configuration_page_lists_every_setting_once() -> None:
         if page.name != "configuration.md" and row.search(page.read_text())
     ]
     assert elsewhere == []
+
+
+def test_every_python_block_is_run() -> None:
+    """Each python block of the documentation is one the tests run (a new one must be
+    added to RUN_BLOCKS, and run)."""
+    found = {(page.name, block) for page in PAGES for block in python_blocks(page)}
+    named = {(page, python_block(page, naming)) for page, naming in RUN_BLOCKS}
+    assert found == named
+
+
+def test_the_publisher_example_without_kafka_ends_in_its_message(tmp_path: Path) -> None:
+    """No broker at the address: the example's own message, no traceback, and no client
+    left unclosed (aiokafka warns "Unclosed AIOKafkaProducer" when one is collected)."""
+    script = tmp_path / "publisher.py"
+    script.write_text(python_block("tools.md", "async with EventPublisher() as publisher:"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYMFONIC_")}
+    env.update(SYMFONIC_BOOTSTRAP_SERVERS="127.0.0.1:9", SYMFONIC_ADMIN_TIMEOUT_S="1",
+               PYTHONWARNINGS="always", PYTHONDEVMODE="1")
+    done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1].startswith("Kafka did not answer: connecting to Kafka")
+    assert "Traceback" not in done.stderr
+    assert "Unclosed" not in done.stderr and "ResourceWarning" not in done.stderr

@@ -1,5 +1,5 @@
 """The fault table (tests/integration/faults.py) covers what docs/testing.md says it does:
-every consumer meets every named phase of engine/faults.py as a first fault and as its
+every consumer meets every named phase of symfonic_stream/faults.py as a first fault and as its
 successor's, the quick rows of ``make test`` hold every phase both ways, and every zombie
 woken mid-transaction is expected to be fenced. No broker: this reads the table."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from symfonic_stream.engine.faults import PHASES
+from symfonic_stream.faults import PHASES
 from tests.integration.faults import REPLAY_TABLE, TABLE
 from tests.integration.workloads import WORKLOADS
 

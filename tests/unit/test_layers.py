@@ -1,8 +1,9 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
-models/config → kafka, observability, projections → engine → processors → app →
-sdk, tools, gateway → cli. Every import counts, also one inside a function or under
-``TYPE_CHECKING``: a circle that only type checkers see is still a circle to a reader.
+models/config/faults → kafka, observability, projections → state → engine → processors →
+consumers (the declarations) → app → sdk, tools, gateway → cli. Every import counts, also
+one inside a function or under ``TYPE_CHECKING``: a circle that only type checkers see is
+still a circle to a reader.
 """
 
 from __future__ import annotations
@@ -12,24 +13,30 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.helpers import package_sources
+
 PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
 
 #: Each top-level part of the package and its layer (an import may go to its own layer or
 #: a lower one, never a higher one).
 LAYERS = {
     "config": 0,
+    "faults": 0,
+    "native": 0,
     "models": 0,
     "kafka": 1,
     "observability": 1,
     "projections": 1,
-    "engine": 2,
-    "processors": 3,
-    "app": 4,
-    "sdk": 5,
-    "tools": 5,
-    "gateway": 5,
-    "cli": 6,
-    "__main__": 7,
+    "state": 2,
+    "engine": 3,
+    "processors": 4,
+    "consumers": 5,
+    "app": 6,
+    "sdk": 7,
+    "tools": 7,
+    "gateway": 7,
+    "cli": 8,
+    "__main__": 9,
 }
 #: The Kafka layer is generic: it knows the settings, nothing of the project's domain.
 KAFKA_MAY_IMPORT = {"config", "kafka"}
@@ -60,7 +67,7 @@ def _imports(path: Path, module: str) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = {_module_name(path): path for path in package_sources(PACKAGE)}
     graph: dict[str, set[str]] = {}
     for module, path in modules.items():
         targets = set()

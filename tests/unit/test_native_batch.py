@@ -11,9 +11,9 @@ import random
 from typing import Any
 
 import pytest
-import symfonic_scan
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from symfonic_stream import _native
 from symfonic_stream.engine.records import OutputRecord
 from symfonic_stream.kafka.partitioner import partition_for_key
 
@@ -43,7 +43,7 @@ def _aiokafkas(records: list[OutputRecord], producer_state: tuple[int, int, int]
 
 def test_each_batch_is_byte_for_byte_what_aiokafkas_builder_writes() -> None:
     records = _outputs()
-    batches = symfonic_scan.RecordBatches(1 << 20, TIMESTAMP_MS)
+    batches = _native.RecordBatches(1 << 20, TIMESTAMP_MS)
     batches.add_outputs(records, {"out": 4}, 1)
     assert len(batches) == len(records)
     taken = batches.take()
@@ -67,13 +67,13 @@ def test_the_partitioner_is_kafkas() -> None:
     keys += [bytes(rng.randrange(256) for _ in range(rng.randrange(60))) for _ in range(2000)]
     for key in keys:
         for count in (1, 3, 4, 12, 100):
-            assert symfonic_scan.partition_for_key(key, count) == partition_for_key(key, count)
+            assert _native.partition_for_key(key, count) == partition_for_key(key, count)
     with pytest.raises(RuntimeError, match="at least 1 partition"):
-        symfonic_scan.partition_for_key(b"k", 0)
+        _native.partition_for_key(b"k", 0)
 
 
 def test_a_full_batch_rolls_over_and_offsets_restart() -> None:
-    batches = symfonic_scan.RecordBatches(1000, TIMESTAMP_MS)
+    batches = _native.RecordBatches(1000, TIMESTAMP_MS)
     for n in range(100):
         batches.add("t", 0, b"k", b"x" * 50 + str(n).encode(), [])
     batches.add("t", 1, b"big", b"y" * 5000, [])  # alone over the limit: a batch still takes it
@@ -92,7 +92,7 @@ def test_a_full_batch_rolls_over_and_offsets_restart() -> None:
 
 
 def test_a_batch_takes_nothing_from_aiokafka_once_handed_over() -> None:
-    batches = symfonic_scan.RecordBatches(1000, TIMESTAMP_MS)
+    batches = _native.RecordBatches(1000, TIMESTAMP_MS)
     batches.add("t", 0, None, b"v", ())
     [(_, _, batch)] = batches.take()
     assert batch.closed()
@@ -112,7 +112,7 @@ def test_a_batch_takes_nothing_from_aiokafka_once_handed_over() -> None:
     (lambda b: b.add_state("t", 0, b"", {"str": b"v"}), TypeError),
 ])
 def test_what_is_not_a_record_is_refused_with_an_error(call: Any, error: type) -> None:
-    batches = symfonic_scan.RecordBatches(1000, TIMESTAMP_MS)
+    batches = _native.RecordBatches(1000, TIMESTAMP_MS)
     with pytest.raises(error):
         call(batches)
 
@@ -120,7 +120,7 @@ def test_what_is_not_a_record_is_refused_with_an_error(call: Any, error: type) -
 def test_lengths_at_every_varint_boundary_read_back() -> None:
     """A record's length and its value's length cross 1-, 2- and 3-byte varints."""
     sizes = [0, 1, 63, 64, 127, 128, 8191, 8192, 16383, 16384, 300_000]
-    batches = symfonic_scan.RecordBatches(1 << 24, TIMESTAMP_MS)
+    batches = _native.RecordBatches(1 << 24, TIMESTAMP_MS)
     for size in sizes:
         batches.add("t", 0, None, b"x" * size, [])
     [(_, _, batch)] = batches.take()

@@ -1,6 +1,6 @@
 """The native scanner (``native/``, Rust) against the Python reference it replaces.
 
-``decode_record`` reads the bytes with ``symfonic_scan.scan`` and validates them with
+``decode_record`` reads the bytes with ``symfonic_stream._native.scan`` and validates them with
 pydantic straight from the bytes; ``decode_record_reference`` parses with orjson, walks the
 tree and validates the dict. Every record must get the same verdict from both: the same
 event, or the same dead-letter reason with the same words.
@@ -9,6 +9,8 @@ event, or the same dead-letter reason with the same words.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import orjson
@@ -138,7 +140,17 @@ def test_damaged_bytes_get_the_references_verdict(at: int, cut: int, insert: byt
     assert_same_verdict(EVENT[:at] + insert + EVENT[at + cut:], SMALL)
 
 
-@pytest.mark.parametrize("value", [v for v in HOSTILE if v is not None])
+#: Documents that are not objects, each with something the checks refuse: parse_json
+#: (the validator's, the intake's, the router's) takes any document (issue 33).
+NOT_OBJECTS = [
+    b"[" * 5 + b"]" * 5, b"[" * 70 + b"]" * 70, b"[" * 1024 + b"]" * 1024,
+    b"[" * 1025 + b"]" * 1025, b'[{"a":1,"a":2}]', b'[[{"b":1,"b":2,"a":3,"a":4}]]',
+    b"1001", b"-1002", b"[1001]", str(2**64).encode(), b'["' + b"x" * 100 + b'", 2000]',
+    b'[{"a":1001,"a":1}]', b'[[[[[[1001]]]]]]', b'"\\ud800"',
+]
+
+
+@pytest.mark.parametrize("value", [v for v in HOSTILE if v is not None] + NOT_OBJECTS)
 def test_parse_json_is_the_same_either_way(
     value: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -161,3 +173,35 @@ def test_a_string_ends_where_it_should_wherever_eight_byte_steps_fall(special: s
         for after in (0, 1, 7, 8, 9):
             text = "a" * before + special + "b" * after
             assert_same_verdict(member("t", f'"{text}"'), SMALL)
+
+
+_SMALL_STACK = """
+import threading
+from symfonic_stream.models.decoding import DecodeError, DecodeLimits, parse_json
+
+results = []
+
+def deepest():
+    for doc in (b"[" * 1024 + b"]" * 1024, b'{"a":' * 1024 + b"1" + b"}" * 1024,
+                b'[{"a":' * 512 + b"1" + b"}]" * 512):
+        try:
+            parse_json(doc, DecodeLimits(max_depth=200))
+        except DecodeError as refused:
+            results.append(refused.detail)
+
+threading.stack_size(%d)
+worker = threading.Thread(target=deepest)
+worker.start()
+worker.join()
+print(results)
+"""
+
+
+def test_the_scanner_reads_orjsons_depth_on_a_thread_with_a_small_stack() -> None:
+    """1,024 levels (orjson's limit, the most the scanner reads) on a 64 KiB stack, where
+    the recursive scanner needed 256-384 KiB and crashed the process (issue 33). In a
+    child process, so that a crash fails this test and nothing else."""
+    child = subprocess.run([sys.executable, "-c", _SMALL_STACK % (64 << 10)],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+    assert child.stdout.strip() == repr(["nested deeper than 200 levels"] * 3)

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
-from symfonic_stream import __version__
+from symfonic_stream import __version__, native
 from symfonic_stream.engine.readiness import Readiness
 from symfonic_stream.engine.records import DeadLetterReason
 from symfonic_stream.observability import (
@@ -103,7 +103,18 @@ def test_build_info(registry: CollectorRegistry) -> None:
     assert len(samples) == 1
     assert samples[0].value == 1
     assert samples[0].labels["version"] == __version__
-    assert set(samples[0].labels) == {"version", "python_version", "aiokafka_version"}
+    assert set(samples[0].labels) == {"version", "python_version", "aiokafka_version", "native"}
+    assert samples[0].labels["native"] == "true"  # make venv builds the native extension
+
+
+def test_build_info_says_when_the_native_extension_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(native, "AVAILABLE", False)
+    registry = CollectorRegistry()
+    ConsumerMetrics("typed", registry)
+    [sample] = [s for f in registry.collect() for s in f.samples if s.name == P + "build_info"]
+    assert sample.labels["native"] == "false"
 
 
 def test_record_in_and_out(registry: CollectorRegistry, metrics: ConsumerMetrics) -> None:
@@ -616,3 +627,17 @@ def test_readiness_says_which_partitions_keep_failing(metrics: ConsumerMetrics) 
     assert not health.ready and "partitions [1, 3] keep failing" in health.reason
     readiness.refresh(setting_up=[], failing=[], stopping=False)  # one committed again
     assert health.ready
+
+
+def test_a_consumer_without_the_native_extension_warns_at_start(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = logging.getLogger("symfonic_stream.engine.service")
+    native.warn_if_missing(log)
+    assert caplog.records == []  # make venv builds it: nothing to say
+    monkeypatch.setattr(native, "AVAILABLE", False)
+    monkeypatch.setattr(native, "MISSING", "No module named 'symfonic_stream._native'")
+    native.warn_if_missing(log)
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and "pure Python" in record.getMessage()
+    assert record.__dict__["error"] == "No module named 'symfonic_stream._native'"

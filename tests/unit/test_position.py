@@ -16,19 +16,19 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.assign import keeps_position
 from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.position import (
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.restoring import TaskState, keeps_position
+from symfonic_stream.engine.task import QUIET_S, StreamTask
+from symfonic_stream.engine.topology import Bounded, Topology
+from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.position import (
     KEY,
     PROGRESS_CODEC,
     Progress,
     position_store,
     resume_offset,
 )
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.task import QUIET_S, StreamTask
-from symfonic_stream.engine.topology import Bounded, Topology
-from symfonic_stream.observability.metrics import ConsumerMetrics
 
 SOURCE = "agent-events"
 
@@ -98,6 +98,9 @@ class _Recorder:
 
     async def send_all(self) -> None:
         pass
+
+    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
+        return None
 
 
 class OffsetsProducer:
@@ -171,9 +174,10 @@ def _task(interval_s: float, group_offset: int | None = None) -> tuple[StreamTas
     position = position_store()
     position.put(KEY, Progress(0, group_offset=group_offset))  # as set-up seeds it
     task = StreamTask(
-        _topology("changelog"), 0, producer, _Copy(), 0,  # type: ignore[arg-type]
+        _topology("changelog"), 0, producer,  # type: ignore[arg-type]
+        TaskState(_Copy(), position), 0,
         metrics=ConsumerMetrics("typed", CollectorRegistry()), max_record_bytes=1_000_000,
-        position=position, group_offset=group_offset, group_interval_s=interval_s,
+        group_offset=group_offset, group_interval_s=interval_s,
     )
     return task, producer
 

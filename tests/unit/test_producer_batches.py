@@ -1,6 +1,6 @@
 """A transaction's record batches: appending straight to aiokafka's C record builder
 writes what aiokafka's public ``BatchBuilder.append`` writes, batch for batch, and the
-native batches (``symfonic_scan.RecordBatches``) write the same records, partition for
+native batches (``symfonic_stream._native.RecordBatches``) write the same records, partition for
 partition.
 
 No broker: the batches are built as the sender would build them, then read back.
@@ -85,7 +85,7 @@ def _per_partition(written: list[tuple[tuple[str, int], int, list[Record]]],
 async def test_the_native_batches_write_the_same_records_in_the_same_order(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert batches_module.NATIVE_BATCHES  # make venv builds symfonic-scan
+    assert batches_module.NATIVE_BATCHES  # make venv builds the native extension
     native = await _append_all(True, monkeypatch, native=True)
     direct = await _append_all(True, monkeypatch)
 

@@ -40,7 +40,8 @@ from symfonic_stream.models.envelope import (
     RunEnd,
     TypedEventRecord,
 )
-from symfonic_stream.models.names import CONSUMERS, INTAKE, TopicNames
+from symfonic_stream.models.event_types import STREAM_EVENT_TYPES
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import (
     RejectionReason,
     Resume,
@@ -50,7 +51,6 @@ from symfonic_stream.models.pauses import (
 )
 from symfonic_stream.models.stream_event import (
     STREAM_CHUNK_TYPES,
-    STREAM_EVENT_TYPES,
     AskUserEvent,
     ExtensionEvent,
     InterruptEvent,
@@ -76,6 +76,8 @@ from symfonic_stream.tools.schemas import (
 from tests.unit.helpers import interrupt, raw, tool_call
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
+#: The deployment's consumers, each with a changelog and a group of its name.
+CONSUMERS = ("typed", "chunks", "pauses", "resumes")
 GENERATED = generate()
 JSON_FILES = sorted(name for name in GENERATED if name.endswith(".json"))
 NAMES = TopicNames("symfonic")
@@ -883,7 +885,7 @@ def test_every_consumer_group_receives_with_its_group_id() -> None:
         for operation in operations
         if "bindings" in operation
     }
-    assert set(groups) == {NAMES.group(consumer) for consumer in (*CONSUMERS, INTAKE)}
+    assert set(groups) == {NAMES.group(consumer) for consumer in (*CONSUMERS, "resume-intake")}
     for operation in groups.values():
         assert operation["action"] == "receive"
     assert groups["symfonic-resumes"]["channel"]["$ref"] == "#/channels/pauseRegistrations"

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from symfonic_stream.engine.store import Codec, StateStore, restore_record, write_changes
+from symfonic_stream.state.store import Codec, StateStore, restore_record, write_changes
 
 TEXT: Codec[str] = Codec(str.encode, bytes.decode)
 

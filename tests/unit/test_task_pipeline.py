@@ -20,8 +20,9 @@ from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
 from symfonic_stream.engine.producer import ProducerUnusable, TransactionAborted
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.task import StreamTask, to_input
+from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
+from symfonic_stream.engine.restoring import TaskState
+from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
@@ -82,6 +83,9 @@ class _Values(list[bytes | None]):
 
     async def send_all(self) -> None:
         pass
+
+    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
+        return None
 
 
 class GatedProducer:
@@ -153,7 +157,8 @@ def _task(
     )
     producer = GatedProducer(timeline)
     task = StreamTask(
-        topology, 0, producer, RecordingProcessor(timeline), 0,  # type: ignore[arg-type]
+        topology, 0, producer,  # type: ignore[arg-type]
+        TaskState(RecordingProcessor(timeline), None), 0,
         metrics=ConsumerMetrics("copier", CollectorRegistry()), max_record_bytes=1_000_000,
         max_records=max_records, linger_s=linger_s,
     )
@@ -218,7 +223,7 @@ async def test_a_failed_transaction_drops_what_was_processed_meanwhile() -> None
     # Until the engine has rebuilt it, the partition ignores what it fetched.
     task.absorb(_records(2, [b"c"]))
     assert task.pending_records == 0
-    task.reset(RecordingProcessor(timeline), 0)
+    task.reset(TaskState(RecordingProcessor(timeline), None), 0)
     task.absorb(_records(0, [b"a", b"b"]))
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -260,7 +265,7 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
     assert task.next_offset == 1
 
     # The retry dead-letters the record the processor raised on, and goes on.
-    task.reset(RecordingProcessor(timeline), 1)
+    task.reset(TaskState(RecordingProcessor(timeline), None), 1)
     task.absorb(_records(1, [b"b", b"boom", b"c"]))
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -318,7 +323,7 @@ async def test_a_commit_in_flight_does_not_reset_the_back_off_records_past_the_f
     assert producer.committed == [[b"a"]]
     assert task.failures == 2  # the engine backs off from the second failure on
 
-    task.reset(RecordingProcessor(timeline), 1)
+    task.reset(TaskState(RecordingProcessor(timeline), None), 1)
     task.absorb(_records(1, [b"boom", b"c"]))  # dead-lettered on the retry
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -416,7 +421,7 @@ async def test_a_processor_failure_counts_as_one_abort_and_an_aborted_commit_onc
     task.absorb(_records(0, [b"boom"]))
     assert await task.flush() is Outcome.ABORTED
     assert _aborts(task) == 1
-    task.reset(RecordingProcessor(timeline), 0)
+    task.reset(TaskState(RecordingProcessor(timeline), None), 0)
     task.absorb(_records(0, [b"boom", b"x"]))  # dead-lettered now; the commit fails
     await _until_begun(producer, 1)
     producer.fail[0] = TransactionAborted("no")

@@ -157,3 +157,26 @@ def test_metric_total_sums_the_consumer_samples() -> None:
     )
     assert metric_total(text, "symfonic_stream_duplicates_total", "typed") == 12.0
     assert metric_total(text, "symfonic_stream_missing_total", "typed") is None
+
+
+def test_the_demo_tells_steady_latency_from_start_up_and_gap_held() -> None:
+    from rich.console import Console
+
+    from symfonic_stream.config import Settings
+    from symfonic_stream.tools.demo.context import DemoContext, DemoOptions, OutputStats
+
+    ctx = DemoContext(DemoOptions(startup_s=2.0), Settings(), Console())
+    ctx.published_from, ctx.lost = 1000.0, {"damaged": 5}
+    stats = OutputStats()
+
+    def phase(run_id: str, index: int | None, ts: float) -> str:
+        return ctx.phase({"run_id": run_id, "source_index": index, "ts": ts}, stats)
+
+    assert phase("r", 3, 1001.9) == "start-up"
+    assert phase("r", 3, 1002.0) == "steady"
+    assert phase("damaged", 4, 1010.0) == "steady"  # before the lost index
+    assert phase("damaged", 6, 1010.0) == "behind a gap"
+    assert phase("damaged", None, 1010.0) == "steady"
+    stats.gaps_read["damaged"] = 1013.0  # the gap was written: later events wait no more
+    assert phase("damaged", 7, 1012.9) == "behind a gap"
+    assert phase("damaged", 9, 1013.5) == "steady"

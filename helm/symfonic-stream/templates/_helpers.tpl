@@ -3,9 +3,26 @@ Names, labels and the shared pieces of every pod. Naming and labels follow the
 Kubernetes recommended labels and the bitnami/common conventions.
 */}}
 
-{{/* The four consumers, in a fixed order. */}}
+{{/*
+The declarations: files/consumers.yaml, generated from consumers/ by `make
+schemas` (each consumer's name, the group and topic it scales on, its ACLs; the gateway's
+ACLs; the topics every deployment has), with kafka.topicPrefix in place of {prefix}. Use as:
+fromYaml (include "symfonic-stream.declared" $)
+*/}}
+{{- define "symfonic-stream.declared" -}}
+{{- .Files.Get "files/consumers.yaml" | replace "{prefix}" .Values.kafka.topicPrefix -}}
+{{- end -}}
+
+{{/* The consumers, in the declarations' order, space-separated. */}}
 {{- define "symfonic-stream.consumerNames" -}}
-typed chunks pauses resumes
+{{- $names := list -}}
+{{- range (fromYaml (include "symfonic-stream.declared" .)).consumers }}{{ $names = append $names .name }}{{ end -}}
+{{- join " " $names -}}
+{{- end -}}
+
+{{/* One consumer's declaration, as YAML. Call with (dict "ctx" $ "consumer" name). */}}
+{{- define "symfonic-stream.declaredConsumer" -}}
+{{- range (fromYaml (include "symfonic-stream.declared" .ctx)).consumers }}{{ if eq .name $.consumer }}{{ toYaml . }}{{ end }}{{ end -}}
 {{- end -}}
 
 {{/*
@@ -119,7 +136,7 @@ imagePullSecrets:
 {{- if or $r.rules $r.defaultQueue $r.tenants $r.existingConfigMap }}true{{ end -}}
 {{- end -}}
 
-{{/* The routing rules file rendered from values (SPEC section 7; format of symfonic_stream/pauses/rules.py). */}}
+{{/* The routing rules file rendered from values (SPEC section 7; format of symfonic_stream/processors/pauses/rules.py). */}}
 {{- define "symfonic-stream.routing.file" -}}
 {{- $r := .Values.pauses.routing -}}
 {{- if $r.defaultQueue }}
@@ -277,6 +294,7 @@ SYMFONIC_MAX_STATE_RECORD_BYTES: {{ $v.guard.maxStateRecordBytes | int64 | toStr
 SYMFONIC_PUNCTUATE_BUDGET_MS: {{ $v.guard.punctuateBudgetMs | int64 | toString | quote }}
 SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
+SYMFONIC_MAX_ANSWER_BYTES: {{ $v.pauses.maxAnswerBytes | int64 | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
 SYMFONIC_IGNORED_VARIABLES: {{ join "," $v.ignoredVariables | quote }}
@@ -290,6 +308,7 @@ SYMFONIC_BATCH_MAX_RECORDS: {{ $v.engine.batchMaxRecords | int64 | toString | qu
 SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote }}
 SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}
 SYMFONIC_GROUP_OFFSET_INTERVAL_MS: {{ $v.engine.groupOffsetIntervalMs | int64 | toString | quote }}
+SYMFONIC_STATE_KEEP_S: {{ $v.engine.stateKeepS | toString | quote }}
 SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
 SYMFONIC_EVENT_LOOP: {{ $v.engine.eventLoop | quote }}
 SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toString | quote }}
@@ -515,15 +534,6 @@ lagThreshold: {{ ternary $o.lagThreshold $a.keda.lagThreshold (hasKey $o "lagThr
 {{- if or .Values.autoscaling.hpa.enabled .Values.autoscaling.keda.enabled }}true{{ end -}}
 {{- end -}}
 
-{{/* The topic a consumer reads (the lag KEDA scales on; for resumes, its validator's input:
-the intake in the same pod only copies resume-requests there). Call with (dict "ctx" $ "consumer" name). */}}
-{{- define "symfonic-stream.sourceTopic" -}}
-{{- if eq .consumer "resumes" -}}
-{{ .ctx.Values.kafka.topicPrefix }}.pause-registrations
-{{- else -}}
-{{ .ctx.Values.kafka.topicPrefix }}.agent-events
-{{- end -}}
-{{- end -}}
 
 {{/* Scheduling fields of a consumer pod. Call with (dict "ctx" $ "component" name). */}}
 {{- define "symfonic-stream.scheduling" -}}

@@ -8,7 +8,7 @@ const DEPTH: usize = 4;
 const BIGGEST: u64 = 1000;
 
 fn verdict(text: &str) -> Option<(&'static str, String)> {
-    scan(text.as_bytes(), DEPTH, BIGGEST)
+    scan(text.as_bytes(), DEPTH, BIGGEST, true)
 }
 
 fn kind(text: &str) -> Option<&'static str> {
@@ -85,11 +85,11 @@ fn nesting_up_to_the_limit_is_carried_one_more_level_is_not() {
                                                                    // Too deep for orjson itself: not JSON at all, whatever the project's limit.
     let deep = "[".repeat(1025) + &"]".repeat(1025);
     assert_eq!(
-        scan(deep.as_bytes(), 2000, BIGGEST).map(|v| v.0),
+        scan(deep.as_bytes(), 2000, BIGGEST, true).map(|v| v.0),
         Some("json")
     );
     let deepest = format!("{{\"a\":{}{}}}", "[".repeat(1023), "]".repeat(1023));
-    assert_eq!(scan(deepest.as_bytes(), 2000, BIGGEST), None);
+    assert_eq!(scan(deepest.as_bytes(), 2000, BIGGEST, true), None);
 }
 
 #[test]
@@ -111,7 +111,7 @@ fn integers_at_the_limit_are_carried_one_past_is_not() {
         Some(("integer", huge.clone()))
     );
     assert_eq!(
-        scan(br#"{"n":18446744073709551615}"#, DEPTH, u64::MAX),
+        scan(br#"{"n":18446744073709551615}"#, DEPTH, u64::MAX, true),
         None
     );
     // A fraction or an exponent is no integer, whatever its value.
@@ -171,11 +171,11 @@ fn what_orjson_refuses_is_not_json() {
         assert_eq!(kind(text), Some("json"), "{text:?}");
     }
     assert_eq!(
-        scan(b"{\"t\":\"\xff\"}", DEPTH, BIGGEST).map(|v| v.0),
+        scan(b"{\"t\":\"\xff\"}", DEPTH, BIGGEST, true).map(|v| v.0),
         Some("json")
     );
     assert_eq!(
-        scan(b"{\"t\":\"\xed\xa0\x80\"}", DEPTH, BIGGEST).map(|v| v.0),
+        scan(b"{\"t\":\"\xed\xa0\x80\"}", DEPTH, BIGGEST, true).map(|v| v.0),
         Some("json")
     );
 }

@@ -25,7 +25,6 @@ from typing import Any
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import CLOSING_KINDS, KNOWN_KINDS, AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import decode_accepted
@@ -43,6 +42,7 @@ from symfonic_stream.processors.ordering.run_state import (
     pending_key,
 )
 from symfonic_stream.projections import Projection
+from symfonic_stream.state.store import Codec, StateStore
 
 _END_STATUS = {"done": "completed", "error": "error", "cancelled": "cancelled"}
 _dumps = orjson.dumps

@@ -30,8 +30,8 @@ from typing import Any
 import orjson
 
 from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.processors.expiring import ExpiringState, within_budget
+from symfonic_stream.state.store import Codec, StateStore
 
 
 @dataclass(slots=True)

@@ -28,7 +28,6 @@ from typing import Any
 import orjson
 
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.store import Codec, StateStore
 from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,
@@ -52,6 +51,7 @@ from symfonic_stream.models.headers import (
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.expiring import ExpiringState
 from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem, topic_problem
+from symfonic_stream.state.store import Codec, StateStore
 
 #: SYMFONIC_TICKET_MAX_LIFETIME_S's default: a day.
 DEFAULT_TICKET_MAX_LIFETIME_S = 86_400.0

@@ -24,7 +24,9 @@ matches tickets of several tenants and the request names none),
 it has not expired (``expired``), it was not answered (``already_answered``), the answer
 fits the ticket's ``payload.response_schema`` when it has one (``invalid_answer``; also
 when the schema cannot be applied safely: :mod:`.answer_schema`). A request with a
-readable ``ticket_id`` but missing or mistyped fields is refused ``invalid_answer``.
+readable ``ticket_id`` but missing or mistyped fields is refused ``invalid_answer``, and so
+is one over ``SYMFONIC_MAX_ANSWER_BYTES``, unread (on its key, the ticket id the intake
+read).
 """
 
 from __future__ import annotations
@@ -52,13 +54,18 @@ from symfonic_stream.models.headers import (
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
+from symfonic_stream.models.pauses import (
+    DEFAULT_MAX_ANSWER_BYTES,
+    RejectionReason,
+    ResumeRequest,
+    Ticket,
+)
 from symfonic_stream.processors.pauses.answer_schema import answer_problem, schema_problem
 from symfonic_stream.processors.pauses.registry import Registered, TicketRegistry
 from symfonic_stream.processors.pauses.router import DEFAULT_TICKET_MAX_LIFETIME_S
 
 #: How many answers a ticket's schema is applied to and refuses before it refuses the rest
-#: unchecked (each check is bounded: answer_schema.MAX_ANSWER_STEPS).
+#: unchecked (each check is bounded: answer_schema.MAX_ANSWER_CPU_S).
 MAX_INVALID_ANSWERS = 20
 
 #: The ``type`` of records in: the router's ticket registrations and the reviewers' answers.
@@ -72,16 +79,21 @@ class ResumeValidator(TicketRegistry):
     def __init__(
         self, names: TopicNames, *, grace_s: float, decode: DecodeLimits = DEFAULT_LIMITS,
         max_lifetime_s: float = DEFAULT_TICKET_MAX_LIFETIME_S, punctuate_budget_s: float = 0.05,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self._names = names
+        self._max_answer_bytes = max_answer_bytes
         self._max_lifetime_s = max_lifetime_s
         self._decode = decode
         super().__init__(grace_s, punctuate_budget_s)
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
-            parsed = parse_json(record.value, self._decode)
             record_type = _record_type(record)
+            if record_type == ANSWER_MARK and self._too_large(record, now, out):
+                out.count_input(REQUEST_INPUT)
+                return
+            parsed = parse_json(record.value, self._decode)
             if record_type == TICKET_MARK:
                 self._register(parsed, record, now, out)
                 out.count_input(REGISTRATION_INPUT)
@@ -94,6 +106,17 @@ class ResumeValidator(TicketRegistry):
         except DecodeError as rejected:
             out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
+
+    def _too_large(self, record: InputRecord, now: float, out: Collector) -> bool:
+        """Refuses, unread, a request over the answer limit (``invalid_answer`` on the
+        ticket its key names: the intake keyed it by the ticket id it read)."""
+        size = len(record.value or b"")
+        if size <= self._max_answer_bytes or not record.key:
+            return False  # (a keyless one: parse_json's record limit and a dead letter)
+        self._refuse(record.key.decode("utf-8", "replace"), None, RejectionReason.INVALID_ANSWER,
+                     f"the request is {size} bytes, over the {self._max_answer_bytes} an "
+                     "answer may take (SYMFONIC_MAX_ANSWER_BYTES): not read", now, out)
+        return True
 
     def _register(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         try:

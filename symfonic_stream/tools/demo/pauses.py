@@ -24,7 +24,7 @@ async def answer_a_pause(ctx: DemoContext) -> None:
     if not {"pauses", "resumes"} <= set(ctx.consumers):
         return
     console = ctx.console
-    async with Reviewer(ctx.settings, group_id=f"{ctx.settings.topic_prefix}-demo-reviewer") as r:
+    async with Reviewer(f"{ctx.settings.topic_prefix}-demo-reviewer", ctx.settings) as r:
         ticket = await _first_ticket(r, timeout_s=60.0)
         if ticket is None:
             console.print(f"  no ticket reached {ctx.names.human_queue(QUEUE)}")

@@ -139,7 +139,7 @@ async def start_gateway(ctx: DemoContext) -> None:
 
 async def publish_and_watch(ctx: DemoContext) -> None:
     """Publish the synthetic runs while reading the outputs back as they commit."""
-    ctx.events = _synthetic_events(ctx.options, ctx.run_ids)
+    ctx.events = _synthetic_events(ctx.options, ctx.run_ids, ctx.lost)
     ctx.outputs = {topic: OutputStats() for topic in ctx.output_topics}
     progress = Progress(
         TextColumn("{task.description:<22}"), BarColumn(), MofNCompleteColumn(),
@@ -161,11 +161,15 @@ async def publish_and_watch(ctx: DemoContext) -> None:
         watcher = asyncio.create_task(_watch(ctx, stop, on_end))
         try:
             async with EventPublisher(ctx.settings, client_name="demo") as publisher:
+                ctx.published_from = time.time()
+                started = time.monotonic()
                 for n, event in enumerate(ctx.events, start=1):
                     await publisher.send(_stamped(event))
-                    if n % 200 == 0 or n == len(ctx.events):
+                    if n % 50 == 0 or n == len(ctx.events):
                         progress.update(published, completed=n)
-                        await asyncio.sleep(0)
+                        # At --rate: ahead of it, wait; behind, go on at once.
+                        await asyncio.sleep(max(0.0, n / ctx.options.rate
+                                                - (time.monotonic() - started)))
             await _publish_bad_records(ctx)
             ended_task = asyncio.create_task(all_ended.wait())
             await asyncio.wait(
@@ -256,8 +260,11 @@ async def delete_demo_topics(ctx: DemoContext) -> None:
 # -- helpers -------------------------------------------------------------------------
 
 
-def _synthetic_events(options: DemoOptions, run_ids: list[str]) -> list[dict[str, Any]]:
-    """Runs with every ending, duplicates, reordering, and a few lost events (gaps)."""
+def _synthetic_events(
+    options: DemoOptions, run_ids: list[str], lost: dict[str, int]
+) -> list[dict[str, Any]]:
+    """Runs with every ending, duplicates, reordering, and a few lost events (gaps): each
+    run's id is appended to ``run_ids``, each lost index put in ``lost``."""
     rng = random.Random(options.seed)
     shape = RunShape(min_events=8, max_events=options.max_events)
     # The first runs end each way for sure; the rest by the generator's odds.
@@ -274,8 +281,8 @@ def _synthetic_events(options: DemoOptions, run_ids: list[str]) -> list[dict[str
         events = generate_run(rng, run_id, shape=forced[n] if n < len(forced) else shape)
         delivered = deliver(rng, events, Damage())
         if n % 33 == 5 and len(events) > 4:  # lose one event: a gap after the timeout
-            lost = events[len(events) // 2]["index"]
-            delivered = [e for e in delivered if e["index"] != lost]
+            lost[run_id] = events[len(events) // 2]["index"]
+            delivered = [e for e in delivered if e["index"] != lost[run_id]]
         runs.append(delivered)
     return list(interleave(rng, runs))
 
@@ -331,13 +338,14 @@ async def _watch(ctx: DemoContext, stop: asyncio.Event, on_end: Callable[[str], 
                     envelope = orjson.loads(record.value)
                     if "event" in envelope:
                         stats.by_type[envelope["event"]["type"]] += 1
-                        stats.latencies.append(now - envelope["ts"])
+                        stats.latencies[ctx.phase(envelope, stats)].append(now - envelope["ts"])
                     elif "end" in envelope:
                         stats.by_type["end_" + envelope["end"]["status"]] += 1
-                        stats.latencies.append(now - envelope["ts"])
+                        stats.latencies[ctx.phase(envelope, stats)].append(now - envelope["ts"])
                         stats.ended.add(envelope["run_id"])
                     else:
                         stats.by_type["gap"] += 1  # its ts is the event after the hole
+                        stats.gaps_read[envelope["run_id"]] = now
                 on_end(tp.topic)
     finally:
         await consumer.stop()

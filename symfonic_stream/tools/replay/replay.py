@@ -38,15 +38,16 @@ import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.app.topologies import guard_limits
 from symfonic_stream.config import Settings
+from symfonic_stream.consumers import engines
+from symfonic_stream.consumers.projectors import guard_limits
 from symfonic_stream.engine.bounded import BoundedEngine
 from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.topology import Bounded, Topology
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 from symfonic_stream.kafka.specs import TopicSpec
-from symfonic_stream.models.names import CONSUMERS, ProjectionName, TopicNames
+from symfonic_stream.models.names import ProjectionName, TopicNames
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 from symfonic_stream.tools.replay.plan import progress_topic, read_plan, task_prefix, write_plan
@@ -66,7 +67,7 @@ class ReplayError(Exception):
 def refused_targets(names: TopicNames) -> tuple[set[str], set[str]]:
     """(never writable, writable only with --force) for a replay's target."""
     never = {names.agent_events, names.dead_letter}
-    never.update(names.changelog(consumer) for consumer in CONSUMERS)
+    never.update(names.changelog(engine.name) for engine in engines() if engine.stores)
     return never, {names.stream_events, names.stream_chunks}
 
 

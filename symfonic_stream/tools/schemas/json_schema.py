@@ -13,6 +13,7 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import core_schema
 
+from symfonic_stream.consumers import deployed, engines
 from symfonic_stream.models.agent_event import KNOWN_KINDS, AgentEvent
 from symfonic_stream.models.dead_letter import (
     DETAIL_MAX_BYTES,
@@ -22,7 +23,7 @@ from symfonic_stream.models.dead_letter import (
     HEADER_SOURCE,
     DeadLetterReason,
 )
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.schemas.conventions import (
     DEAD_LETTER_HEADERS_FILE,
     DEFAULT_PREFIX,
@@ -135,10 +136,11 @@ def dead_letter_headers_schema() -> dict[str, Any]:
             HEADER_CONSUMER: {
                 "type": "string",
                 "minLength": 1,
-                "description": "The consumer that dead-lettered the record: "
-                + ", ".join(f"`{consumer}`" for consumer in CONSUMERS)
+                "description": "The consumer that dead-lettered the record (its engine, "
+                "for the two of `resumes`): "
+                + ", ".join(f"`{engine.name}`" for engine in engines(deployed()))
                 + ".",
-                "examples": [CONSUMERS[0]],
+                "examples": [engines(deployed())[0].name],
             },
         },
         "required": [HEADER_REASON, HEADER_DETAIL, HEADER_SOURCE, HEADER_CONSUMER],

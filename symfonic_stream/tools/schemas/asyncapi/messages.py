@@ -1,4 +1,7 @@
 """``components.messages``: one AsyncAPI message per record type, with key, headers, examples.
+Which channel carries which message, and each message's payload schema (from its model),
+come from the declarations (:mod:`symfonic_stream.consumers.topics`); this module says
+what a reader of each needs besides: its key, headers and examples.
 
 The examples are literals, not generated, so they cannot drift silently: the unit tests
 validate each one against the payload schema its message references.
@@ -6,8 +9,10 @@ validate each one against the payload schema its message references.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from symfonic_stream.consumers.typed import TYPED
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
     HEADER_DETAIL,
@@ -24,13 +29,12 @@ from symfonic_stream.models.headers import (
     TENANT_HEADER,
 )
 from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
-from symfonic_stream.models.names import CONSUMERS, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason
 from symfonic_stream.tools.schemas.asyncapi.objects import (
     PAYLOAD_SCHEMA_FORMAT,
     headers_schema,
     key_binding,
-    payload,
     ref,
 )
 from symfonic_stream.tools.schemas.conventions import DEAD_LETTER_HEADERS_FILE
@@ -75,283 +79,322 @@ def _ticket_example(names: TopicNames) -> dict[str, Any]:
     }
 
 
-def build_messages(names: TopicNames) -> dict[str, Any]:
-    """``components.messages``: one message per record type, with its key and payload."""
+def _agent_event(names: TopicNames) -> dict[str, Any]:
     return {
-        "agentEvent": {
-            "name": "AgentEvent",
-            "title": "Raw kernel event",
-            "summary": "One event of a kernel run; index is dense per run: 0, 1, 2, …",
-            "contentType": "application/json",
-            "payload": payload("agent-event.json"),
-            "bindings": key_binding(_RUN_KEY + " Must equal the payload's run_id."),
-            "examples": [
-                {
-                    "name": "text_delta",
-                    "payload": {
-                        "run_id": "run-1",
-                        "index": 0,
-                        "kind": "text_delta",
-                        "timestamp": 1767225600.25,
-                        "text": "Hello",
-                    },
+        "name": "AgentEvent",
+        "title": "Raw kernel event",
+        "summary": "One event of a kernel run; index is dense per run: 0, 1, 2, …",
+        "contentType": "application/json",
+        "bindings": key_binding(_RUN_KEY + " Must equal the payload's run_id."),
+        "examples": [
+            {
+                "name": "text_delta",
+                "payload": {
+                    "run_id": "run-1",
+                    "index": 0,
+                    "kind": "text_delta",
+                    "timestamp": 1767225600.25,
+                    "text": "Hello",
                 },
-                {
-                    "name": "done",
-                    "payload": {
-                        "run_id": "run-1",
-                        "index": 1,
-                        "kind": "done",
-                        "timestamp": 1767225601.5,
-                        "result": {
-                            "text": "Hello",
-                            "duration_ms": 1250.0,
-                            "usage": {"input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
-                        },
-                    },
-                },
-            ],
-        },
-        "streamEventsRecord": {
-            "name": "StreamEventsRecord",
-            "title": "Typed stream record",
-            "summary": "A typed event, a run segment's end, or a gap; seq is dense per run.",
-            "contentType": "application/json",
-            "headers": _TENANT_HEADERS,
-            "payload": payload("stream-events-record.json"),
-            "bindings": key_binding(_RUN_KEY),
-            "examples": [
-                {
-                    "name": "event",
-                    "headers": {TENANT_HEADER: "acme"},
-                    "payload": {
-                        "run_id": "run-1",
-                        "seq": 0,
-                        "source_index": 0,
-                        "ts": 1767225600.25,
-                        "event": {"type": "text_delta", "text": "Hello"},
-                    },
-                },
-                {
-                    "name": "end",
-                    "payload": {
-                        "run_id": "run-1",
-                        "seq": 3,
-                        "source_index": 1,
-                        "ts": 1767225601.5,
-                        "end": {"status": "completed", "error": None},
-                    },
-                },
-                {
-                    "name": "gap",
-                    "payload": {
-                        "run_id": "run-2",
-                        "seq": 4,
-                        "source_index": None,
-                        "ts": 1767225605.0,
-                        "gap": {"from_index": 5, "to_index": 7},
-                    },
-                },
-            ],
-        },
-        "streamChunksRecord": {
-            "name": "StreamChunksRecord",
-            "title": "Chunk stream record",
-            "summary": "A chunk, a run segment's end, or a gap; seq is dense per run.",
-            "contentType": "application/json",
-            "headers": _TENANT_HEADERS,
-            "payload": payload("stream-chunks-record.json"),
-            "bindings": key_binding(_RUN_KEY),
-            "examples": [
-                {
-                    "name": "chunk",
-                    "payload": {
-                        "run_id": "run-1",
-                        "seq": 0,
-                        "source_index": 0,
-                        "ts": 1767225600.25,
-                        "event": {"type": "text", "content": "Hello", "name": None},
-                    },
-                },
-            ],
-        },
-        "ticket": {
-            "name": "Ticket",
-            "title": "Human-review ticket",
-            "summary": "One pause waiting for a human answer; written once per interrupt_id.",
-            "contentType": "application/json",
-            "headers": headers_schema(
-                {
-                    QUEUE_HEADER: {
-                        "type": "string",
-                        "description": "The topic name after `<prefix>.human.`: `<queue>`, "
-                        "`<tenant>.<queue>` or `expired`.",
-                    },
-                    KIND_HEADER: {"type": "string", "enum": ["ask_user", "interrupt"]},
-                }
-            ),
-            "payload": payload("ticket.json"),
-            "bindings": key_binding(_RUN_KEY),
-            "examples": [
-                {
-                    "name": "ask_user",
-                    "headers": {QUEUE_HEADER: "default", KIND_HEADER: "ask_user"},
-                    "payload": _ticket_example(names),
-                }
-            ],
-        },
-        "ticketRegistration": {
-            "name": "TicketRegistration",
-            "title": "Ticket registration",
-            "summary": "Internal: the pause router registers each ticket with the validator.",
-            "description": (
-                "The ticket again, written by the pause router to the registrations topic in "
-                "the same transaction as the queue record and keyed by ticket id, so it "
-                "shares a partition with every answer to it and precedes them all."
-            ),
-            "contentType": "application/json",
-            "headers": headers_schema(
-                {RECORD_TYPE_HEADER: {"type": "string", "const": TICKET_MARK}},
-            ),
-            "payload": payload("ticket.json"),
-            "bindings": key_binding(_TICKET_KEY),
-            "tags": [ref("#/components/tags/internal")],
-            "examples": [
-                {
-                    "name": "registration",
-                    "headers": {RECORD_TYPE_HEADER: TICKET_MARK},
-                    "payload": _ticket_example(names),
-                }
-            ],
-        },
-        "registeredAnswer": {
-            "name": "RegisteredAnswer",
-            "title": "Answer, appended after its ticket",
-            "summary": "Internal: the validator's intake appends each answer here.",
-            "description": (
-                "A resume request's value, unchanged, keyed by its ticket id; the client's "
-                "headers are not copied."
-            ),
-            "contentType": "application/json",
-            "headers": headers_schema(
-                {RECORD_TYPE_HEADER: {"type": "string", "const": ANSWER_MARK}},
-            ),
-            "payload": payload("resume-request.json"),
-            "bindings": key_binding(_TICKET_KEY),
-            "tags": [ref("#/components/tags/internal")],
-        },
-        "resumeRequest": {
-            "name": "ResumeRequest",
-            "title": "Answer to a ticket",
-            "summary": "A human-review tool's answer; the first valid answer wins.",
-            "contentType": "application/json",
-            "payload": payload("resume-request.json"),
-            "bindings": key_binding(_TICKET_KEY),
-            "examples": [
-                {
-                    "name": "answer",
-                    "payload": {
-                        "ticket_id": "int-1",
-                        "token": "tok-9f2c",
-                        "answer": {"approved": True},
-                        "responder": "alice@example.com",
-                    },
-                }
-            ],
-        },
-        "resume": {
-            "name": "Resume",
-            "title": "Accepted answer",
-            "summary": "A validated answer the kernel resumes the run with.",
-            "contentType": "application/json",
-            "headers": headers_schema(
-                {OUTCOME_HEADER: {"type": "string", "const": ACCEPTED_OUTCOME}},
-            ),
-            "payload": payload("resume.json"),
-            "bindings": key_binding(_RUN_KEY),
-            "examples": [
-                {
-                    "name": "resume",
-                    "headers": {OUTCOME_HEADER: ACCEPTED_OUTCOME},
-                    "payload": {
-                        "ticket_id": "int-1",
-                        "run_id": "run-1",
-                        "tool_call_id": "call-1",
-                        "interrupt_id": "int-1",
-                        "answer": {"approved": True},
-                        "responder": "alice@example.com",
-                        "answered_at": 1767225700.0,
-                    },
-                }
-            ],
-        },
-        "resumeRejection": {
-            "name": "ResumeRejection",
-            "title": "Rejected answer",
-            "summary": "An answer the resume validator refused, with the reason.",
-            "contentType": "application/json",
-            "headers": headers_schema(
-                {
-                    OUTCOME_HEADER: {
-                        "type": "string",
-                        "enum": [reason.value for reason in RejectionReason],
-                        "description": "The rejection reason.",
-                    }
-                },
-            ),
-            "payload": payload("resume-rejection.json"),
-            "bindings": key_binding(_TICKET_KEY),
-            "examples": [
-                {
-                    "name": "bad_token",
-                    "headers": {OUTCOME_HEADER: RejectionReason.BAD_TOKEN.value},
-                    "payload": {
-                        "ticket_id": "int-1",
-                        "reason": "bad_token",
-                        "detail": "token does not match the ticket",
-                        "responder": "mallory@example.com",
-                        "rejected_at": 1767225701.0,
-                    },
-                }
-            ],
-        },
-        "deadLetter": {
-            "name": "DeadLetter",
-            "title": "Dead letter",
-            "summary": "A record a consumer could not process, kept whole.",
-            "description": (
-                "The original record's key, value and headers, unchanged (the value is not "
-                "necessarily JSON, or even UTF-8), plus the four `symfonic-dlq-*` headers."
-            ),
-            "contentType": "application/octet-stream",
-            "headers": {
-                "schemaFormat": PAYLOAD_SCHEMA_FORMAT,
-                "schema": ref(f"./{DEAD_LETTER_HEADERS_FILE}"),
             },
-            "bindings": key_binding("The original record's key, unchanged (may be absent)."),
-            "examples": [
-                {
-                    "name": "invalid_event",
-                    "headers": {
-                        HEADER_REASON: DeadLetterReason.INVALID_EVENT.value,
-                        HEADER_DETAIL: "index: Input should be a valid integer",
-                        HEADER_SOURCE: f"{names.agent_events}/3/1042",
-                        HEADER_CONSUMER: CONSUMERS[0],
+            {
+                "name": "done",
+                "payload": {
+                    "run_id": "run-1",
+                    "index": 1,
+                    "kind": "done",
+                    "timestamp": 1767225601.5,
+                    "result": {
+                        "text": "Hello",
+                        "duration_ms": 1250.0,
+                        "usage": {"input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
                     },
-                }
-            ],
-        },
-        "stateChange": {
-            "name": "StateChange",
-            "title": "State changelog record",
-            "summary": "Internal: one key of a consumer's state store; null value deletes it.",
-            "description": (
-                "Private to symfonic-stream: the encoding may change between versions and "
-                "is not a contract. Written in the same transaction as the consumer's output; "
-                "the key position/next holds the task's input position, the offset it "
-                "resumes at. Replayed to restore state after a crash or rebalance."
-            ),
-            "contentType": "application/octet-stream",
-            "bindings": key_binding("The state-store key (for the projectors, the run id)."),
-        },
+                },
+            },
+        ],
     }
+
+
+def _stream_events_record(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "StreamEventsRecord",
+        "title": "Typed stream record",
+        "summary": "A typed event, a run segment's end, or a gap; seq is dense per run.",
+        "contentType": "application/json",
+        "headers": _TENANT_HEADERS,
+        "bindings": key_binding(_RUN_KEY),
+        "examples": [
+            {
+                "name": "event",
+                "headers": {TENANT_HEADER: "acme"},
+                "payload": {
+                    "run_id": "run-1",
+                    "seq": 0,
+                    "source_index": 0,
+                    "ts": 1767225600.25,
+                    "event": {"type": "text_delta", "text": "Hello"},
+                },
+            },
+            {
+                "name": "end",
+                "payload": {
+                    "run_id": "run-1",
+                    "seq": 3,
+                    "source_index": 1,
+                    "ts": 1767225601.5,
+                    "end": {"status": "completed", "error": None},
+                },
+            },
+            {
+                "name": "gap",
+                "payload": {
+                    "run_id": "run-2",
+                    "seq": 4,
+                    "source_index": None,
+                    "ts": 1767225605.0,
+                    "gap": {"from_index": 5, "to_index": 7},
+                },
+            },
+        ],
+    }
+
+
+def _stream_chunks_record(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "StreamChunksRecord",
+        "title": "Chunk stream record",
+        "summary": "A chunk, a run segment's end, or a gap; seq is dense per run.",
+        "contentType": "application/json",
+        "headers": _TENANT_HEADERS,
+        "bindings": key_binding(_RUN_KEY),
+        "examples": [
+            {
+                "name": "chunk",
+                "payload": {
+                    "run_id": "run-1",
+                    "seq": 0,
+                    "source_index": 0,
+                    "ts": 1767225600.25,
+                    "event": {"type": "text", "content": "Hello", "name": None},
+                },
+            },
+        ],
+    }
+
+
+def _ticket(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "Ticket",
+        "title": "Human-review ticket",
+        "summary": "One pause waiting for a human answer; written once per interrupt_id.",
+        "contentType": "application/json",
+        "headers": headers_schema(
+            {
+                QUEUE_HEADER: {
+                    "type": "string",
+                    "description": "The topic name after `<prefix>.human.`: `<queue>`, "
+                    "`<tenant>.<queue>` or `expired`.",
+                },
+                KIND_HEADER: {"type": "string", "enum": ["ask_user", "interrupt"]},
+            }
+        ),
+        "bindings": key_binding(_RUN_KEY),
+        "examples": [
+            {
+                "name": "ask_user",
+                "headers": {QUEUE_HEADER: "default", KIND_HEADER: "ask_user"},
+                "payload": _ticket_example(names),
+            }
+        ],
+    }
+
+
+def _ticket_registration(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "TicketRegistration",
+        "title": "Ticket registration",
+        "summary": "Internal: the pause router registers each ticket with the validator.",
+        "description": (
+            "The ticket again, written by the pause router to the registrations topic in "
+            "the same transaction as the queue record and keyed by ticket id, so it "
+            "shares a partition with every answer to it and precedes them all."
+        ),
+        "contentType": "application/json",
+        "headers": headers_schema(
+            {RECORD_TYPE_HEADER: {"type": "string", "const": TICKET_MARK}},
+        ),
+        "bindings": key_binding(_TICKET_KEY),
+        "tags": [ref("#/components/tags/internal")],
+        "examples": [
+            {
+                "name": "registration",
+                "headers": {RECORD_TYPE_HEADER: TICKET_MARK},
+                "payload": _ticket_example(names),
+            }
+        ],
+    }
+
+
+def _registered_answer(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "RegisteredAnswer",
+        "title": "Answer, appended after its ticket",
+        "summary": "Internal: the validator's intake appends each answer here.",
+        "description": (
+            "A resume request's value, unchanged, keyed by its ticket id; the client's "
+            "headers are not copied."
+        ),
+        "contentType": "application/json",
+        "headers": headers_schema(
+            {RECORD_TYPE_HEADER: {"type": "string", "const": ANSWER_MARK}},
+        ),
+        "bindings": key_binding(_TICKET_KEY),
+        "tags": [ref("#/components/tags/internal")],
+    }
+
+
+def _resume_request(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "ResumeRequest",
+        "title": "Answer to a ticket",
+        "summary": "A human-review tool's answer; the first valid answer wins.",
+        "contentType": "application/json",
+        "bindings": key_binding(_TICKET_KEY),
+        "examples": [
+            {
+                "name": "answer",
+                "payload": {
+                    "ticket_id": "int-1",
+                    "token": "tok-9f2c",
+                    "answer": {"approved": True},
+                    "responder": "alice@example.com",
+                },
+            }
+        ],
+    }
+
+
+def _resume(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "Resume",
+        "title": "Accepted answer",
+        "summary": "A validated answer the kernel resumes the run with.",
+        "contentType": "application/json",
+        "headers": headers_schema(
+            {OUTCOME_HEADER: {"type": "string", "const": ACCEPTED_OUTCOME}},
+        ),
+        "bindings": key_binding(_RUN_KEY),
+        "examples": [
+            {
+                "name": "resume",
+                "headers": {OUTCOME_HEADER: ACCEPTED_OUTCOME},
+                "payload": {
+                    "ticket_id": "int-1",
+                    "run_id": "run-1",
+                    "tool_call_id": "call-1",
+                    "interrupt_id": "int-1",
+                    "answer": {"approved": True},
+                    "responder": "alice@example.com",
+                    "answered_at": 1767225700.0,
+                },
+            }
+        ],
+    }
+
+
+def _resume_rejection(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "ResumeRejection",
+        "title": "Rejected answer",
+        "summary": "An answer the resume validator refused, with the reason.",
+        "contentType": "application/json",
+        "headers": headers_schema(
+            {
+                OUTCOME_HEADER: {
+                    "type": "string",
+                    "enum": [reason.value for reason in RejectionReason],
+                    "description": "The rejection reason.",
+                }
+            },
+        ),
+        "bindings": key_binding(_TICKET_KEY),
+        "examples": [
+            {
+                "name": "bad_token",
+                "headers": {OUTCOME_HEADER: RejectionReason.BAD_TOKEN.value},
+                "payload": {
+                    "ticket_id": "int-1",
+                    "reason": "bad_token",
+                    "detail": "token does not match the ticket",
+                    "responder": "mallory@example.com",
+                    "rejected_at": 1767225701.0,
+                },
+            }
+        ],
+    }
+
+
+def _dead_letter(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "DeadLetter",
+        "title": "Dead letter",
+        "summary": "A record a consumer could not process, kept whole.",
+        "description": (
+            "The original record's key, value and headers, unchanged (the value is not "
+            "necessarily JSON, or even UTF-8), plus the four `symfonic-dlq-*` headers."
+        ),
+        "contentType": "application/octet-stream",
+        "headers": {
+            "schemaFormat": PAYLOAD_SCHEMA_FORMAT,
+            "schema": ref(f"./{DEAD_LETTER_HEADERS_FILE}"),
+        },
+        "bindings": key_binding("The original record's key, unchanged (may be absent)."),
+        "examples": [
+            {
+                "name": "invalid_event",
+                "headers": {
+                    HEADER_REASON: DeadLetterReason.INVALID_EVENT.value,
+                    HEADER_DETAIL: "index: Input should be a valid integer",
+                    HEADER_SOURCE: f"{names.agent_events}/3/1042",
+                    HEADER_CONSUMER: TYPED.name,
+                },
+            }
+        ],
+    }
+
+
+def _state_change(names: TopicNames) -> dict[str, Any]:
+    return {
+        "name": "StateChange",
+        "title": "State changelog record",
+        "summary": "Internal: one key of a consumer's state store; null value deletes it.",
+        "description": (
+            "Private to symfonic-stream: the encoding may change between versions and "
+            "is not a contract. Written in the same transaction as the consumer's output; "
+            "the key position/next holds the task's input position, the offset it "
+            "resumes at. Replayed to restore state after a crash or rebalance."
+        ),
+        "contentType": "application/octet-stream",
+        "bindings": key_binding("The state-store key (for the projectors, the run id)."),
+    }
+
+
+#: Each message's description, by its id (which channels carry it: the declarations).
+_MESSAGES: dict[str, Callable[[TopicNames], dict[str, Any]]] = {
+    "agentEvent": _agent_event,
+    "streamEventsRecord": _stream_events_record,
+    "streamChunksRecord": _stream_chunks_record,
+    "ticket": _ticket,
+    "ticketRegistration": _ticket_registration,
+    "registeredAnswer": _registered_answer,
+    "resumeRequest": _resume_request,
+    "resume": _resume,
+    "resumeRejection": _resume_rejection,
+    "deadLetter": _dead_letter,
+    "stateChange": _state_change,
+}
+
+
+def build_messages(names: TopicNames) -> dict[str, Any]:
+    """``components.messages``: one message per record type, with its key and headers."""
+    return {message_id: describe(names) for message_id, describe in _MESSAGES.items()}

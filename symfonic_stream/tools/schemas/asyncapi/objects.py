@@ -43,3 +43,14 @@ def headers_schema(properties: dict[str, Any], *, optional: bool = False) -> dic
     ``optional``, present on some records only."""
     schema = {"type": "object", "properties": properties}
     return schema if optional else {**schema, "required": list(properties)}
+
+
+def camel(name: str) -> str:
+    """``resume-intake`` → ``resumeIntake``: an engine's name as part of an AsyncAPI id."""
+    first, *rest = name.split("-")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def upper_first(identifier: str) -> str:
+    """``streamEvents`` → ``StreamEvents`` (an id inside another id)."""
+    return identifier[:1].upper() + identifier[1:]

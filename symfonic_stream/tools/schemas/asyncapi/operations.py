@@ -1,193 +1,71 @@
-"""``operations``: who sends and receives on each channel, outside the project and inside it."""
+"""``operations``: who sends and receives on each channel, outside the project (declared on
+the topics) and inside it (each engine of a deployed consumer, each reader)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from symfonic_stream.models.names import INTAKE, TopicNames
-from symfonic_stream.tools.schemas.asyncapi.objects import group_binding, ref
+from symfonic_stream.consumers import READERS, Consumer, Engine, Message, deployed
+from symfonic_stream.consumers.topics import DEAD_LETTER, STATE_CHANGE
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.tools.schemas.asyncapi.channels import changelog_channel_id, document_topics
+from symfonic_stream.tools.schemas.asyncapi.objects import camel, group_binding, ref, upper_first
 
 
-def build_operations(names: TopicNames, channels: dict[str, Any]) -> dict[str, Any]:
-    operations: dict[str, Any] = {}
-
-    def operation(
-        op_id: str,
-        action: str,
-        channel_id: str,
-        summary: str,
-        *,
-        group: str | None = None,
-        tag: str,
-        messages: tuple[str, ...] | None = None,
-    ) -> None:
-        body: dict[str, Any] = {
-            "action": action,
-            "channel": ref(f"#/channels/{channel_id}"),
-            "summary": summary,
-            "messages": [
-                ref(f"#/channels/{channel_id}/messages/{message}")
-                for message in (messages or tuple(channels[channel_id]["messages"]))
-            ],
-            "tags": [ref(f"#/components/tags/{tag}")],
-        }
-        if group is not None:
-            body["bindings"] = group_binding(group)
-        operations[op_id] = body
-
-    # Outside the project: who feeds it and who reads it.
-    operation(
-        "kernelPublishAgentEvents",
-        "send",
-        "agentEvents",
-        "The kernel publishes each run's events, keyed by run id.",
-        tag="external",
-    )
-    operation(
-        "clientsReadStreamEvents",
-        "receive",
-        "streamEvents",
-        "Applications follow typed streams (read_committed).",
-        tag="external",
-    )
-    operation(
-        "clientsReadStreamChunks",
-        "receive",
-        "streamChunks",
-        "Text-only applications follow chunk streams (read_committed).",
-        tag="external",
-    )
-    operation(
-        "reviewToolsReadTickets",
-        "receive",
-        "humanQueue",
-        "Human-review tools take tickets from their queue.",
-        tag="external",
-    )
-    operation(
-        "reviewToolsReadTenantTickets",
-        "receive",
-        "tenantHumanQueue",
-        "Human-review tools take a tenant's tickets (per-tenant queues).",
-        tag="external",
-    )
-    operation(
-        "reviewToolsSendAnswers",
-        "send",
-        "resumeRequests",
-        "Human-review tools answer a ticket with its token, keyed by ticket id.",
-        tag="external",
-        messages=("resumeRequest",),
-    )
-    operation(
-        "kernelReadResumes",
-        "receive",
-        "resumes",
-        "The kernel resumes paused runs with accepted answers.",
-        tag="external",
-    )
-    operation(
-        "reviewToolsReadRejections",
-        "receive",
-        "resumeRejections",
-        "Human-review tools learn why an answer was refused.",
-        tag="external",
-    )
-    operation(
-        "operatorsReadDeadLetters",
-        "receive",
-        "deadLetter",
-        "Operators inspect, fix and replay dead letters.",
-        tag="external",
-    )
-
-    # The four consumers: receive with their group, produce in the same transaction.
-    Output = tuple[str, str, str, tuple[str, ...] | None]
-    consumers: dict[str, tuple[str, list[Output]]] = {
-        "typed": (
-            "agentEvents",
-            [("SendStreamEvents", "streamEvents", "Typed events, end and gap records.", None)],
-        ),
-        "chunks": (
-            "agentEvents",
-            [("SendStreamChunks", "streamChunks", "Chunks, end and gap records.", None)],
-        ),
-        "pauses": (
-            "agentEvents",
-            [
-                ("SendTickets", "humanQueue", "One ticket per interrupt_id.", None),
-                ("SendTenantTickets", "tenantHumanQueue", "Per-tenant queues, when on.", None),
-                ("SendExpiredTickets", "expiredTickets", "Tickets expired when routed.", None),
-                (
-                    "SendTicketRegistrations",
-                    "pauseRegistrations",
-                    "Each ticket again, registered with the resume validator.",
-                    ("ticketRegistration",),
-                ),
-            ],
-        ),
-        "resumeIntake": (
-            "resumeRequests",
-            [
-                (
-                    "SendAnswers",
-                    "pauseRegistrations",
-                    "Each answer, keyed by its ticket id, after its registration.",
-                    ("registeredAnswer",),
-                ),
-            ],
-        ),
-        "resumes": (
-            "pauseRegistrations",
-            [
-                ("SendResumes", "resumes", "Accepted answers, keyed by run id.", None),
-                ("SendRejections", "resumeRejections", "Refused answers, with the reason.", None),
-            ],
-        ),
+def _operation(action: str, channel_id: str, summary: str, tag: str,
+               messages: tuple[Message, ...], group: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "action": action,
+        "channel": ref(f"#/channels/{channel_id}"),
+        "summary": summary,
+        "messages": [ref(f"#/channels/{channel_id}/messages/{m.id}") for m in messages],
+        "tags": [ref(f"#/components/tags/{tag}")],
     }
-    for consumer, (source, outputs) in consumers.items():
-        # The intake is the resumes process's first stage: its own group, the same tag.
-        intake = consumer == "resumeIntake"
-        group = names.group(INTAKE if intake else consumer)
-        tag = "resumes" if intake else consumer
-        operation(
-            f"{consumer}Receive",
-            "receive",
-            source,
-            f"The {consumer} consumer reads its input in group {group}.",
-            group=group,
-            tag=tag,
-        )
-        for suffix, channel_id, summary, messages in outputs:
-            operation(
-                f"{consumer}{suffix}",
-                "send",
-                channel_id,
-                f"{summary} Committed in one transaction with the input offsets.",
-                tag=tag,
-                messages=messages,
-            )
-        operation(
-            f"{consumer}SendDeadLetters",
-            "send",
-            "deadLetter",
-            "Records it cannot process, in the same transaction.",
-            tag=tag,
-        )
-        if intake:
-            continue  # stateless: no changelog
-        operation(
-            f"{consumer}WriteState",
-            "send",
-            f"{consumer}StateChangelog",
-            "State changes, in the same transaction as the output.",
-            tag=tag,
-        )
-        operation(
-            f"{consumer}RestoreState",
-            "receive",
-            f"{consumer}StateChangelog",
-            "Replays the changelog partitions of its assigned input partitions before consuming.",
-            tag=tag,
-        )
+    if group is not None:
+        body["bindings"] = group_binding(group)
+    return body
+
+
+def _engine_operations(consumer: Consumer, engine: Engine, names: TopicNames
+                       ) -> dict[str, Any]:
+    """An engine receives with its group and sends its outputs, dead letters and state in
+    one transaction with its input offsets; a stateful one restores its state first."""
+    me, tag, group = camel(engine.name), consumer.name, names.group(engine.name)
+    found = {f"{me}Receive": _operation(
+        "receive", engine.reads.id, f"The {engine.name} consumer reads its input in group "
+        f"{group}.", tag, engine.reads.messages, group)}
+    for write in engine.writes:
+        found[f"{me}Send{upper_first(write.topic.id)}"] = _operation(
+            "send", write.topic.id,
+            f"{write.summary} Committed in one transaction with the input offsets.",
+            tag, write.carries())
+    found[f"{me}Send{upper_first(DEAD_LETTER.id)}"] = _operation(
+        "send", DEAD_LETTER.id, "Records it cannot process, in the same transaction.", tag,
+        DEAD_LETTER.messages)
+    if engine.stores:
+        changelog = changelog_channel_id(engine)
+        state = (STATE_CHANGE,)
+        found[f"{me}WriteState"] = _operation(
+            "send", changelog, "State changes, in the same transaction as the output.", tag,
+            state)
+        found[f"{me}RestoreState"] = _operation(
+            "receive", changelog, "Replays the changelog partitions of its assigned input "
+            "partitions before consuming.", tag, state)
+    return found
+
+
+def build_operations(names: TopicNames) -> dict[str, Any]:
+    operations: dict[str, Any] = {}
+    for topic in document_topics():
+        for outside in topic.outside:
+            operations[outside.operation] = _operation(
+                outside.action, topic.id, outside.summary, "external", topic.messages)
+    for consumer in deployed():
+        for engine in consumer.engines:
+            operations.update(_engine_operations(consumer, engine, names))
+    for reader in READERS:
+        for topic in reader.reads:
+            operations[f"{camel(reader.name)}Receive{upper_first(topic.id)}"] = _operation(
+                "receive", topic.id, f"The {reader.name} reads every partition, in no group "
+                "(read_committed).", reader.name, topic.messages)
     return operations

@@ -1,9 +1,11 @@
 from collections.abc import Sequence
 from typing import Any
 
-def scan(value: bytes, max_depth: int, max_integer: int) -> tuple[str, str] | None:
-    """None when ``value`` is a JSON object the project can carry, else ``(kind, detail)``:
-    kind "json", "type", "depth", "integer" or "duplicate_key" (native/src/lib.rs)."""
+def scan(value: bytes, max_depth: int, max_integer: int,
+         object: bool = True) -> tuple[str, str] | None:
+    """None when ``value`` is a document the project can carry (with ``object``, a JSON
+    object), else ``(kind, detail)``: kind "json", "type" (only with ``object``), "depth",
+    "integer" or "duplicate_key" (native/src/json_scan.rs)."""
 
 def partition_for_key(key: bytes, count: int) -> int:
     """The partition Kafka's default partitioner picks for ``key`` among ``count``

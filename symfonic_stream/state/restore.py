@@ -2,7 +2,7 @@
 
 A separate, group-less, read_committed consumer is assigned the changelog partitions of
 the tasks being set up, seeks to their beginning and hands every record to the store whose
-prefix it carries (:func:`~symfonic_stream.engine.store.restore_record`). Tasks without a
+prefix it carries (:func:`~symfonic_stream.state.store.restore_record`). Tasks without a
 group share one changelog partition, each under a key prefix of its own. Under
 read_committed aiokafka's ``end_offsets`` is the last stable offset (ListOffsets carries the
 isolation level; aio-libs/aiokafka#1087 was about older versions that returned the high
@@ -36,14 +36,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.faults import fault_point
-from symfonic_stream.engine.store import StateStore, restore_record
+from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
+from symfonic_stream.state.store import StateStore, restore_record
 
 log = logging.getLogger(__name__)
 
@@ -78,25 +79,41 @@ def _restore_one(targets: Sequence[tuple[bytes, Sequence[StateStore[Any]]]], key
     return False
 
 
+@dataclass(slots=True)
+class Restored:
+    """What one restore did, per changelog partition."""
+
+    #: Records handed to a store.
+    records: dict[int, int]
+    #: The offset each partition was read to: its stores now hold everything before it.
+    applied: dict[int, int]
+    #: Partitions whose start offset lies before the log's start (records deleted since
+    #: the stores last read it): they must be restored from the beginning into fresh ones.
+    behind: set[int] = field(default_factory=set)
+
+
 async def restore_stores(
     settings: Settings,
     changelog_topic: str,
     targets: Targets,
     *,
+    starts: Mapping[int, int] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
-) -> dict[int, int]:
-    """Restore every target's stores; returns records restored per changelog partition."""
+) -> Restored:
+    """Restore every target's stores, from its partition's beginning or, for a partition
+    in ``starts``, from that offset (stores that hold everything before it: the tail)."""
     if not targets:
-        return {}
+        return Restored({}, {})
     consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
     prober = _Prober(settings, changelog_topic)
     await consumer.start()
     try:
         tps = [TopicPartition(changelog_topic, p) for p in targets]
         consumer.assign(tps)
-        begins = await consumer.beginning_offsets(tps)
+        firsts = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
+        begins, behind = _begins(firsts, starts or {})
         run = _Restore(consumer, targets, begins, ends)
         while run.remaining:
             if cancelled():
@@ -116,7 +133,19 @@ async def restore_stores(
             await asyncio.sleep(0)
     finally:
         await consumer.stop()
-    return run.counts
+    return Restored(run.counts, {tp.partition: max(begins[tp], ends[tp]) for tp in tps}, behind)
+
+
+def _begins(firsts: Mapping[TopicPartition, int], starts: Mapping[int, int]
+            ) -> tuple[dict[TopicPartition, int], set[int]]:
+    """Where each partition's restore begins; the partitions whose start is gone."""
+    begins, behind = {}, set()
+    for tp, first in firsts.items():
+        start = starts.get(tp.partition, first)
+        if start < first:
+            behind.add(tp.partition)
+        begins[tp] = max(start, first)
+    return begins, behind
 
 
 class _Restore:

@@ -13,12 +13,32 @@ position unless someone else moved the group's offset since (:func:`resume_offse
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import orjson
 
-from symfonic_stream.engine.records import Collector
-from symfonic_stream.engine.store import Codec, StateStore
+from symfonic_stream.state.store import Codec, StateStore
+
+
+class _Typed(Protocol):
+    @property
+    def record_type(self) -> str: ...
+
+
+class Counted(Protocol):
+    """What one transaction carries, as the totals count it (the engine's Collector)."""
+
+    @property
+    def outputs(self) -> Sequence[_Typed]: ...
+
+    @property
+    def dead_letters(self) -> Sized: ...
+
+    @property
+    def counts(self) -> Mapping[str, int]: ...
+
 
 #: The one key of a task's position store.
 KEY = "next"
@@ -41,7 +61,7 @@ class Progress:
     #: else (an operator's reset): set-up then follows the group (:func:`resume_offset`).
     group_offset: int | None = None
 
-    def add(self, out: Collector, consumed: int) -> None:
+    def add(self, out: Counted, consumed: int) -> None:
         """Count one transaction's worth into the totals."""
         self.records_in += consumed
         self.records_out += len(out.outputs)

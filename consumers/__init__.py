@@ -1,0 +1,108 @@
+"""One declaration per consumer, and the registry of them all.
+
+Each module declares one consumer (:mod:`.typed`, :mod:`.chunks`, :mod:`.pauses`,
+:mod:`.resumes`, :mod:`.copier`) or reader (:mod:`.gateway`) with the shapes of
+:mod:`.declaration`, over the topics of :mod:`.topics`. Adding a consumer is a module
+here, its entry in :data:`CONSUMERS`, and its processor; ``make schemas`` then regenerates
+what is derived outside the package (the AsyncAPI document, the chart's files), and the
+tests fail until it has (docs/engine.md, "Writing a consumer").
+"""
+
+from __future__ import annotations
+
+from symfonic_stream.consumers.chunks import CHUNKS
+from symfonic_stream.consumers.copier import COPIER
+from symfonic_stream.consumers.declaration import (
+    Consumer,
+    Engine,
+    Message,
+    Outside,
+    Reader,
+    Resources,
+    Topic,
+    Wire,
+    Wiring,
+    Write,
+)
+from symfonic_stream.consumers.gateway import GATEWAY
+from symfonic_stream.consumers.pauses import PAUSES
+from symfonic_stream.consumers.resumes import RESUMES_CONSUMER
+from symfonic_stream.consumers.topics import DEAD_LETTER, TOPICS
+from symfonic_stream.consumers.typed import TYPED
+
+#: Every consumer ``symfonic-stream run`` can start, in the order the deployment lists them.
+CONSUMERS: tuple[Consumer, ...] = (TYPED, CHUNKS, PAUSES, RESUMES_CONSUMER, COPIER)
+#: The processes that read without a group.
+READERS: tuple[Reader, ...] = (GATEWAY,)
+
+
+# Everything derived reads the registry through these functions, when it is called: so a
+# declaration added to CONSUMERS (by a test, too) is everywhere at once.
+
+
+def registered() -> tuple[Consumer, ...]:
+    """Every consumer ``run`` can start."""
+    return CONSUMERS
+
+
+def consumer(name: str) -> Consumer:
+    """The consumer called ``name`` (``KeyError`` when there is none)."""
+    for declared in registered():
+        if declared.name == name:
+            return declared
+    raise KeyError(name)
+
+
+def deployed() -> tuple[Consumer, ...]:
+    """The consumers a deployment runs (the chart's Deployments, the ACL plan's users)."""
+    return tuple(c for c in registered() if c.deployed)
+
+
+def deployed_names() -> tuple[str, ...]:
+    return tuple(c.name for c in deployed())
+
+
+def engines(consumers: tuple[Consumer, ...] | None = None) -> tuple[Engine, ...]:
+    """Every engine of ``consumers`` (default: every registered one), in order."""
+    chosen = registered() if consumers is None else consumers
+    return tuple(engine for c in chosen for engine in c.engines)
+
+
+def topics_of(consumers: tuple[Consumer, ...], readers: tuple[Reader, ...] = ()
+              ) -> tuple[Topic, ...]:
+    """The topics ``consumers`` and ``readers`` read or write, and the dead letters (every
+    engine writes them): in the catalogue's order (:data:`.topics.TOPICS`), then any
+    other in the order declared."""
+    used = [DEAD_LETTER, *(t for r in readers for t in r.reads)]
+    for engine in engines(consumers):
+        used += [engine.reads, *(write.topic for write in engine.writes)]
+    ids = {topic.id for topic in used}
+    catalogued = [topic for topic in TOPICS if topic.id in ids]
+    known = {topic.id for topic in catalogued}
+    for topic in used:
+        if topic.id not in known:
+            known.add(topic.id)
+            catalogued.append(topic)
+    return tuple(catalogued)
+
+
+__all__ = [
+    "CONSUMERS",
+    "READERS",
+    "Consumer",
+    "Engine",
+    "Message",
+    "Outside",
+    "Reader",
+    "Resources",
+    "Topic",
+    "Wire",
+    "Wiring",
+    "Write",
+    "consumer",
+    "deployed",
+    "deployed_names",
+    "engines",
+    "registered",
+    "topics_of",
+]

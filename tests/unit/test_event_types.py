@@ -1,0 +1,141 @@
+"""The typed event types' registry (symfonic_stream/models/event_types.py) and the three
+output formats: each format has a handler for every type, and does what the registry says.
+
+A new event type in the StreamEvent union without its entry, or an entry some format does
+not handle (or handles otherwise), fails here.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+from rich.console import Console
+
+from symfonic_stream.gateway import agui
+from symfonic_stream.models.envelope import TypedEventRecord
+from symfonic_stream.models.event_types import EVENT_TYPES, STREAM_EVENT_TYPES, EventType
+from symfonic_stream.models.stream_event import StreamEvent
+from symfonic_stream.tools import render
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "symfonic_stream" / "gateway" / "static" / "index.html"
+GATEWAY_DOC = ROOT / "docs" / "gateway.md"
+
+_START = {"type": "tool_call_start", "tool_name": "search", "tool_call_id": "c1",
+          "phase": "executing"}
+_PAUSE = {"token": "tok", "tool_call_id": "c2", "interrupt_id": "i1", "run_id": "r",
+          "session_id": None, "expires_at": 1767229200.0, "resumable": True}
+#: Per type, the events a run gets, in order: the last is the type's own.
+EXAMPLES: dict[str, list[dict[str, Any]]] = {
+    "thinking_delta": [{"type": "thinking_delta", "text": "hmm"}],
+    "text_delta": [{"type": "text_delta", "text": "Hello"}],
+    "tool_call_start": [_START],
+    "tool_call_delta": [_START, {"type": "tool_call_delta", "tool_call_id": "c1",
+                                 "args_delta": '{"q":1}'}],
+    "tool_result": [{"type": "tool_result", "tool_call_id": "c1", "result": "ok"}],
+    "extension": [{"type": "extension", "name": "trace", "event_id": "e1", "payload": {"a": 1}}],
+    "usage": [{"type": "usage", "input_tokens": 3, "output_tokens": 4}],
+    "response_complete": [{"type": "response_complete", "text": "done", "duration_ms": 12.5}],
+    "ask_user": [{"type": "ask_user", "questions": ["Go on?"], **_PAUSE}],
+    "interrupt": [{"type": "interrupt", "name": "approve", "payload": {"x": 1}, **_PAUSE}],
+}
+_CLOSERS = {"RUN_STARTED", "TEXT_MESSAGE_END", "REASONING_MESSAGE_END", "REASONING_END",
+            "TOOL_CALL_END"}
+ENTRIES = pytest.mark.parametrize("entry", EVENT_TYPES, ids=lambda entry: entry.name)
+
+
+def test_the_registry_is_the_stream_event_union() -> None:
+    union, _field = get_args(StreamEvent)
+    assert [entry.model for entry in EVENT_TYPES] == list(get_args(union))
+    assert tuple(EXAMPLES) == STREAM_EVENT_TYPES
+
+
+@ENTRIES
+def test_each_example_is_its_model(entry: EventType) -> None:
+    entry.model.model_validate(EXAMPLES[entry.name][-1])
+
+
+# -- AG-UI --------------------------------------------------------------------------------
+
+
+def _translated(events: list[dict[str, Any]]) -> tuple[agui.AgUiRun, list[agui.Event]]:
+    run = agui.AgUiRun("r")
+    last: list[agui.Event] = []
+    for seq, event in enumerate(events):
+        last = run.translate({"run_id": "r", "seq": seq, "ts": 1.0, "event": event})
+    return run, last
+
+
+def test_ag_ui_has_a_handler_per_type() -> None:
+    assert set(agui._HANDLERS) == set(STREAM_EVENT_TYPES)
+
+
+@ENTRIES
+def test_ag_ui_does_what_the_registry_says(entry: EventType) -> None:
+    run, last = _translated(EXAMPLES[entry.name])
+    assert tuple(e["type"] for e in last if e["type"] not in _CLOSERS) == entry.ag_ui
+    status = "paused" if entry.ag_ui_finish == "outcome" else "completed"
+    end = run.translate({"run_id": "r", "seq": 9, "ts": 2.0, "end": {"status": status}})
+    [finished] = [e for e in end if e["type"] not in _CLOSERS]
+    assert finished["type"] == "RUN_FINISHED"
+    if entry.ag_ui_finish == "outcome":
+        assert finished["outcome"]["type"] == "interrupt" and finished["outcome"]["interrupts"]
+    else:
+        assert finished["outcome"] == {"type": "success"}
+    assert ("result" in finished) == (entry.ag_ui_finish == "result")
+    assert ("usage" in finished) == (entry.ag_ui_finish == "usage")
+
+
+# -- the gateway's page -------------------------------------------------------------------
+
+
+def _page_handlers() -> dict[str, str]:
+    """The page's ``typed`` handlers: each type's source text."""
+    [table] = re.findall(r"\nconst typed = \{\n(.*?)\n\};\n", PAGE.read_text(), flags=re.S)
+    parts = re.split(r"^  ([a-z_]+): ", table, flags=re.M)[1:]
+    return dict(zip(parts[::2], parts[1::2], strict=True))
+
+
+def test_the_page_has_a_handler_per_type() -> None:
+    assert set(_page_handlers()) == set(STREAM_EVENT_TYPES)
+
+
+@ENTRIES
+def test_the_page_shows_each_type_in_its_pane(entry: EventType) -> None:
+    writes_to = {"text": '$("text")', "thinking": '$("thinking")', "tools": "tool(",
+                 "notes": "note("}
+    assert writes_to[entry.page] in _page_handlers()[entry.name]
+
+
+# -- the terminal -------------------------------------------------------------------------
+
+
+def test_the_terminal_has_a_handler_per_type() -> None:
+    assert set(render._TYPED) == {entry.model for entry in EVENT_TYPES}
+
+
+@ENTRIES
+def test_the_terminal_renders_each_type_as_the_registry_says(entry: EventType) -> None:
+    text = io.StringIO()
+    renderer = render.RunRenderer(Console(file=text, no_color=True, width=200),
+                                  show_header=False)
+    for seq, event in enumerate(EXAMPLES[entry.name]):
+        before = text.tell()
+        renderer.render(TypedEventRecord.model_validate(
+            {"run_id": "r", "seq": seq, "source_index": seq, "ts": 1.0, "event": event}))
+    own = text.getvalue()[before:]
+    assert own.strip(), "nothing rendered"
+    assert own.endswith("\n") == (entry.terminal == "line"), repr(own)
+
+
+# -- the docs -----------------------------------------------------------------------------
+
+
+def test_the_ag_ui_table_names_every_type() -> None:
+    section = GATEWAY_DOC.read_text().split("## AG-UI", 1)[1].split("\n## ", 1)[0]
+    for name in STREAM_EVENT_TYPES:
+        assert f"`{name}`" in section, name
