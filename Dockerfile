@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 #
-# symfonic-stream container image: the consumers and the gateway (`symfonic-stream[gateway]`).
+# symfonic-stream container image: the consumers and the gateway and the persistent state store (`symfonic-stream[gateway,rocksdb]`).
 #
 #   docker build --build-arg VERSION=0.1.0 -t symfonic-stream:0.1.0 .
 #   docker run --rm --read-only symfonic-stream:0.1.0 run typed    # typed|chunks|pauses|resumes
@@ -40,7 +40,7 @@ COPY consumers/ consumers/
 COPY native/ native/
 # The project wheel (setuptools-rust builds native/ into it) and a wheel for every runtime
 # dependency of the image's role, into /wheels.
-RUN /build/bin/pip wheel --wheel-dir /wheels ".[gateway]"
+RUN /build/bin/pip wheel --wheel-dir /wheels ".[gateway,rocksdb]"
 
 # ---------------------------------------------------------------- wheels-context
 FROM scratch AS wheels-context
@@ -75,7 +75,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
 # this image can build or fetch packages.
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
     python3 -m venv /opt/symfonic-stream \
- && pip install --no-index --find-links /wheels "symfonic-stream[gateway]${VERSION:+==$VERSION}" \
+ && pip install --no-index --find-links /wheels "symfonic-stream[gateway,rocksdb]${VERSION:+==$VERSION}" \
  && python -c 'import symfonic_stream._native' \
  && pip uninstall --yes pip setuptools \
  && groupadd --system --gid "${GID}" symfonic \

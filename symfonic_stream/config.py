@@ -134,6 +134,7 @@ class Settings(BaseSettings):
     batch_max_latency_ms: int = Field(5, ge=0)
     group_offset_interval_ms: int = Field(1000, ge=0)
     state_keep_s: float = Field(900.0, ge=0)
+    state_dir: Path | None = None
     compression: Compression = "none"
     event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)

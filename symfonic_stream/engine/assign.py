@@ -217,6 +217,8 @@ async def rebuild_task(
     the changelog's stable end and the position both include that transaction, or neither.
     """
     await task.producer.close()
+    if task.disk is not None:  # it holds what was committed: the rebuild loads it again
+        task.disk.close()
     prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
                                     on_progress=on_progress))[task.tp]
     task.producer = prepared.producer

@@ -21,7 +21,7 @@ from symfonic_stream.engine.assign import Prepared, Superseded, prepare_tasks
 from symfonic_stream.engine.assignor import WARM_LAG, Warmth
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
-from symfonic_stream.engine.restoring import KeptTasks, fresh_state
+from symfonic_stream.engine.restoring import KeptTasks, open_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
@@ -69,9 +69,11 @@ class Assignments:
         if self.kept is None:
             return
         for partition in partitions:
+            if partition in self.kept.partitions:
+                continue  # kept already, and tailed
             tp = TopicPartition(self.topology.source_topic, partition)
-            state = fresh_state(self.settings, self.topology, tp)
-            self.kept.warm_up(partition, state, state.stores)
+            state, start = open_state(self.settings, self.topology, tp)
+            self.kept.warm_up(partition, state, state.stores, start or 0, state.disk)
         self._warming = frozenset(partitions)
         if partitions:
             log.info("warming partitions up before the group moves them here",
@@ -158,9 +160,11 @@ class Assignments:
         """A revoked task's state is kept when everything it processed is committed and
         its stores' changelog offset is known (:mod:`symfonic_stream.state.kept`)."""
         if self.kept is None or not closed or task.changelog_offset is None:
+            if task.disk is not None:
+                task.disk.close()
             return
         state = task.state()
-        self.kept.keep(task.partition, state, state.stores, task.changelog_offset)
+        self.kept.keep(task.partition, state, state.stores, task.changelog_offset, state.disk)
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._epoch += 1

@@ -84,7 +84,8 @@ class Committing(Protocol):
     def stores(self) -> tuple[StateStore[Any], ...]: ...
 
     def committed(self, next_offset: int | None, *, to_group: bool,
-                  changelog_offset: int | None) -> None: ...
+                  changelog_offset: int | None,
+                  changes: dict[bytes, bytes | None] | None) -> None: ...
 
     def log_context(self) -> dict[str, object]: ...
 
@@ -136,7 +137,8 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
                     extra={**task.log_context(), "error": repr(aborted.__cause__)})
         return _aborted(task, time.monotonic() - started)
     # 8. advance
-    task.committed(next_offset, to_group=offsets is not None, changelog_offset=written)
+    task.committed(next_offset, to_group=offsets is not None, changelog_offset=written,
+                   changes=out.state)
     # 9. report
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)

@@ -46,6 +46,7 @@ from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.disk import StateDirError, check_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,11 @@ class Engine(Assignments):
         # attempt; the topics must then exist (checked once more after a short wait).
         timeout = self.settings.startup_timeout_s
         wait = self.readiness.waiting_for_kafka
+        if self.settings.state_dir is not None and self.topology.changelog_topic is not None:
+            try:
+                check_state_dir(self.settings.state_dir)
+            except StateDirError as exc:
+                raise EngineError(str(exc)) from None
         try:
             await check_topics(self.settings, self.topology, timeout_s=timeout, on_wait=wait)
             consumer = await retrying("starting the consumer", self._start_consumer,
@@ -182,6 +188,8 @@ class Engine(Assignments):
             await asyncio.gather(*(task.close() for task in tasks))
             for task in tasks:
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
+                if task.disk is not None:
+                    task.disk.close()
         # Leaving the group now hands our partitions over at once, not after a session timeout.
         await consumer.stop()
         log.info("consumer stopped", extra={"group": self.topology.group_id})
@@ -330,6 +338,8 @@ class Engine(Assignments):
         with contextlib.suppress(Exception):
             consumer.pause(task.tp)
         await task.close()
+        if task.disk is not None:
+            task.disk.close()
         self.metrics.forget_partition(task.tp.topic, task.tp.partition)
         self.readiness.dropped = True
         self._rejoin = True

@@ -22,6 +22,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Processor
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.disk import DiskState
 from symfonic_stream.state.kept import Kept, KeptState
 from symfonic_stream.state.position import KEY as POSITION
 from symfonic_stream.state.position import Progress, position_store
@@ -39,6 +40,8 @@ class TaskState:
     position: StateStore[Progress] | None
     #: The stores hold every changelog record before this offset (None: not restored).
     changelog_offset: int | None = None
+    #: Its persistent store (``SYMFONIC_STATE_DIR``), written with every record applied.
+    disk: DiskState | None = None
 
     @property
     def stores(self) -> list[StateStore[Any]]:
@@ -65,6 +68,29 @@ def fresh_state(settings: Settings, topology: Topology, tp: TopicPartition) -> T
                      position_store() if keeps else None)
 
 
+def open_state(settings: Settings, topology: Topology, tp: TopicPartition
+               ) -> tuple[TaskState, int | None]:
+    """Fresh state, loaded from its persistent store where there is one to trust; and the
+    changelog offset it holds everything before (None: restore it whole)."""
+    state = fresh_state(settings, topology, tp)
+    if settings.state_dir is None or topology.bounded is not None:
+        return state, None
+    folder = settings.state_dir / topology.group_id
+    disk = DiskState.open(folder, str(tp.partition))
+    if disk is None:
+        return state, None
+    start = disk.checkpoint()
+    if start is None:  # nothing there, or nothing to trust: begin it afresh
+        disk.destroy()
+        disk = DiskState.open(folder, str(tp.partition))
+    else:
+        loaded = disk.load(state.stores)
+        log.info("state loaded from its persistent store",
+                 extra={"partition": tp.partition, "records": loaded, "checkpoint": start})
+    state.disk = disk
+    return state, start
+
+
 async def restore_tasks(
     settings: Settings,
     topology: Topology,
@@ -81,19 +107,26 @@ async def restore_tasks(
     taken here goes back to ``kept`` if the set-up fails or is superseded."""
     states: dict[TopicPartition, TaskState] = {}
     taken: dict[TopicPartition, Kept[TaskState]] = {}
+    starts: dict[int, int] = {}
     for tp in tps:
         entry = kept.take(tp.partition) if kept is not None else None
         if entry is not None:
             taken[tp], states[tp] = entry, entry.holder
+            starts[tp.partition] = entry.applied
         else:
-            states[tp] = fresh_state(settings, topology, tp)
+            states[tp], start = open_state(settings, topology, tp)
+            if start is not None:
+                starts[tp.partition] = start
     try:
-        untouched = await _read_changelog(settings, topology, states, taken, metrics,
+        untouched = await _read_changelog(settings, topology, states, taken, starts, metrics,
                                           cancelled, on_progress)
     except BaseException:
-        if kept is not None:
-            for tp, entry in taken.items():
-                kept.keep(tp.partition, entry.holder, entry.stores, entry.applied)
+        for tp, state in states.items():
+            if tp in taken and kept is not None:
+                entry = taken[tp]
+                kept.keep(tp.partition, entry.holder, entry.stores, entry.applied, state.disk)
+            elif state.disk is not None:
+                state.disk.close()
         raise
     for tp, state in states.items():
         if tp not in untouched:
@@ -106,20 +139,25 @@ async def _read_changelog(
     topology: Topology,
     states: dict[TopicPartition, TaskState],
     taken: dict[TopicPartition, Kept[TaskState]],
+    starts: dict[int, int],
     metrics: ConsumerMetrics,
     cancelled: Callable[[], bool],
     on_progress: Callable[[], None],
 ) -> set[TopicPartition]:
-    """Restores ``states`` (kept ones from their offset); the kept ones nothing changed."""
+    """Restores ``states`` (from ``starts`` where they hold the changelog before it); the
+    kept ones that nothing changed."""
     if topology.changelog_topic is None:
         return set()
-    starts = {tp.partition: entry.applied for tp, entry in taken.items()}
     restored, behind = await _restore(settings, topology, states, starts, metrics, cancelled,
                                       on_progress)
     if behind:  # their changelog lost records they never read: start afresh
-        log.warning("kept state is behind the changelog's start; restoring it whole",
+        log.warning("kept or stored state is behind the changelog's start; restoring it whole",
                     extra={"partitions": sorted(tp.partition for tp in behind)})
-        again = {tp: fresh_state(settings, topology, tp) for tp in behind}
+        for tp in behind:
+            disk = states[tp].disk
+            if disk is not None:
+                disk.destroy()
+        again = {tp: open_state(settings, topology, tp)[0] for tp in behind}
         await _restore(settings, topology, again, {}, metrics, cancelled, on_progress)
         states.update(again)
     return {tp for tp, entry in taken.items() if tp not in behind and entry.tailed == 0
@@ -142,13 +180,18 @@ async def _restore(
     for tp, state in states.items():
         partition, prefix = topology.changelog_place(tp.partition)
         targets.setdefault(partition, []).append((prefix, state.stores))
+    mirrors = {topology.changelog_place(tp.partition)[0]: state.disk.record
+               for tp, state in states.items() if state.disk is not None}
     begun = time.monotonic()
     restored = await restore_stores(settings, topology.changelog_topic, targets,
-                                    starts=starts, cancelled=cancelled, on_progress=on_progress)
+                                    starts=starts, mirrors=mirrors, cancelled=cancelled,
+                                    on_progress=on_progress)
     for records in restored.records.values():
         metrics.state_restored(time.monotonic() - begun, records)
     for tp, state in states.items():
         state.changelog_offset = restored.applied[topology.changelog_place(tp.partition)[0]]
+        if state.disk is not None:
+            state.disk.mark(state.changelog_offset)
     behind = {tp for tp in states if topology.changelog_place(tp.partition)[0] in restored.behind}
     return restored, behind
 
@@ -183,6 +226,10 @@ async def restore_again(
               extra={"partitions": [tp.partition for tp in tps],
                      "group_offsets": [groups[tp] for tp in tps],
                      "changelog_offsets": [_saved_offset(states[tp].position) for tp in tps]})
+    for tp in tps:  # the second restore reads the changelog whole, not a copy of the first
+        disk = states[tp].disk
+        if disk is not None:
+            disk.destroy()
     again = await restore_tasks(settings, topology, tps, metrics, cancelled=cancelled,
                                 on_progress=on_progress)
     for tp in tps:

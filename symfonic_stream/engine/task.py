@@ -71,6 +71,8 @@ class StreamTask:
         self.position = state.position
         #: Its stores hold every changelog record before this offset (None: unknown).
         self.changelog_offset = state.changelog_offset
+        #: Its persistent store (``SYMFONIC_STATE_DIR``): every commit's state changes.
+        self.disk = state.disk
         #: The group's committed offset, as this task last told it (None: never).
         self.group_offset = group_offset
         self._group_interval_s = group_interval_s
@@ -215,6 +217,7 @@ class StreamTask:
         self.processor = state.processor
         self.position = state.position
         self.changelog_offset = state.changelog_offset
+        self.disk = state.disk
         self.next_offset = next_offset
         self.group_offset = group_offset
 
@@ -237,7 +240,7 @@ class StreamTask:
         return clean and self._failure is None
 
     def state(self) -> TaskState:
-        return TaskState(self.processor, self.position, self.changelog_offset)
+        return TaskState(self.processor, self.position, self.changelog_offset, self.disk)
 
     # -- the commit protocol's side of the task ---------------------------------------
 
@@ -252,12 +255,16 @@ class StreamTask:
         return batch
 
     def committed(self, next_offset: int | None, *, to_group: bool = True,
-                  changelog_offset: int | None = None) -> None:
+                  changelog_offset: int | None = None,
+                  changes: dict[bytes, bytes | None] | None = None) -> None:
         """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
-        telling the group so; ``changelog_offset``: where its changelog records went)
-        committed."""
+        telling the group so; ``changelog_offset``: its ``changes`` to the changelog are
+        before it) committed."""
         if changelog_offset is not None:
             self.changelog_offset = max(self.changelog_offset or 0, changelog_offset)
+            if self.disk is not None and changes:
+                self.disk.records(changes)
+                self.disk.mark(self.changelog_offset)
         if next_offset is None:
             return
         if self._failure is None:  # records got past whatever failed before

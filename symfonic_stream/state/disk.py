@@ -60,6 +60,19 @@ def _rocksdict() -> Any:
     return rocksdict
 
 
+def check_state_dir(folder: Path) -> None:
+    """At start, with ``SYMFONIC_STATE_DIR`` set: the binding is there, the folder writable."""
+    _rocksdict()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".writable"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StateDirError(f"SYMFONIC_STATE_DIR is not a writable folder ({exc.strerror})"
+                            ) from None
+
+
 class DiskState:
     """One partition's database: its changelog as applied, and the checkpoint."""
 

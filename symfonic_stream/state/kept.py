@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -48,6 +48,16 @@ TAIL_POLL_MS = 200
 TAIL_MAX_RECORDS = 10_000
 
 
+class Mirror(Protocol):
+    """Where kept state's records are written too (the persistent store)."""
+
+    def record(self, key: bytes, value: bytes | None) -> None: ...
+
+    def mark(self, offset: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(slots=True)
 class Kept(Generic[T]):
     """One partition's state, kept: what holds it, and where its changelog was read to."""
@@ -62,6 +72,8 @@ class Kept(Generic[T]):
     tailed: int = 0
     #: The changelog's end as last seen (its last stable offset); None: not seen yet.
     end: int | None = None
+    #: Written every record applied, and the offset after them (None: memory only).
+    mirror: Mirror | None = None
 
     @property
     def lag(self) -> int | None:
@@ -85,16 +97,24 @@ class KeptState(Generic[T]):
         return sorted(self._kept)
 
     def keep(self, partition: int, holder: T, stores: Sequence[StateStore[Any]],
-             applied: int) -> None:
+             applied: int, mirror: Mirror | None = None) -> None:
         """A revoked partition's state, which holds everything before ``applied``."""
         if self._keep_s > 0:
-            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(), end=applied)
+            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(), end=applied,
+                                         mirror=mirror)
+        elif mirror is not None:
+            mirror.close()
 
-    def warm_up(self, partition: int, holder: T, stores: Sequence[StateStore[Any]]) -> None:
-        """Fresh state of a partition the group will give this process once it is warm
-        (:mod:`symfonic_stream.engine.assignor`): the tail reads its whole changelog."""
+    def warm_up(self, partition: int, holder: T, stores: Sequence[StateStore[Any]],
+                applied: int = 0, mirror: Mirror | None = None) -> None:
+        """State of a partition the group will give this process once it is warm
+        (:mod:`symfonic_stream.engine.assignor`): the tail reads its changelog from
+        ``applied`` (0, or a persistent store's checkpoint)."""
         if self._keep_s > 0 and partition not in self._kept:
-            self._kept[partition] = Kept(holder, stores, 0, time.monotonic())
+            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(),
+                                         mirror=mirror)
+        elif mirror is not None:
+            mirror.close()
 
     def lags(self) -> dict[int, int]:
         """Each kept partition's lag (changelog records it is behind), where known."""
@@ -106,6 +126,9 @@ class KeptState(Generic[T]):
         return self._kept.pop(partition, None)
 
     def drop_all(self) -> None:
+        for kept in self._kept.values():
+            if kept.mirror is not None:
+                kept.mirror.close()
         self._kept.clear()
 
     def evict(self) -> None:
@@ -115,7 +138,9 @@ class KeptState(Generic[T]):
             if now - kept.since > self._keep_s:
                 log.info("kept state dropped: kept for longer than SYMFONIC_STATE_KEEP_S",
                          extra={"partition": partition, "kept_s": round(now - kept.since)})
-                del self._kept[partition]
+                dropped = self._kept.pop(partition)
+                if dropped.mirror is not None:
+                    dropped.mirror.close()
 
     async def tail(self) -> int:
         """One poll of every kept partition's changelog, applied; records applied."""
@@ -129,21 +154,26 @@ class KeptState(Generic[T]):
         except KafkaError as exc:
             log.warning("tailing kept state failed; dropping it",
                         extra={"partitions": self.partitions, "error": repr(exc)})
-            self._kept.clear()
+            self.drop_all()
             return 0
         applied = 0
         for tp, records in batch.items():
             kept = self._kept.get(tp.partition)
             if kept is None:  # taken while the poll was out
                 continue
+            mirror = kept.mirror
             for record in records:
                 if record.key is not None and restore_record(kept.stores, record.key,
                                                              record.value):
                     kept.tailed += 1
                     applied += 1
+                    if mirror is not None:
+                        mirror.record(record.key, record.value)
             if records:
                 fault_point("restoring")  # (a warm-up restores here, not at set-up)
             kept.applied = max(kept.applied, await consumer.position(tp))
+            if mirror is not None and records:
+                mirror.mark(kept.applied)
         for partition in self._assigned & self._kept.keys():
             stable = consumer.last_stable_offset(TopicPartition(self._topic, partition))
             if stable is not None and stable >= 0:
@@ -179,6 +209,7 @@ class KeptState(Generic[T]):
             await self.close()
 
     async def close(self) -> None:
+        self.drop_all()
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             with contextlib.suppress(KafkaError):

@@ -67,6 +67,9 @@ class RestoreStalled(Exception):
     """A changelog partition stopped advancing before reaching its end offset."""
 
 
+#: Where a partition's restored records are written too: ``mirror(key, value)``.
+Mirror = Callable[[bytes, bytes | None], None]
+
 #: What to restore: changelog partition → (key prefix, the stores under it) of each task.
 Targets = Mapping[int, Sequence[tuple[bytes, Sequence[StateStore[Any]]]]]
 
@@ -98,11 +101,14 @@ async def restore_stores(
     targets: Targets,
     *,
     starts: Mapping[int, int] | None = None,
+    mirrors: Mapping[int, Mirror] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
 ) -> Restored:
     """Restore every target's stores, from its partition's beginning or, for a partition
-    in ``starts``, from that offset (stores that hold everything before it: the tail)."""
+    in ``starts``, from that offset (stores that hold everything before it: the tail).
+    Each record a store takes is also handed to its partition's ``mirrors`` entry (the
+    persistent store, :mod:`symfonic_stream.state.disk`)."""
     if not targets:
         return Restored({}, {})
     consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
@@ -114,7 +120,7 @@ async def restore_stores(
         firsts = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
         begins, behind = _begins(firsts, starts or {})
-        run = _Restore(consumer, targets, begins, ends)
+        run = _Restore(consumer, targets, begins, ends, mirrors or {})
         while run.remaining:
             if cancelled():
                 raise RestoreCancelled(changelog_topic)
@@ -152,9 +158,11 @@ class _Restore:
     """Where one restore stands: what is left to read, and what was restored."""
 
     def __init__(self, consumer: AIOKafkaConsumer, targets: Targets,
-                 begins: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> None:
+                 begins: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+                 mirrors: Mapping[int, Mirror]) -> None:
         self._consumer = consumer
         self._targets = targets
+        self._mirrors = mirrors
         self._ends = ends
         self.counts = dict.fromkeys(targets, 0)
         self.remaining = {tp for tp in ends if ends[tp] > begins[tp]}
@@ -169,11 +177,14 @@ class _Restore:
     def apply(self, batch: dict[TopicPartition, Any]) -> None:
         for tp, records in batch.items():
             into, end = self._targets[tp.partition], self._ends[tp]
+            mirror = self._mirrors.get(tp.partition)
             for record in records:
                 # Only what was committed when we started; a tombstone restores as None.
                 if (record.offset < end and record.key is not None
                         and _restore_one(into, record.key, record.value)):
                     self.counts[tp.partition] += 1
+                    if mirror is not None:
+                        mirror(record.key, record.value)
             if records:
                 fault_point("restoring")
 

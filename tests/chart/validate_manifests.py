@@ -117,10 +117,15 @@ def keda_problems(docs: list[Any]) -> list[str]:
     SYMFONIC_SASL_PASSWORD comes from, and each ``env`` parameter names a variable the
     container has (KEDA reads it there)."""
     auths, maps = _named(docs, "TriggerAuthentication"), _named(docs, "ConfigMap")
-    deployments = _named(docs, "Deployment")
+    workloads = {**_named(docs, "Deployment"), **_named(docs, "StatefulSet")}
     problems = []
     for name, scaled in _named(docs, "ScaledObject").items():
-        pod = deployments[scaled["spec"]["scaleTargetRef"]["name"]]["spec"]["template"]["spec"]
+        target = scaled["spec"]["scaleTargetRef"]
+        workload = workloads[target["name"]]
+        if target.get("kind", "Deployment") != workload["kind"]:
+            problems.append(f"ScaledObject/{name}: scales a {target.get('kind')}, "
+                            f"{target['name']} is a {workload['kind']}")
+        pod = workload["spec"]["template"]["spec"]
         container = pod["containers"][0]
         for trigger in scaled["spec"]["triggers"]:
             ref = (trigger.get("authenticationRef") or {}).get("name")

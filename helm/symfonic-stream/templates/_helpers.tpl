@@ -309,6 +309,9 @@ SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote 
 SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}
 SYMFONIC_GROUP_OFFSET_INTERVAL_MS: {{ $v.engine.groupOffsetIntervalMs | int64 | toString | quote }}
 SYMFONIC_STATE_KEEP_S: {{ $v.engine.stateKeepS | toString | quote }}
+{{- if ne $v.engine.stateStore "memory" }}
+SYMFONIC_STATE_DIR: {{ include "symfonic-stream.stateDir" . | quote }}
+{{- end }}
 SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
 SYMFONIC_EVENT_LOOP: {{ $v.engine.eventLoop | quote }}
 SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toString | quote }}
@@ -450,6 +453,10 @@ env:
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+  {{- if and .consumer (ne $v.engine.stateStore "memory") }}
+  - name: state
+    mountPath: {{ include "symfonic-stream.stateDir" .ctx }}
+  {{- end }}
   {{- if include "symfonic-stream.tlsFiles" .ctx }}
   - name: kafka-tls
     mountPath: {{ $v.kafka.tls.mountPath }}
@@ -477,6 +484,11 @@ volumes:
   - name: tmp
     emptyDir:
       sizeLimit: {{ $v.tmpSizeLimit }}
+  {{- if and .consumer (eq $v.engine.stateStore "emptyDir") }}
+  - name: state
+    emptyDir:
+      sizeLimit: {{ $v.engine.stateVolumeSize }}
+  {{- end }}
   {{- if include "symfonic-stream.tlsFiles" .ctx }}
   - name: kafka-tls
     secret:
@@ -677,3 +689,15 @@ priorityClassName: {{ . }}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The persistent state store (values engine.stateStore): where it is mounted, and whether the
+consumers run as StatefulSets (one claim per pod) or Deployments.
+*/}}
+{{- define "symfonic-stream.stateDir" -}}
+/var/lib/symfonic-stream/state
+{{- end }}
+
+{{- define "symfonic-stream.workloadKind" -}}
+{{- ternary "StatefulSet" "Deployment" (eq .Values.engine.stateStore "persistentVolumeClaim") -}}
+{{- end }}
