@@ -156,9 +156,14 @@ MUTATE_NATIVE ?= src/lib.rs
 MUTATE_NATIVE_RE ?= Scanner.*::(object|number)$$
 mutate: venv
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mutate]'
-	rm -rf mutants
+	rm -rf mutants; mkdir -p build/mutate
 	$(BIN)/mutmut run $(foreach m,$(MUTATE),'$(m)') || true
-	$(BIN)/mutmut results
+	@# Each survivor with its diff into build/mutate/, then mutants/ goes: it holds copies of
+	@# docs/ and tests/ that the link and size checks would otherwise walk.
+	@$(BIN)/mutmut results | tee build/mutate/mutmut.txt; \
+	for m in $$($(BIN)/mutmut results | grep -v 'not checked' | cut -d: -f1); do \
+	  $(BIN)/mutmut show "$$m"; done > build/mutate/mutmut-survivors.diff; \
+	rm -rf mutants; echo "make: mutmut's survivors: build/mutate/mutmut.txt, their diffs beside it"
 	@PATH="$$PATH:$$HOME/.cargo/bin"; command -v cargo-mutants >/dev/null || \
 	  cargo install --locked cargo-mutants
 	@libdir="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"; \
