@@ -48,11 +48,12 @@ include mk/chart.mk
 include mk/brokers.mk
 include mk/release.mk
 
-.PHONY: help venv lint test test-main test-bench mutate demo bench schemas schemas-check chart-check \
+.PHONY: help venv web lint test test-main test-bench mutate demo bench schemas schemas-check chart-check \
 	broker-start broker-stop broker-status broker-logs
 
 help:
-	@echo "make venv          create $(VENV) and install the package with its dev extras"
+	@echo "make venv          create $(VENV) and install the package with its dev extras (and make web)"
+	@echo "make web           bundle the review console and the tests' AG-UI client (npm, esbuild)"
 	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy + test (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
@@ -75,7 +76,18 @@ help:
 
 # --------------------------------------------------------------------------- venv
 
-venv: $(STAMP)
+venv: $(STAMP) web
+
+# The browser code, bundled by esbuild from npm's packages (web/package-lock.json): the review
+# console into the Python package (package data, so in the wheel `make wheel` builds: no
+# browser loads anything from a CDN), the stock @ag-ui/client into web/build/ for the browser
+# tests. Needs Node.js and npm (as `make schemas-check` does).
+WEB_BUNDLES := symfonic_stream/gateway/static/console.js web/build/agui-client.js
+web: $(WEB_BUNDLES)
+
+$(WEB_BUNDLES) &: web/package.json web/package-lock.json web/build.mjs $(wildcard web/src/*.js)
+	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node.js) is required to bundle web/" >&2; exit 1; }
+	cd web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
 
 $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock symfonic_stream/_native.pyi $(wildcard native/src/*.rs)
 	@py=""; \

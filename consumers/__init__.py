@@ -73,7 +73,8 @@ def topics_of(consumers: tuple[Consumer, ...], readers: tuple[Reader, ...] = ()
     """The topics ``consumers`` and ``readers`` read or write, and the dead letters (every
     engine writes them): in the catalogue's order (:data:`.topics.TOPICS`), then any
     other in the order declared."""
-    used = [DEAD_LETTER, *(t for r in readers for t in r.reads)]
+    used = [DEAD_LETTER, *(t for r in readers for t in r.reads),
+            *(w.topic for r in readers for w in r.writes)]
     for engine in engines(consumers):
         used += [engine.reads, *(write.topic for write in engine.writes)]
     ids = {topic.id for topic in used}

@@ -2,8 +2,8 @@
 
 A :class:`Consumer` is what ``symfonic-stream run <name>`` starts: one or more
 :class:`Engine` (one :class:`~symfonic_stream.engine.topology.Topology` each). A
-:class:`Reader` reads topics without a group and writes nothing (the gateway). Topics are
-declared once, as :class:`Topic` (``symfonic_stream.consumers.topics``), with the
+:class:`Reader` reads topics without a group and writes without transactions (the gateway).
+Topics are declared once, as :class:`Topic` (``symfonic_stream.consumers.topics``), with the
 :class:`Message` kinds they carry. Everything that lists consumers, topics or groups is
 derived from these: the engine's topologies and the topic list (``symfonic_stream.app``),
 the ACL plan, the AsyncAPI document and the chart's generated files. The walk-through is
@@ -61,6 +61,8 @@ class Topic:
     description: str
     messages: tuple[Message, ...]
     internal: bool = False
+    #: Compacted (``cleanup.policy=compact``): only each key's latest record is kept.
+    compact: bool = False
     family: bool = False
     #: AsyncAPI parameters of a family's ``{parameters}``.
     parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -69,8 +71,8 @@ class Topic:
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """A topic an engine writes, inside its transactions; ``messages``: which of the
-    topic's kinds (none named: all of them)."""
+    """A topic an engine writes, inside its transactions (or a reader writes, without
+    them); ``messages``: which of the topic's kinds (none named: all of them)."""
 
     topic: Topic
     summary: str
@@ -150,11 +152,13 @@ class Consumer:
 
 @dataclass(frozen=True, slots=True)
 class Reader:
-    """A process that reads topics with partitions it assigns itself, in no group, and
-    writes nothing (the gateway): every replica reads every partition."""
+    """A process that reads topics with partitions it assigns itself, in no group (the
+    gateway): every replica reads every partition. What it ``writes`` it sends with a plain
+    (idempotent, not transactional) producer: no engine, no transactional id."""
 
     name: str
     title: str
     summary: str
     reads: tuple[Topic, ...]
+    writes: tuple[Write, ...] = ()
     settings: tuple[str, ...] = ()

@@ -4,6 +4,7 @@ registration with the resume validator (SPEC §7)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers.declaration import Consumer, Engine, Resources, Wiring, Write
@@ -19,14 +20,15 @@ from symfonic_stream.consumers.topics import (
 from symfonic_stream.kafka.specs import TopicSpec, topic_spec
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
-from symfonic_stream.processors.pauses.rules import NAME_PART, load_rules
+from symfonic_stream.processors.pauses.rules import NAME_PART, RoutingRules, load_rules
 
 
-def router_wiring(settings: Settings, names: TopicNames) -> Wiring:
-    """The router, its queues from the routing rules file (read here: a bad file stops
-    ``run`` and ``topics ensure`` with its message), and with per-tenant queues the
-    queues it may create on a tenant's first ticket."""
-    rules = load_rules(settings.routing_rules)
+def tenant_queue_specs(settings: Settings, names: TopicNames, rules: RoutingRules
+                       ) -> Callable[[str], TopicSpec | None] | None:
+    """With per-tenant queues, the spec of a tenant's queue topic a writer may create on
+    first use (the router's routed tickets, the validator's escalated ones); else None."""
+    if not settings.tenant_queues:
+        return None
     tenant_queue = re.compile(
         re.escape(names.human_queue("")) + NAME_PART + r"\.(" + "|".join(
             re.escape(queue) for queue in [*rules.queues(), "expired"]
@@ -40,6 +42,15 @@ def router_wiring(settings: Settings, names: TopicNames) -> Wiring:
             return None
         return topic_spec(settings, topic, "human-review queue of a tenant (created on use)")
 
+    return tenant_queue_spec
+
+
+def router_wiring(settings: Settings, names: TopicNames) -> Wiring:
+    """The router, its queues from the routing rules file (read here: a bad file stops
+    ``run`` and ``topics ensure`` with its message), and with per-tenant queues the
+    queues it may create on a tenant's first ticket."""
+    rules = load_rules(settings.routing_rules)
+
     def make(partition: int) -> PauseRouter:
         return PauseRouter(
             names, rules, tenant_queues=settings.tenant_queues,
@@ -51,7 +62,7 @@ def router_wiring(settings: Settings, names: TopicNames) -> Wiring:
     return Wiring(
         make,
         family_topics=tuple(queue_topics(names, rules, settings.tenant_queues)),
-        on_demand_topic=tenant_queue_spec if settings.tenant_queues else None,
+        on_demand_topic=tenant_queue_specs(settings, names, rules),
     )
 
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 from symfonic_stream.consumers.declaration import Message, Outside, Topic
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.envelope import StreamChunkRecord, StreamEventRecord
-from symfonic_stream.models.pauses import Resume, ResumeRejection, ResumeRequest, Ticket
+from symfonic_stream.models.pauses import (
+    ClaimRequest,
+    Resume,
+    ResumeRejection,
+    ResumeRequest,
+    ReviewTicket,
+    Ticket,
+)
 
 AGENT_EVENT = Message("agentEvent", AgentEvent)
 STREAM_EVENTS_RECORD = Message("streamEventsRecord", StreamEventRecord)
@@ -20,8 +27,10 @@ TICKET = Message("ticket", Ticket)
 TICKET_REGISTRATION = Message("ticketRegistration", Ticket)
 REGISTERED_ANSWER = Message("registeredAnswer", ResumeRequest)
 RESUME_REQUEST = Message("resumeRequest", ResumeRequest)
+CLAIM_REQUEST = Message("claimRequest", ClaimRequest)
 RESUME = Message("resume", Resume)
 RESUME_REJECTION = Message("resumeRejection", ResumeRejection)
+REVIEW_TICKET = Message("reviewTicket", ReviewTicket)
 DEAD_LETTER_MESSAGE = Message("deadLetter")
 #: A changelog's record (every changelog carries this one kind).
 STATE_CHANGE = Message("stateChange")
@@ -84,12 +93,14 @@ EXPIRED_TICKETS = Topic(
 )
 RESUME_REQUESTS = Topic(
     "resumeRequests", lambda n: n.resume_requests, "answers from human-review tools",
-    "Answers from human-review tools, with any key: the resume validator's intake appends "
-    "each one to the registrations topic under its ticket id. Nothing here is ever taken "
-    "for a ticket registration, whatever its headers.",
-    (RESUME_REQUEST,),
+    "Answers and claims from human-review tools (and from the gateway, on its reviewers' "
+    "behalf), with any key: the resume validator's intake appends each one to the "
+    "registrations topic under its ticket id. Nothing here is ever taken for a ticket "
+    "registration, whatever its headers.",
+    (RESUME_REQUEST, CLAIM_REQUEST),
     outside=(Outside("reviewToolsSendAnswers", "send",
-                     "Human-review tools answer a ticket with its token, keyed by ticket id."),),
+                     "Human-review tools answer (or claim) a ticket with its token, keyed by "
+                     "ticket id."),),
 )
 PAUSE_REGISTRATIONS = Topic(
     "pauseRegistrations", lambda n: n.pause_registrations,
@@ -114,6 +125,17 @@ RESUME_REJECTIONS = Topic(
     outside=(Outside("reviewToolsReadRejections", "receive",
                      "Human-review tools learn why an answer was refused."),),
 )
+REVIEW_TICKETS = Topic(
+    "reviewTickets", lambda n: n.review_tickets,
+    "each open ticket's review state: claim, escalation, history (the console's)",
+    "Each open ticket's review state (its queue, claim, escalation, answer and history), "
+    "written by the resume validator after each change, keyed by [tenant, ticket id], a "
+    "tombstone once it forgets the ticket; the gateway's review console reads it. It holds "
+    "the tickets' tokens: only the validator writes it and only the gateway reads it.",
+    (REVIEW_TICKET,),
+    internal=True,
+    compact=True,
+)
 #: Every engine writes here (the engine's, not a declaration's: no engine names it).
 DEAD_LETTER = Topic(
     "deadLetter", lambda n: n.dead_letter, "records no consumer could process",
@@ -130,9 +152,13 @@ COPIER_OUTPUT = Topic(
     internal=True,
 )
 
+#: The run streams: every run's envelopes, projected (what the gateway serves a viewer).
+RUN_STREAMS: tuple[Topic, ...] = (STREAM_EVENTS, STREAM_CHUNKS)
+
 #: In the order ``topics ensure`` creates them and the AsyncAPI document lists them.
 TOPICS: tuple[Topic, ...] = (
     AGENT_EVENTS, STREAM_EVENTS, STREAM_CHUNKS, DEAD_LETTER, RESUME_REQUESTS,
-    PAUSE_REGISTRATIONS, RESUMES, RESUME_REJECTIONS, HUMAN_QUEUE, TENANT_HUMAN_QUEUE,
+    PAUSE_REGISTRATIONS, RESUMES, RESUME_REJECTIONS, REVIEW_TICKETS, HUMAN_QUEUE,
+    TENANT_HUMAN_QUEUE,
     EXPIRED_TICKETS, COPIER_OUTPUT,
 )

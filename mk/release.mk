@@ -1,7 +1,8 @@
 # Packaging and release. Included by the main Makefile (it uses $(BIN), venv, with_kafka and
 # the chart's helm from mk/chart.mk).
 #
-#   wheel        dist/symfonic_stream-<version>-cp311-abi3-<platform>.whl, the extension inside
+#   wheel        dist/symfonic_stream-<version>-cp311-abi3-<platform>.whl, the extension and the
+#                review console's bundle (make web, through venv) inside
 #   sdist        dist/symfonic_stream-<version>.tar.gz
 #   image-base   the base image from Debian's packages (mmdebstrap; made once, then kept)
 #   image        the image from the wheel (buildah), then run: tests/integration/test_image.py
@@ -23,17 +24,25 @@ WHEEL := $$(ls $(DIST)/symfonic_stream-$(VERSION)-cp311-abi3-*.whl)
 
 .PHONY: wheel sdist image-base image dist
 
+# setuptools' own build folders (a stale build/lib would put files since removed into the
+# wheel); the rest of build/ stays: the browser tests' screenshots (build/test-artefacts),
+# which `make test` takes before it builds the image.
+SETUPTOOLS_BUILD := build/lib build/lib.* build/bdist.* build/temp.*
+
 wheel: venv
-	@rm -rf build $(DIST)/symfonic_stream-*.whl
+	@rm -rf $(SETUPTOOLS_BUILD) $(DIST)/symfonic_stream-*.whl
 	@PATH="$$PATH:$$HOME/.cargo/bin" $(BIN)/python -m pip wheel --quiet --no-deps \
 	  --no-build-isolation --disable-pip-version-check --wheel-dir $(DIST) . 2>&1 \
 	  | { grep -v 'tool.distutils' || true; }
-	@rm -rf build
+	@rm -rf $(SETUPTOOLS_BUILD)
 	@wheel=$(WHEEL); \
 	$(BIN)/python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in \
 	  zipfile.ZipFile(sys.argv[1]).namelist())' "$$wheel" symfonic_stream/_native.abi3.so || \
 	  { echo "make: $$wheel has no native extension (is cargo on PATH?)" >&2; exit 1; }; \
-	echo "make: $$wheel ($$(stat -c %s "$$wheel") bytes, the native extension inside)"
+	$(BIN)/python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in \
+	  zipfile.ZipFile(sys.argv[1]).namelist())' "$$wheel" symfonic_stream/gateway/static/console.js || \
+	  { echo "make: $$wheel has no review console bundle (make web)" >&2; exit 1; }; \
+	echo "make: $$wheel ($$(stat -c %s "$$wheel") bytes, the native extension and the console's bundle inside)"
 
 sdist: venv
 	@rm -f $(DIST)/symfonic_stream-*.tar.gz

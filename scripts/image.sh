@@ -109,8 +109,12 @@ build() {
   need buildah podman
   [[ -d "$WHEELS_DIR" ]] || { log "no $WHEELS_DIR (scripts/image.sh wheels WHEEL)"; exit 1; }
   podman image exists "$BASE_IMAGE" || { log "no $BASE_IMAGE (scripts/image.sh base)"; exit 1; }
+  # The wheels' digest keys the cached install layer (a bind mount's content does not).
+  local digest
+  digest="$(cd "$WHEELS_DIR" && sha256sum -- *.whl | sha256sum | cut -d' ' -f1)"
   buildah bud --quiet --layers \
     --build-arg BASE_IMAGE="$BASE_IMAGE" --build-arg WHEELS=context \
+    --build-arg WHEELS_DIGEST="$digest" \
     --build-arg VERSION="$version" --tag "$IMAGE_NAME:$version" . >/dev/null
   log "built $IMAGE_NAME:$version"
 }

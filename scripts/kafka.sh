@@ -53,7 +53,7 @@ AUTH_PROBE_PORT="${SYMFONIC_KAFKA_AUTH_PROBE_PORT:-$((AUTH_PORT + 2))}"
 # The super user (creates the ACLs), then one user per consumer (the default principals
 # User:symfonic-<consumer> of `symfonic-stream acls`) and two reviewers.
 AUTH_ADMIN=admin
-AUTH_USERS="${SYMFONIC_KAFKA_AUTH_USERS:-symfonic-typed symfonic-chunks symfonic-pauses symfonic-resumes reviewer-acme reviewer-globex}"
+AUTH_USERS="${SYMFONIC_KAFKA_AUTH_USERS:-symfonic-typed symfonic-chunks symfonic-pauses symfonic-resumes symfonic-gateway reviewer-acme reviewer-globex}"
 START_TIMEOUT="${SYMFONIC_KAFKA_START_TIMEOUT:-90}"
 START_LIMIT="${SYMFONIC_KAFKA_START_LIMIT:-600}"
 STOP_TIMEOUT="${SYMFONIC_KAFKA_STOP_TIMEOUT:-30}"

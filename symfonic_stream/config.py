@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     tenant_queues: bool = False
     ticket_max_lifetime_s: float = Field(86_400.0, gt=0)
     max_answer_bytes: int = Field(DEFAULT_MAX_ANSWER_BYTES, ge=1024)
+    # How long a reviewer's claim of a ticket holds (the validator decides; docs/pauses.md).
+    review_claim_lease_s: float = Field(300.0, gt=0)
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)
@@ -118,6 +120,8 @@ class Settings(BaseSettings):
     gateway_jwt_max_lifetime_s: float = Field(3600.0, gt=0)
     # Reachable from outside the cluster (the chart sets it with an Ingress or a LoadBalancer).
     gateway_exposed: bool = False
+    # How long an answer or claim sent through the gateway waits for the validator's verdict.
+    gateway_verdict_wait_s: float = Field(30.0, gt=0)
 
     # Topic creation (`topics ensure`)
     partitions: int = Field(12, ge=1)

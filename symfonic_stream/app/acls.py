@@ -3,7 +3,7 @@
 Nothing here names a topic by hand. A consumer's rights come from its declaration's
 topologies (:mod:`symfonic_stream.consumers`, :mod:`symfonic_stream.app.topologies`): what
 each engine reads, writes, keeps its state in, its group and its transactional ids; the
-gateway's from what its declaration reads; a reviewer's from
+gateway's from what its declaration reads and writes; a reviewer's from
 :class:`~symfonic_stream.models.names.TopicNames`. So a topology that starts writing a new
 topic changes the plan with it, and ``symfonic-stream acls``, the Helm chart's Strimzi
 KafkaUsers (tested against this module) and the authorizer tests all grant the same.
@@ -172,9 +172,9 @@ def topology_bindings(principal: str, topology: Topology, names: TopicNames) -> 
     outputs = [*topology.output_topics]
     if topology.dead_letter_topic is not None:
         outputs.append(topology.dead_letter_topic)
-    # The human queues ``<prefix>.human.…`` are the router's alone to write: it gets the
-    # namespace, so the queues a routing rules file adds (or a new tenant's, created on its
-    # first ticket) need no new ACL, and the chart can grant it without reading the rules.
+    # The human queues ``<prefix>.human.…`` are written by the router, and by the validator
+    # when the rules escalate: each gets the namespace, so the queues a routing rules file
+    # adds (or a new tenant's, created on its first ticket) need no new ACL.
     queues = names.human_queue("")
     for topic in outputs:
         if not topic.startswith(queues):
@@ -195,9 +195,14 @@ def topology_bindings(principal: str, topology: Topology, names: TopicNames) -> 
 
 def reader_bindings(principal: str, reader: Reader, names: TopicNames) -> list[AclBinding]:
     """A reader in no group (the gateway): it assigns itself every partition of its topics
-    and reads them; no group, no transactional id, no write, no DescribeConfigs."""
-    return [binding for topic in reader.reads
-            for binding in _topic(principal, topic.name(names), ("READ", "DESCRIBE"))]
+    and reads them (DescribeConfigs: its start-up reads each one's partition count, as an
+    engine does), and sends what it writes with a plain idempotent producer; no group, no
+    transactional id."""
+    found = [binding for topic in reader.reads
+             for binding in _topic(principal, topic.name(names), _TOPIC_READ)]
+    return found + [binding for write in reader.writes
+                    for binding in _topic(principal, write.topic.name(names),
+                                          ("WRITE", "DESCRIBE"))]
 
 
 def reviewer_bindings(

@@ -35,7 +35,8 @@ def chosen_consumers(include_copier: bool = False) -> tuple[Consumer, ...]:
 def declared_topics(names: TopicNames, consumers: tuple[Consumer, ...]) -> list[Needed]:
     """The declared topics ``consumers`` read or write (and the dead letters), then their
     changelogs: all but the families' topics."""
-    found = [Needed(t.name(names), t.purpose) for t in topics_of(consumers) if not t.family]
+    found = [Needed(t.name(names), t.purpose, compact=t.compact)
+             for t in topics_of(consumers) if not t.family]
     found += [Needed(names.changelog(e.name), f"state changelog of the {names.group(e.name)} "
                      "group", compact=True, owner=c.name)
               for c in consumers for e in c.engines if e.stores]
@@ -49,8 +50,8 @@ def required_topics(settings: Settings, *, include_copier: bool = False) -> list
 
     All topics get ``SYMFONIC_PARTITIONS`` partitions, so a changelog is always
     co-partitioned with the topic its engine reads (state of input partition p lives in
-    changelog partition p) and scaling out is uniform. Changelogs are compacted: only the
-    latest state of each key survives.
+    changelog partition p) and scaling out is uniform. Changelogs, and the topics declared
+    compacted (review-tickets), are compacted: only the latest state of each key survives.
     """
     names = TopicNames(settings.topic_prefix)
     consumers = chosen_consumers(include_copier)

@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
 #: import names; tests/unit/test_extras.py holds the two together).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "tools": ("rich",),
-    "gateway": ("starlette", "uvicorn", "sse_starlette", "jwt"),
+    "gateway": ("starlette", "uvicorn", "sse_starlette", "jwt", "ag_ui"),
 }
 
 

@@ -44,7 +44,7 @@ from symfonic_stream.engine.restoring import (
     restore_again,
     restore_tasks,
 )
-from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.topology import RangeSource, Topology
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.retry import OnWait
@@ -108,7 +108,7 @@ async def check_topics(
         raise EngineError(
             f"topic(s) {', '.join(missing)} do not exist; run `symfonic-stream topics ensure`"
         )
-    if topology.changelog_topic is not None and topology.bounded is None:
+    if topology.changelog_topic is not None and topology.source.grouped:
         source, changelog = counts[topology.source_topic], counts[topology.changelog_topic]
         if source != changelog:
             raise EngineError(
@@ -170,7 +170,7 @@ async def _group_offsets(
     consumer: AIOKafkaConsumer, topology: Topology, tps: list[TopicPartition]
 ) -> dict[TopicPartition, int | None]:
     """The group's committed offset of each partition (None for a task without a group)."""
-    if topology.bounded is not None:
+    if not topology.source.grouped:
         return dict.fromkeys(tps)
     return await committed_offsets(consumer, tps)
 
@@ -183,11 +183,11 @@ async def _positions(
 ) -> dict[TopicPartition, int]:
     """Where each task resumes (step 3)."""
     offsets: dict[TopicPartition, int] = {}
-    if topology.bounded is not None:
+    source = topology.source
+    if isinstance(source, RangeSource):
         for tp, store in positions.items():
             saved = store.get(POSITION) if store is not None else None
-            start = topology.bounded.ranges[tp.partition][0]
-            offsets[tp] = start if saved is None else saved.next_offset
+            offsets[tp] = source.start(tp.partition) if saved is None else saved.next_offset
         return offsets
     resumes = {tp: resume_offset(store.get(POSITION) if store is not None else None, groups[tp])
                for tp, store in positions.items()}

@@ -16,24 +16,24 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from symfonic_stream.engine.assign import EngineError, Prepared
 from symfonic_stream.engine.engine import Engine
 from symfonic_stream.engine.task import StreamTask
-from symfonic_stream.engine.topology import Bounded
+from symfonic_stream.engine.topology import RangeSource
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 from symfonic_stream.state.position import KEY as POSITION
 from symfonic_stream.state.position import Progress
 
 
 class BoundedEngine(Engine):
-    """Runs a topology with a ``bounded`` source to the end of its ranges."""
+    """Runs a topology with a range source to the end of its ranges."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._progress: dict[int, Progress] = {}
 
     @property
-    def bounded(self) -> Bounded:
-        bounded = self.topology.bounded
-        assert bounded is not None, "a BoundedEngine runs a topology with a bounded source"
-        return bounded
+    def bounded(self) -> RangeSource:
+        source = self.topology.source
+        assert isinstance(source, RangeSource), "a BoundedEngine runs a range source"
+        return source
 
     async def _start_consumer(self) -> AIOKafkaConsumer:
         self.punctuates = False  # its clock never moves: the end of its input is its timeout

@@ -153,7 +153,7 @@ def _write_changed_state(task: Committing, batch: Batch) -> None:
     position = task.position
     if position is not None and batch.next_offset is not None:
         progress = position.get(POSITION) or Progress(batch.next_offset)
-        if task.topology.bounded is not None:
+        if not task.topology.source.grouped:  # a replay keeps its totals with it
             progress.add(batch.out, batch.consumed)
             progress.ended = progress.ended or batch.ends_input
         elif batch.to_group:
@@ -197,7 +197,7 @@ async def transact(
                                            topology.changelog_place(producer.partition)[0],
                                            len(out.state))
         # 6. send offsets
-        if topology.bounded is None and offsets:
+        if topology.source.grouped and offsets:
             await producer.send_offsets(offsets, topology.group_id)
             lap("send_offsets")
         fault_point("in_transaction")

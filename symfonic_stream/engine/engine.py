@@ -10,7 +10,7 @@ with why each step is where it is, is in docs/engine.md.
 
 A consumer is a member of its group; aiokafka's eager protocol revokes every partition at
 every rebalance, and a revocation commits what is pending before the partition goes. A
-topology with a ``bounded`` source (a replay) runs on :class:`~.bounded.BoundedEngine`.
+topology with a range source (a replay) runs on :class:`~.bounded.BoundedEngine`.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Engine(Assignments):
         #: Revoked partitions' state, kept and tailed (None: a stateless consumer, or off).
         self.kept: KeptTasks | None = (
             KeptTasks(settings, topology.changelog_topic, settings.state_keep_s)
-            if topology.changelog_topic is not None and topology.bounded is None
+            if topology.changelog_topic is not None and topology.source.grouped
             and settings.state_keep_s > 0 else None
         )
 

@@ -57,7 +57,7 @@ def keeps_position(settings: Settings, topology: Topology) -> bool:
     """Whether the topology's tasks keep their position in their changelog: a replay's
     always (it has no group), a group's when it has a changelog and
     ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` is not 0."""
-    if topology.bounded is not None:
+    if not topology.source.grouped:
         return True
     return topology.changelog_topic is not None and settings.group_offset_interval_ms > 0
 
@@ -73,7 +73,7 @@ def open_state(settings: Settings, topology: Topology, tp: TopicPartition
     """Fresh state, loaded from its persistent store where there is one to trust; and the
     changelog offset it holds everything before (None: restore it whole)."""
     state = fresh_state(settings, topology, tp)
-    if settings.state_dir is None or topology.bounded is not None:
+    if settings.state_dir is None or not topology.source.grouped:
         return state, None
     folder = settings.state_dir / topology.group_id
     disk = DiskState.open(folder, str(tp.partition))

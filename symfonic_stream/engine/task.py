@@ -158,7 +158,7 @@ class StreamTask:
             log.exception("processor failed at the end of its input", extra=self.log_context())
             self._fail(CommitOutcome.ABORTED)
             return
-        end = self.topology.bounded.ranges[self.partition][1] if self.topology.bounded else None
+        end = self.topology.source.end(self.partition)
         self._pending_ends_input = True
         self._add_pending(out, 0, end, since=time.monotonic() - self._linger_s)
 
@@ -311,7 +311,7 @@ class StreamTask:
     def _group_due(self) -> bool:
         """Whether the next transaction tells the group its offset (commit step 6): always
         for a task without a position, else once the interval passed, and when closing."""
-        if self.position is None or self.topology.bounded is not None:
+        if self.position is None or not self.topology.source.grouped:
             return True
         return self._closing or time.monotonic() - self._group_told_at >= self._group_interval_s
 
@@ -327,7 +327,7 @@ class StreamTask:
         """A group task keeping its position, idle and healthy, whose group lags it. Only
         when idle: a transaction begun while another commits would carry an older offset."""
         return (self.group_offset != self.next_offset and self.position is not None
-                and self.topology.bounded is None and self._failure is None and self.idle)
+                and self.topology.source.grouped and self._failure is None and self.idle)
 
     def _tell_group(self) -> None:
         """A transaction of the offset alone (and the position record)."""

@@ -3,7 +3,7 @@
 The four consumers (typed, chunks, pauses, resumes), the benchmark's copier and a replay
 are all one engine with a different :class:`Topology`. A consumer reads its source as a
 member of its group; a replay has no group and reads given offset ranges
-(:class:`Bounded`), keeping its position in its state store.
+(:class:`RangeSource`), keeping its position in its state store.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from symfonic_stream.engine.records import Processor
 
@@ -20,19 +20,51 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class Bounded:
-    """A source read without a group: per partition, the offsets ``[start, end)``.
+class GroupSource:
+    """The source read as a member of the topology's consumer group (every consumer): the
+    group assigns the partitions, the group's offsets are committed in the transactions,
+    and the state of input partition p lives in changelog partition p."""
+
+    #: Whether the group assigns the partitions and is told the offsets.
+    grouped: ClassVar[bool] = True
+
+    def changelog_place(self, partition: int) -> tuple[int, bytes]:
+        return partition, b""
+
+    def end(self, partition: int) -> int | None:
+        """Where the input of ``partition`` ends (None: never)."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RangeSource:
+    """A source read without a group (a replay): per partition, the offsets
+    ``[start, end)``.
 
     The engine assigns the partitions itself, resumes each from the position its state
     store holds (or ``start``), tells the processor when ``end`` is reached
     (``end_of_input``) and stops once every partition is done. Changelog records of
-    partition p go to ``changelog_partition`` under ``key_prefix(p)``, so many bounded
-    tasks can share one compacted topic.
+    partition p go to ``changelog_partition`` under ``key_prefix(p)``, so many such tasks
+    can share one compacted topic. Its tasks keep their totals with their position.
     """
 
     ranges: Mapping[int, tuple[int, int]]
     changelog_partition: int = 0
     key_prefix: Callable[[int], bytes] = lambda partition: b""
+    grouped: ClassVar[bool] = False
+
+    def changelog_place(self, partition: int) -> tuple[int, bytes]:
+        return self.changelog_partition, self.key_prefix(partition)
+
+    def start(self, partition: int) -> int:
+        return self.ranges[partition][0]
+
+    def end(self, partition: int) -> int | None:
+        return self.ranges[partition][1]
+
+
+#: Where a topology's records come from, and what that decides (one object, asked).
+Source = GroupSource | RangeSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +88,9 @@ class Topology:
     #: The spec of an output topic the engine creates the first time it is written to
     #: (``None``: the topic must exist already). See :mod:`symfonic_stream.engine.on_demand`.
     on_demand_topic: Callable[[str], TopicSpec | None] | None = None
-    #: Set: read these ranges without a group (a replay); ``group_id`` then only names it.
-    bounded: Bounded | None = None
+    #: A group (every consumer), or offset ranges without one (a replay: ``group_id`` then
+    #: only names it).
+    source: Source = field(default_factory=GroupSource)
     #: The time the processors are given (a replay's clock never moves).
     clock: Callable[[], float] = field(default=time.time)
 
@@ -67,6 +100,4 @@ class Topology:
 
     def changelog_place(self, partition: int) -> tuple[int, bytes]:
         """(changelog partition, key prefix) of input partition ``partition``'s state."""
-        if self.bounded is None:
-            return partition, b""
-        return self.bounded.changelog_partition, self.bounded.key_prefix(partition)
+        return self.source.changelog_place(partition)

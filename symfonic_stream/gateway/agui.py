@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from symfonic_stream.models.event_types import ABANDONED, GAP
+
 Event = dict[str, Any]
 #: AG-UI timestamps are JSON-safe integers (milliseconds).
 _MAX_SAFE_INTEGER = 2**53 - 1
@@ -66,7 +68,7 @@ class AgUiRun:
         elif type(envelope.get("end")) is dict:
             out += self._close_all() + self._end(envelope["end"])
         elif type(envelope.get("gap")) is dict:
-            out.append({"type": "CUSTOM", "name": "gap", "value": envelope["gap"]})
+            out.append({"type": GAP.type, "name": GAP.name, "value": envelope["gap"]})
         return [{**event, **stamp} for event in out]
 
     def _event(self, event: dict[str, Any], seq: Any) -> list[Event]:
@@ -157,8 +159,7 @@ class AgUiRun:
             return [{"type": "RUN_ERROR", "message": _text(error.get("message", "error")),
                      "code": _text(error.get("type", "error"))}]
         if status == "abandoned":
-            return [{"type": "RUN_ERROR", "code": "abandoned",
-                     "message": "the run had no event within the idle timeout"}]
+            return [{"type": ABANDONED.type, "code": ABANDONED.name, "message": ABANDONED.means}]
         return [finished]  # paused without an interrupt: nothing to answer, a plain finish
 
     def _close_text(self) -> list[Event]:
@@ -205,8 +206,8 @@ def _interrupt(event: dict[str, Any]) -> Event:
     interrupt: Event = {
         "id": _text(event.get("interrupt_id")),
         "reason": _text(event.get("name") or event.get("type")),
-        "metadata": {k: event.get(k) for k in ("token", "resumable", "session_id")
-                     if k in event},
+        # (never the token: the gateway answers with it on a reviewer's behalf)
+        "metadata": {k: event.get(k) for k in ("resumable", "session_id") if k in event},
     }
     if questions:
         interrupt["message"] = "\n".join(_text(q) for q in questions)

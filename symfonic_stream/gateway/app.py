@@ -3,6 +3,9 @@
 =========================================  ==================================================
 ``GET /v1/runs/{run_id}/events``           the run's typed envelopes (stream-events topic)
 ``GET /v1/runs/{run_id}/chunks``           the run's chunk envelopes (stream-chunks topic)
+``POST /v1/runs/{run_id}/events``          AG-UI: a ``RunAgentInput``; with ``resume``, it
+                                           answers the run's pause (:mod:`.resume`)
+``/review``, ``/v1/reviews/...``           the review console (:mod:`.console`)
 =========================================  ==================================================
 
 ``Last-Event-ID: n`` or ``?after_seq=n`` resumes after seq n. A run not yet seen is waited
@@ -13,7 +16,7 @@ on the same path (:meth:`.runs.RunStore.wait_for`). docs/gateway.md has the prot
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +30,21 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from symfonic_stream.config import Settings
-from symfonic_stream.gateway.auth import AuthError, TokenCheck, bearer, claimed_tenant
+from symfonic_stream.gateway import console
+from symfonic_stream.gateway.answers import ReviewSender
+from symfonic_stream.gateway.auth import (
+    ANSWER_REVIEWS,
+    READ_RUNS,
+    AuthError,
+    TokenCheck,
+    bearer,
+    claimed_tenant,
+    scopes,
+    subject,
+)
 from symfonic_stream.gateway.page import page
+from symfonic_stream.gateway.resume import parse_input, resumed
+from symfonic_stream.gateway.reviews import ReviewStore
 from symfonic_stream.gateway.runs import Run
 from symfonic_stream.gateway.slots import Slots
 from symfonic_stream.gateway.sse import BadRequest, check_run_id, resume_after
@@ -48,6 +64,10 @@ class GatewayState:
     metrics: GatewayMetrics
     #: Verifies bearer tokens (``SYMFONIC_GATEWAY_AUTH=jwt``); None: anyone may read.
     tokens: TokenCheck | None = None
+    #: Every ticket's review state, and the producer that answers and claims (None: the
+    #: gateway answers nothing, as in tests of reading alone).
+    reviews: ReviewStore | None = None
+    sender: ReviewSender | None = None
     #: Requests waiting for their run and streams open, in all and per tenant (:mod:`.slots`).
     slots: Slots = field(init=False)
 
@@ -61,7 +81,8 @@ class _RunStream(EventSourceResponse):
     """An SSE response that pins its run while it streams and counts how it ended."""
 
     def __init__(self, state: GatewayState, stream: str, run: Run, after: int,
-                 ag_ui: bool, tenant: str | None) -> None:
+                 ag_ui: bool, tenant: str | None,
+                 answer: Callable[[Viewing], AsyncIterator[bytes]] | None = None) -> None:
         self._state, self._stream, self._run = state, stream, run
         self._tenant = tenant  # whose slot it holds, given back when the stream ends
         self.viewing = viewing = Viewing()
@@ -71,7 +92,10 @@ class _RunStream(EventSourceResponse):
         def read_back(offset: int) -> None:
             state.metrics.read_backs.labels(stream).inc()
 
-        if ag_ui:  # translated from the run's start, sent from after ``after``
+        content: AsyncIterator[bytes]
+        if answer is not None:  # an AG-UI resume: its verdicts, then the continuation
+            content = answer(viewing)
+        elif ag_ui:  # translated from the run's start, sent from after ``after``
             items = records(tail, run, -1, viewing, read_back)
             content = agui_messages(items, run.run_id, after, viewing)
         else:
@@ -120,30 +144,83 @@ def _refuse(state: GatewayState, stream: str, status: int, counted: str, detail:
 
 async def _run_stream(request: Request, stream: str) -> Response:
     state: GatewayState = request.app.state.gateway
-    settings = state.settings
     try:
         run_id = check_run_id(request.path_params["run_id"])
         after = resume_after(request.headers.get("last-event-id"),
                              request.query_params.get("after_seq"))
-        ag_ui = _format(request.query_params.get("format"), stream)
+        posted = parse_input(await _body(request)) if request.method == "POST" else None
+        ag_ui = posted is not None or _format(request.query_params.get("format"), stream)
     except BadRequest as exc:
         return _refuse(state, stream, 400, "bad_request", str(exc))
-    try:  # a bad token is refused before any wait
+    answers = posted is not None and bool(posted.resume)
+    try:  # a bad token, or one without the right, is refused before any wait
         claims = None if state.tokens is None else state.tokens.claims(
             bearer(request.headers.get("authorization"), request.query_params.get("access_token")))
+        by = _may(state, claims, answers)
     except AuthError as exc:
         return _refuse(state, stream, exc.status, exc.reason, exc.detail)
     tenant = None if claims is None else claimed_tenant(claims)
+    answer = None
+    if answers:
+        assert posted is not None and state.reviews is not None and state.sender is not None
+        reviews, sender, wait_s = state.reviews, state.sender, state.settings.gateway_verdict_wait_s
+
+        def answer(run: Run) -> Callable[[Viewing], AsyncIterator[bytes]]:
+            return lambda viewing: resumed(state.tails[stream], run, posted, tenant, by,
+                                           reviews, sender, wait_s, viewing)
+
+    return await _open(state, stream, run_id, after, ag_ui, claims is not None, tenant, answer)
+
+
+def _may(state: GatewayState, claims: dict[str, Any] | None, answers: bool) -> str:
+    """Who answers (the token's subject; "" when nothing is answered), or AuthError 403:
+    reading needs ``runs:read``, answering also ``reviews:answer`` and a subject."""
+    if answers and (claims is None or state.reviews is None or state.sender is None):
+        raise AuthError(403, "answers_need_tokens", "answering needs SYMFONIC_GATEWAY_AUTH="
+                        "jwt: an answer records the token's subject")
+    if claims is None:
+        return ""
+    granted = scopes(claims)
+    if READ_RUNS not in granted:
+        raise AuthError(403, "forbidden", f"this token may not read runs ({READ_RUNS})")
+    if not answers:
+        return ""
+    by = subject(claims)
+    if ANSWER_REVIEWS not in granted or by is None:
+        raise AuthError(403, "forbidden", f"this token may not answer ({ANSWER_REVIEWS} "
+                        "scope and a subject needed)")
+    return by
+
+
+async def _body(request: Request) -> bytes:
+    """The request's body, read no further than a RunAgentInput may be (else BadRequest)."""
+    from symfonic_stream.gateway.resume import MAX_INPUT_BYTES
+
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_INPUT_BYTES:
+            raise BadRequest(f"a RunAgentInput is at most {MAX_INPUT_BYTES} bytes")
+    return bytes(body)
+
+
+async def _open(state: GatewayState, stream: str, run_id: str, after: int, ag_ui: bool,
+                with_tokens: bool, tenant: str | None,
+                answer: Callable[[Run], Callable[[Viewing], AsyncIterator[bytes]]] | None
+                ) -> Response:
+    """The run's stream once the run is there and readable (else 404 after the wait)."""
+    settings = state.settings
     no_slot = state.slots.take(tenant)
     if no_slot is not None:
         return _refuse(state, stream, 503, no_slot.reason, no_slot.detail)
     store = state.tails[stream].store
     response: _RunStream | None = None
     try:
-        run = await store.wait_for(run_id, _readable(claims is not None, tenant),
+        run = await store.wait_for(run_id, _readable(with_tokens, tenant),
                                    settings.gateway_run_wait_s)
         if run is not None:
-            response = _RunStream(state, stream, run, after, ag_ui, tenant)
+            response = _RunStream(state, stream, run, after, ag_ui, tenant,
+                                  answer(run) if answer is not None else None)
     finally:
         if response is None:  # (else the stream holds the slot until it ends)
             state.slots.give(tenant)
@@ -185,12 +262,20 @@ async def _chunks(request: Request) -> Response:
 
 def create_app(state: GatewayState) -> Starlette:
     origins = [o.strip() for o in state.settings.gateway_cors_origins.split(",") if o.strip()]
-    middleware = [Middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET"],
-                             allow_headers=["Last-Event-ID", "Authorization"])] if origins else []
+    # (POST with JSON: the AG-UI client's run requests, the console's answers)
+    middleware = [Middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
+                             allow_headers=["Last-Event-ID", "Authorization", "Content-Type",
+                                            "Accept"])] if origins else []
     app = Starlette(routes=[
         Route("/", page, methods=["GET"]),
-        Route("/v1/runs/{run_id:str}/events", _events, methods=["GET"]),
+        Route("/review", console.page, methods=["GET"]),
+        Route("/static/console.js", console.script, methods=["GET"]),
+        Route("/v1/runs/{run_id:str}/events", _events, methods=["GET", "POST"]),
         Route("/v1/runs/{run_id:str}/chunks", _chunks, methods=["GET"]),
+        Route("/v1/reviews/events", console.events, methods=["GET"]),
+        Route("/v1/reviews/tickets", console.tickets, methods=["GET"]),
+        Route("/v1/reviews/tickets/{ticket_id:str}/{action:str}", console.act,
+              methods=["POST"]),
     ], middleware=middleware)
     app.state.gateway = state
     return app

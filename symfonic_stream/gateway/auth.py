@@ -106,6 +106,36 @@ def bearer(authorization: str | None, access_token: str | None) -> str | None:
     return access_token or None
 
 
+#: Reading a run (its stream, GET or an AG-UI POST without ``resume``).
+READ_RUNS = "runs:read"
+#: Answering and claiming tickets: an AG-UI ``resume``, the review console.
+ANSWER_REVIEWS = "reviews:answer"
+
+
+def scopes(claims: dict[str, Any]) -> frozenset[str]:
+    """The token's scopes: OAuth's ``scope`` (space-separated, RFC 8693) or ``scp`` (a
+    list). A token with neither may read runs and nothing else: what every token could do
+    before scopes, and no more."""
+    scope, scp = claims.get("scope"), claims.get("scp")
+    if isinstance(scope, str):
+        return frozenset(scope.split())
+    if isinstance(scp, list):
+        return frozenset(s for s in scp if isinstance(s, str))
+    if scope is None and scp is None:
+        return frozenset({READ_RUNS})
+    return frozenset()  # a scope claim of another type grants nothing
+
+
+def subject(claims: dict[str, Any]) -> str | None:
+    """The token's ``sub`` (who answers: the answer's ``responder``), if a short string."""
+    sub = claims.get("sub")
+    return sub if isinstance(sub, str) and 0 < len(sub) <= MAX_SUBJECT else None
+
+
+#: A subject is compared with a claim's holder and recorded with each answer: a name.
+MAX_SUBJECT = 256
+
+
 def claimed_tenant(claims: dict[str, Any]) -> str | None:
     """The token's ``tenant`` claim when it is a string; None: the token reads no run (a
     run whose tenant is the claim's is readable, docs/gateway.md "Who may read")."""

@@ -18,8 +18,10 @@ from collections.abc import Callable
 import uvicorn
 
 from symfonic_stream.config import Settings
+from symfonic_stream.gateway.answers import ReviewSender
 from symfonic_stream.gateway.app import GatewayState, create_app
 from symfonic_stream.gateway.auth import TokenCheck
+from symfonic_stream.gateway.reviews import ReviewStore, ReviewTail
 from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.tail import TopicTail
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
@@ -52,13 +54,20 @@ class Gateway:
             for stream, topic in (("events", names.stream_events),
                                   ("chunks", names.stream_chunks))
         }
+        self.reviews = ReviewStore()
+        self.review_tail = ReviewTail(settings, names.review_tickets, self.reviews)
+        self.sender = ReviewSender(settings, self.reviews)
         # (a JWKS file that is no JWKS fails here, at start, naming the setting)
         self.state = GatewayState(settings, self.tails, self.metrics,
-                                  TokenCheck.from_settings(settings))
+                                  TokenCheck.from_settings(settings), self.reviews, self.sender)
         self.health = HealthState()
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
+
+    def _readers(self) -> list[TopicTail | ReviewTail]:
+        """What the gateway reads: the two streams' tails and the tickets' reviews."""
+        return [*self.tails.values(), self.review_tail]
 
     @property
     def port(self) -> int:
@@ -69,16 +78,18 @@ class Gateway:
         """Start the tails (waiting for Kafka) and bind the HTTP port."""
         settings = self.settings
         self.health.set_ready(False, "waiting for Kafka")
-        for tail in self.tails.values():
+        for tail in self._readers():
             await retrying(f"starting the gateway's tail of {tail.topic}", tail.start,
                            timeout_s=settings.startup_timeout_s)
+        await retrying("starting the gateway's producer of answers", self.sender.start,
+                       timeout_s=settings.startup_timeout_s)
         self._socket = socket.create_server((settings.gateway_host, settings.gateway_port),
                                             reuse_port=False)
         config = uvicorn.Config(create_app(self.state), log_config=None, access_log=False,
                                 lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
         self._server = uvicorn.Server(config)
         self.health.set_ready(False, "reading the topics' recent records")
-        for tail in self.tails.values():
+        for tail in self._readers():
             self._tasks.append(asyncio.create_task(tail.run(), name=f"tail-{tail.topic}"))
         self._tasks.append(asyncio.create_task(self._refresh(), name="gateway-refresh"))
 
@@ -97,20 +108,23 @@ class Gateway:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for tail in self.tails.values():
+        for tail in self._readers():
             await tail.stop()
+        await self.sender.stop()
         if self._socket is not None:
             self._socket.close()
 
     async def _refresh(self) -> None:
         while True:
-            caught_up = all(t.caught_up.is_set() for t in self.tails.values())
+            caught_up = all(t.caught_up.is_set()
+                            for t in self._readers())
             if caught_up != self.health.ready:
                 self.health.set_ready(caught_up, "reading the topics' recent records")
                 if caught_up:
                     log.info("gateway caught up", extra={
                         s: len(t.store) for s, t in self.tails.items()})
-            stale = max(time.monotonic() - t.last_progress for t in self.tails.values())
+            stale = max(time.monotonic() - t.last_progress
+                        for t in self._readers())
             if stale < self.health.stale_after_s:
                 self.health.mark_progress()
             for stream, tail in self.tails.items():

@@ -69,6 +69,24 @@ def read_envelope(value: bytes | None) -> Envelope | None:
     return Envelope(run_id, seq, name, closes, parsed.get("source_index") is not None)
 
 
+#: The typed events that carry their ticket's token (SPEC §7). Whoever holds the token may
+#: answer the pause, so the gateway never sends it: it answers on a reviewer's behalf with
+#: the token it reads from review-tickets (docs/gateway.md, "Answering a pause").
+TOKEN_EVENTS = frozenset({"ask_user", "interrupt"})
+
+
+def without_token(envelope: Envelope, value: bytes) -> bytes:
+    """``value`` without its event's ``token``: the bytes on the topic for every other
+    envelope (only an ask_user or interrupt event is parsed again)."""
+    if envelope.name not in TOKEN_EVENTS:
+        return value
+    parsed = orjson.loads(value)
+    event = parsed.get("event")
+    if type(event) is not dict or "token" not in event:
+        return value
+    return orjson.dumps({**parsed, "event": {k: v for k, v in event.items() if k != "token"}})
+
+
 def _name_of(parsed: dict[str, Any]) -> tuple[str | None, bool]:
     event, end = parsed.get("event"), parsed.get("end")
     if type(event) is dict:

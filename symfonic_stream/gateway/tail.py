@@ -17,13 +17,14 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway.runs import RunStore
-from symfonic_stream.gateway.sse import Envelope, read_envelope
+from symfonic_stream.gateway.sse import Envelope, read_envelope, without_token
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import groupless_consumer_kwargs
 from symfonic_stream.models.headers import TENANT_HEADER
@@ -90,15 +91,7 @@ class TopicTail:
     async def run(self) -> None:
         """File records until cancelled; a poll error is logged and retried."""
         assert self._consumer is not None, "start() first"
-        while True:
-            try:
-                batch = await self._consumer.getmany(timeout_ms=POLL_MS,
-                                                     max_records=FETCH_MAX_RECORDS)
-            except KafkaError as exc:
-                log.warning("gateway poll failed", extra={"topic": self.topic,
-                                                          "error": repr(exc)})
-                await asyncio.sleep(1.0)
-                continue
+        async for batch in polled(self._consumer, self.topic):
             self.last_progress = time.monotonic()
             for tp, records in batch.items():
                 for record in records:
@@ -121,7 +114,8 @@ class TopicTail:
             self._on_record("skipped")  # not an envelope of its key's run: never sent
             return
         assert value is not None
-        filing = self.store.append(partition, offset, envelope, value, tenant_of(headers))
+        filing = self.store.append(partition, offset, envelope, without_token(envelope, value),
+                                   tenant_of(headers))
         self._on_record(filing)
         if filing == "foreign" and self._first_foreign(envelope.run_id):
             # Once per run; no run id or tenant in a log line: the offset finds the record.
@@ -144,6 +138,17 @@ class TopicTail:
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
             await consumer.stop()
+
+
+async def polled(consumer: AIOKafkaConsumer, topic: str
+                 ) -> AsyncGenerator[dict[TopicPartition, list[ConsumerRecord[Any, Any]]], None]:
+    """``consumer``'s batches until cancelled; a poll error is logged and retried."""
+    while True:
+        try:
+            yield await consumer.getmany(timeout_ms=POLL_MS, max_records=FETCH_MAX_RECORDS)
+        except KafkaError as exc:
+            log.warning("gateway poll failed", extra={"topic": topic, "error": repr(exc)})
+            await asyncio.sleep(1.0)
 
 
 def tenant_of(headers: Sequence[tuple[str, bytes | None]] | None) -> str | None:
@@ -179,7 +184,8 @@ async def read_back(
                 envelope = read_envelope(record.value)
                 if record.key == key and envelope is not None and envelope.run_id == run_id:
                     assert record.value is not None
-                    yield record.offset, envelope, record.value, tenant_of(record.headers)
+                    yield (record.offset, envelope, without_token(envelope, record.value),
+                           tenant_of(record.headers))
             if await consumer.position(tp) >= until:
                 return
     finally:

@@ -20,6 +20,7 @@ from symfonic_stream.gateway.agui import sse as agui_sse
 from symfonic_stream.gateway.runs import Held, Run
 from symfonic_stream.gateway.sse import control, message
 from symfonic_stream.gateway.tail import TopicTail, read_back
+from symfonic_stream.models.event_types import TRUNCATED
 
 
 @dataclass(slots=True)
@@ -161,9 +162,13 @@ async def envelope_messages(items: AsyncGenerator[list[Item], None], run_id: str
 
 
 async def agui_messages(items: AsyncGenerator[list[Item], None], run_id: str, after: int,
-                        viewing: Viewing) -> AsyncIterator[bytes]:
-    """``?format=ag-ui``: the run is translated from its start (:mod:`.agui`), and what
-    belongs to seqs up to ``after`` is not sent."""
+                        viewing: Viewing, *, started: bool = False
+                        ) -> AsyncGenerator[bytes, None]:
+    """``?format=ag-ui``: one AG-UI run, the run's records after ``after`` up to its next
+    ``end`` (a pause ends an AG-UI run too: its RUN_FINISHED is the response's last event).
+    The run is translated from its start (:mod:`.agui`), and what belongs to seqs up to
+    ``after`` is not sent. ``started``: the response sent RUN_STARTED already (an AG-UI
+    resume's verdict comes first), so the translation's own is left out."""
     translation = AgUiRun(run_id)
     async with contextlib.aclosing(items):
         async for batch in items:
@@ -171,13 +176,21 @@ async def agui_messages(items: AsyncGenerator[list[Item], None], run_id: str, af
             for item in batch:
                 if isinstance(item, Truncated):
                     if item.to_seq > after:
-                        truncated = {"type": "CUSTOM", "name": "truncated",
+                        truncated = {"type": TRUNCATED.type, "name": TRUNCATED.name,
                                      "value": asdict(item)}
                         parts.append(b"data: %s\n\n" % orjson.dumps(truncated))
                     continue
                 events = translation.translate(orjson.loads(item.data))
-                if item.seq > after and events:
+                if item.seq <= after:
+                    continue
+                if started and events and events[0]["type"] == "RUN_STARTED":
+                    events, started = events[1:], False
+                if events:
                     parts.append(agui_sse(events, item.seq))
+                if item.name == "end":  # the AG-UI run's end: the response's
+                    viewing.run_ended = True
+                    yield _sent(viewing, len(parts), b"".join(parts))
+                    return
             if parts:
                 yield _sent(viewing, len(parts), b"".join(parts))
 

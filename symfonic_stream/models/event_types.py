@@ -7,6 +7,11 @@ handler per type: the AG-UI translation (``gateway/agui.py``), the gateway's pag
 ``tests/unit/test_event_types.py`` drives each format with each type and fails when one has
 no handler or does something else than its entry says. The AG-UI mapping is explained in
 docs/gateway.md ("AG-UI").
+
+The AG-UI events the gateway makes of something else than a typed event (a gap, a record
+too large to send, an AG-UI resume's verdicts and refusals) are here too, once each
+(:data:`GATEWAY_EVENTS`): the gateway's code takes their names from these entries, and the
+tests hold docs/gateway.md to them.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from symfonic_stream.models.pauses import RejectionReason
 from symfonic_stream.models.stream_event import (
     AskUserEvent,
     ExtensionEvent,
@@ -85,3 +91,48 @@ EVENT_TYPES: tuple[EventType, ...] = (
 
 #: Every StreamEvent ``type``, for metrics and docs.
 STREAM_EVENT_TYPES: tuple[str, ...] = tuple(entry.name for entry in EVENT_TYPES)
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayEvent:
+    """An AG-UI event of the gateway's own: a ``CUSTOM`` event's ``name``, or a
+    ``RUN_ERROR``'s ``code`` (a kernel's error keeps its own type as its code)."""
+
+    type: Literal["CUSTOM", "RUN_ERROR"]
+    name: str
+    #: What it tells the client (docs/gateway.md says it too).
+    means: str
+
+
+GAP = GatewayEvent("CUSTOM", "gap", "records of the run never came (`from_index`, `to_index`)")
+TRUNCATED = GatewayEvent("CUSTOM", "truncated", "records the gateway cannot serve, said rather "
+                         "than skipped (`from_seq`, `to_seq`, `reason`)")
+VERDICT = GatewayEvent("CUSTOM", "verdict", "an AG-UI resume's verdict on one interrupt "
+                       "(`interruptId`, `outcome`, `replayed`), before the continuation")
+ABANDONED = GatewayEvent("RUN_ERROR", "abandoned", "the run had no event within the idle "
+                         "timeout")
+WRONG_THREAD = GatewayEvent("RUN_ERROR", "wrong_thread", "a resume's `threadId` is not the run "
+                            "id; nothing was written")
+DUPLICATE_INTERRUPT = GatewayEvent("RUN_ERROR", "duplicate_interrupt", "a resume answers an "
+                                   "interrupt twice; nothing was written")
+UNKNOWN_INTERRUPT = GatewayEvent("RUN_ERROR", "unknown_interrupt", "a resume names an "
+                                 "interrupt the run has not opened (or no ticket of it is "
+                                 "known); nothing was written")
+RESUME_INCOMPLETE = GatewayEvent("RUN_ERROR", "resume_incomplete", "a resume leaves an open "
+                                 "interrupt of the pause unanswered; nothing was written")
+CANCEL_UNSUPPORTED = GatewayEvent("RUN_ERROR", "cancel_unsupported", "a resume entry is not "
+                                  "`resolved`: decline inside the payload; nothing was written")
+NO_VERDICT = GatewayEvent("RUN_ERROR", "no_verdict", "the validator's verdict did not come "
+                          "within `SYMFONIC_GATEWAY_VERDICT_WAIT_S`")
+
+#: Every AG-UI event the gateway makes of something else than a typed event: the
+#: resume path's refusals are the contract's codes above, then the validator's reasons.
+GATEWAY_EVENTS: tuple[GatewayEvent, ...] = (
+    GAP, TRUNCATED, VERDICT, ABANDONED, WRONG_THREAD, DUPLICATE_INTERRUPT, UNKNOWN_INTERRUPT,
+    RESUME_INCOMPLETE, CANCEL_UNSUPPORTED, NO_VERDICT,
+    *(GatewayEvent("RUN_ERROR", reason.value, "the validator refused the answer (SPEC §7; "
+                   "docs/pauses.md)") for reason in RejectionReason),
+)
+#: The ``code`` of every RUN_ERROR a resume can end with.
+RESUME_ERROR_CODES: frozenset[str] = frozenset(
+    e.name for e in GATEWAY_EVENTS if e.type == "RUN_ERROR" and e is not ABANDONED)

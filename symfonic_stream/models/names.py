@@ -55,6 +55,12 @@ class TopicNames:
         return f"{self.prefix}.resume-rejections"
 
     @property
+    def review_tickets(self) -> str:
+        """Each open ticket's review state (claim, escalation, history), compacted: written
+        by the resume validator, read by the gateway's review console."""
+        return f"{self.prefix}.review-tickets"
+
+    @property
     def expired_queue(self) -> str:
         return self.expired_queue_of(None)
 

@@ -13,6 +13,9 @@ MAX_TICKET_ID = 256
 #: for the validator to read it (``SYMFONIC_MAX_ANSWER_BYTES``): checking an answer against
 #: a hostile schema costs CPU and memory that grow with the answer (docs/pauses.md).
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024
+#: A claim's holder is compared with answers' ``responder``: a name, not a document.
+MAX_RESPONDER = 256
+MAX_REQUEST_ID = 128
 
 
 class Ticket(BaseModel):
@@ -52,6 +55,25 @@ class ResumeRequest(BaseModel):
     tenant: str | None = Field(None, description=(
         "The ticket's tenant (its `tenant` field): two tenants' tickets may share an id. "
         "Absent: the ticket of that id whose token this is."))
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID, description=(
+        "The sender's name for this request, copied into the ticket's review history with "
+        "the verdict (the gateway waits for it there)."))
+
+
+class ClaimRequest(BaseModel):
+    """A reviewer claims a ticket for the lease (``claim``) or gives it back (``release``),
+    on ``<prefix>.resume-requests`` like an answer; the validator decides, in the order the
+    requests reach it (docs/pauses.md, "Claims")."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    action: Literal["claim", "release"]
+    ticket_id: str = Field(min_length=1, max_length=MAX_TICKET_ID)
+    token: str
+    responder: str = Field(min_length=1, max_length=MAX_RESPONDER, description=(
+        "Who claims: the holder of the lease, compared with each later answer's responder."))
+    tenant: str | None = None
+    request_id: str | None = Field(None, max_length=MAX_REQUEST_ID)
 
 
 class Resume(BaseModel):
@@ -73,6 +95,8 @@ class RejectionReason(enum.StrEnum):
     BAD_TOKEN = "bad_token"
     EXPIRED = "expired"
     ALREADY_ANSWERED = "already_answered"
+    #: Another reviewer holds the ticket's claim, and its lease has not run out.
+    CLAIMED = "claimed"
     INVALID_ANSWER = "invalid_answer"
 
 
@@ -86,3 +110,55 @@ class ResumeRejection(BaseModel):
     detail: str
     responder: str | None
     rejected_at: float
+
+
+class ReviewClaim(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    by: str
+    until: float
+
+
+class ReviewEscalation(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    from_queue: str
+    to_queue: str
+    at: float
+
+
+class ReviewAnswered(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    by: str | None
+    at: float
+    digest: str = Field(description="SHA-256 of the accepted answer as sorted-key JSON: a "
+                                    "replay of the same answer is told from another.")
+
+
+class ReviewEntry(BaseModel):
+    """One step of a ticket's review history."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    at: float
+    event: Literal["routed", "claimed", "claim_refused", "released", "lease_expired",
+                   "escalated", "answered", "answer_refused"]
+    by: str | None = None
+    request: str | None = None
+    reason: str | None = None
+    detail: str | None = None
+
+
+class ReviewTicket(BaseModel):
+    """A ticket's review state, on the compacted ``<prefix>.review-tickets`` keyed by
+    ``["<tenant>", "<ticket id>"]``, written by the resume validator in the transaction of
+    each change; a tombstone when the validator forgets the ticket."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ticket: Ticket = Field(description="As routed (its `queue` the current one).")
+    claim: ReviewClaim | None
+    escalated: ReviewEscalation | None
+    answered: ReviewAnswered | None
+    history: list[ReviewEntry] = Field(description="The latest steps, oldest first.")

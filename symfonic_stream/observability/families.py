@@ -44,7 +44,8 @@ RESTORE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
 DEAD_LETTER_REASONS: Final = frozenset(reason.value for reason in DeadLetterReason)
 #: Resume outcomes, SPEC §7: ``accepted`` or a rejection reason.
 RESUME_OUTCOMES: Final = frozenset(
-    {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "invalid_answer"}
+    {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "claimed",
+     "invalid_answer"}
 )
 #: The keys of ``Collector.counts`` (engine/records.py) and the counter each one feeds.
 COUNT_KEYS: Final = frozenset({

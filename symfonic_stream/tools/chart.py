@@ -4,7 +4,8 @@ Helm reads only files inside the chart, so ``make schemas`` writes there:
 
 * ``files/consumers.yaml``: each deployed consumer's name, the group and topic its
   autoscaler follows, its KafkaUser's ACLs (as ``symfonic-stream acls`` prints them; those
-  with per-tenant queues too where they differ), the gateway's ACLs, and the topics every
+  with per-tenant queues, escalations or both too, where they differ: ``aclsWhen``), the
+  gateway's ACLs, and the topics every
   deployment has (the human queues come from the values, as the router's come from its
   rules). Names are written with ``{prefix}``; the templates put ``kafka.topicPrefix`` in
   its place.
@@ -17,8 +18,10 @@ one differs (so does a unit test).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +43,38 @@ NOTE = ("# Generated from consumers/ by `make schemas` "
         "(python -m symfonic_stream.tools.chart --write): do not edit.\n")
 
 
-def _acls(name: str, tenant_queues: bool) -> list[dict[str, object]]:
-    # model_construct: the placeholder prefix is no valid setting, and no SYMFONIC_*
-    # variable of the machine that generates may change what is generated.
-    settings = Settings.model_construct(topic_prefix=PREFIX, tenant_queues=tenant_queues)
-    plan = build_plan(settings, [name])
-    return strimzi_acls(plan, default_principal(settings, name))
+#: The values that change a consumer's ACLs, in the order the template joins them: per-tenant
+#: queues (the router may create a tenant's queue) and escalations in the routing rules (the
+#: validator writes the queue namespace too).
+CONDITIONS = ("tenantQueues", "escalations")
+#: Any escalation gives the same ACLs: the grant is the whole queue namespace.
+_ESCALATING_RULES = "escalations: [{queue: default, after_minutes: 1, to: escalated}]\n"
+
+
+def _acls(name: str, conditions: tuple[str, ...] = ()) -> list[dict[str, object]]:
+    with tempfile.TemporaryDirectory() as folder:
+        rules = None
+        if "escalations" in conditions:  # (the wiring reads the rules from their file)
+            rules = Path(folder) / "rules.yaml"
+            rules.write_text(_ESCALATING_RULES, encoding="utf-8")
+        # model_construct: the placeholder prefix is no valid setting, and no SYMFONIC_*
+        # variable of the machine that generates may change what is generated.
+        settings = Settings.model_construct(topic_prefix=PREFIX, routing_rules=rules,
+                                            tenant_queues="tenantQueues" in conditions)
+        plan = build_plan(settings, [name])
+        return strimzi_acls(plan, default_principal(settings, name))
+
+
+def _acls_when(name: str, acls: list[dict[str, object]]) -> dict[str, list[dict[str, object]]]:
+    """The ACLs under each combination of :data:`CONDITIONS` where they differ from
+    ``acls`` (none set), keyed by the combination's names joined with ``+``."""
+    found = {}
+    for size in range(1, len(CONDITIONS) + 1):
+        for chosen in itertools.combinations(CONDITIONS, size):
+            differing = _acls(name, chosen)
+            if differing != acls:
+                found["+".join(chosen)] = differing
+    return found
 
 
 def chart_data() -> dict[str, Any]:
@@ -54,15 +83,16 @@ def chart_data() -> dict[str, Any]:
     consumers = []
     for consumer in deployed():
         scaled = consumer.engine(consumer.scales_on)
+        acls = _acls(consumer.name)
         consumers.append({
             "name": consumer.name,
             "lag": {"group": names.group(scaled.name), "topic": scaled.reads.name(names)},
-            "acls": _acls(consumer.name, False),
+            "acls": acls,
         })
-        tenant_queues = _acls(consumer.name, True)
-        if tenant_queues != consumers[-1]["acls"]:  # the router may create a tenant's queues
-            consumers[-1]["aclsWithTenantQueues"] = tenant_queues
-    readers = {reader.name: {"acls": _acls(reader.name, False)} for reader in READERS}
+        when = _acls_when(consumer.name, acls)
+        if when:
+            consumers[-1]["aclsWhen"] = when
+    readers = {reader.name: {"acls": _acls(reader.name)} for reader in READERS}
     topics = [{"name": t.name, "compact": t.compact, **({"consumer": t.owner} if t.owner else {})}
               for t in declared_topics(names, deployed())]
     return {"consumers": consumers, "readers": readers, "topics": topics}

@@ -344,6 +344,27 @@ class TopicReader:
         return self.records
 
 
+async def count_records(topic: str) -> int:
+    """How many committed records ``topic`` holds: read to its end offsets, read_committed."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=BOOTSTRAP, isolation_level="read_committed")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        total = 0
+        while True:
+            batch = await consumer.getmany(timeout_ms=500)
+            if not batch:
+                ends = await consumer.end_offsets(tps)
+                positions = [await consumer.position(tp) for tp in tps]
+                if all(at >= ends[tp] for at, tp in zip(positions, tps, strict=True)):
+                    return total
+            total += sum(len(records) for records in batch.values())
+    finally:
+        await consumer.stop()
+
+
 async def committed_offsets(group: str, topic: str) -> dict[int, int]:
     """The group's committed offset of each partition of ``topic``."""
     admin = AIOKafkaAdminClient(bootstrap_servers=BOOTSTRAP)

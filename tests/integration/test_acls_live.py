@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+import jwt
 import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -35,6 +37,7 @@ from aiokafka.errors import (
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailed,
 )
+from pydantic import SecretStr
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import deployed_names
@@ -46,6 +49,7 @@ from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import OutcomesUnavailable, Reviewer
 
 from .conftest import register_name
+from .gateway_harness import running_gateway
 from .harness import ConsumerProcess, run_cli, unique_prefix
 
 pytestmark = [pytest.mark.slow, pytest.mark.authorizer, pytest.mark.timeout(240)]
@@ -54,6 +58,8 @@ KAFKA_SH = Path(__file__).resolve().parents[2] / "scripts" / "kafka.sh"
 PARTITIONS = 2
 #: The broker's users for the consumers (their default principals under prefix symfonic).
 USERS = {consumer: f"symfonic-{consumer}" for consumer in deployed_names()}
+GATEWAY_USER = "symfonic-gateway"
+GATEWAY_KEY = "an-hs256-key-of-at-least-32-bytes-for-the-acl-test"
 
 
 def user_env(user: str) -> dict[str, str]:
@@ -106,9 +112,10 @@ def _make_deployment() -> Deployment:
     queues = [names.human_queue("default", tenant) for tenant in ("acme", "globex")]
     report = asyncio.run(ensure_topics(admin, [topic_spec(admin, q, "queue") for q in queues]))
     assert report.ok, report.mismatches
+    # Every consumer of the deployment and the gateway (a reader: named, not by default).
     args = ["acls", "--apply", "--reviewer", "acme", "--reviewer", "globex"]
-    for consumer, user in USERS.items():
-        args += ["--principal", f"{consumer}=User:{user}"]
+    for consumer, user in {**USERS, "gateway": GATEWAY_USER}.items():
+        args += ["--consumer", consumer, "--principal", f"{consumer}=User:{user}"]
     applied = run_cli(args, cli_env("admin", prefix), 120)
     assert applied.returncode == 0, applied.stderr
     print(f"deployment {prefix}: topics and {applied.stdout.strip()} "
@@ -252,6 +259,38 @@ async def test_pauses_reviewer_and_resumes_run_with_only_their_acls(
     await resumes.wait_ready(within=90)
     [verdict] = await read_until(deployment.admin, names.resumes, 1, within=90)
     assert orjson.loads(verdict)["ticket_id"] == ticket.ticket_id, resumes.log()
+    for process in (router, resumes):
+        assert "AuthorizationFailed" not in process.log(), process.log()
+
+
+async def test_the_gateway_answers_for_a_reviewer_with_only_its_acls(
+    deployment: Deployment, tmp_path: Path, running: list[ConsumerProcess]
+) -> None:
+    """The gateway as its own user (acls --consumer gateway): it reads the projections and
+    review-tickets, claims a ticket through its console (a write to resume-requests), and
+    may not read the verdict topics or the queues."""
+    names, prefix = deployment.names, deployment.prefix
+    router = consumer_as("pauses", prefix, tmp_path).start()
+    resumes = consumer_as("resumes", prefix, tmp_path).start()
+    running.extend([router, resumes])
+    await produce_as(deployment.admin, names.agent_events, [pause_event("gw-run", "acme")])
+    settings = settings_as(GATEWAY_USER, prefix).model_copy(update={
+        "gateway_port": 0, "gateway_host": "127.0.0.1", "gateway_auth": "jwt",
+        "gateway_jwt_key": SecretStr(GATEWAY_KEY)})
+    async with running_gateway(settings) as (gateway, url):
+        ticket = await gateway.reviews.wait(
+            "acme", lambda: gateway.reviews.get("acme", "gw-run-i0"), 90)
+        assert ticket is not None, resumes.log()
+        now = int(time.time())
+        bearer = jwt.encode({"tenant": "acme", "sub": "pat", "scope": "reviews:answer",
+                             "iat": now, "exp": now + 300}, GATEWAY_KEY, algorithm="HS256")
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            claimed = await client.post("/v1/reviews/tickets/gw-run-i0/claim",
+                                        headers={"Authorization": f"Bearer {bearer}"})
+        assert claimed.json()["outcome"] == "claimed", (claimed.text, resumes.log())
+    for topic in (names.resumes, names.human_queue("default", "acme"),
+                  names.pause_registrations):
+        await assert_cannot_read(settings, topic)
     for process in (router, resumes):
         assert "AuthorizationFailed" not in process.log(), process.log()
 

@@ -11,6 +11,7 @@ as tests/golden/render_typed.txt.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 from symfonic_stream.engine.workers import free_port
 from symfonic_stream.models.names import TopicNames
 from tests.reference import oracle
+from tests.unit.helpers import package_sources
 
 from .harness import BOOTSTRAP, PARTITIONS, TopicReader, produce, unique_prefix
 
@@ -86,6 +88,23 @@ def test_the_image_has_its_roles_commands_only() -> None:
     assert done.returncode == 0, done.stderr
     missing = [line.split() for line in done.stdout.splitlines()]
     assert missing and {name for _, name in missing} == {"rich"}  # the [tools] extra's
+
+
+def test_the_image_holds_this_checkouts_package() -> None:
+    """The package in the image is the checkout's, file for file (a stale cached layer would
+    hold an earlier build's), the review console's bundle included."""
+    script = ("import hashlib, json, pathlib, symfonic_stream as p\n"
+              "root = pathlib.Path(p.__file__).parent\n"
+              "print(json.dumps({str(f.relative_to(root)): hashlib.sha256(f.read_bytes())"
+              ".hexdigest() for f in root.rglob('*') if f.suffix in ('.py', '.js', '.html')}))\n")
+    done = run("-c", script, flags=("--entrypoint=python",))
+    assert done.returncode == 0, done.stderr
+    in_image = orjson.loads(done.stdout)
+    package = ROOT / "symfonic_stream"
+    here = {str(f.relative_to(package)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in package_sources(package, (".py", ".js", ".html"))}
+    assert "gateway/static/console.js" in in_image
+    assert in_image == here
 
 
 async def test_run_typed_from_the_image_writes_the_golden_run(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ async def _answered(tmp_path: Path, events: list[dict[str, Any]],
         tickets = {(tenant, t.ticket_id): t for tenant, queue in QUEUES
                    for t in await read_tickets(names.human_queue(queue, tenant), names, [router])}
         assert sorted(tickets) == sorted({(tenant, ticket_id) for tenant, ticket_id, _ in answers})
-        async with Reviewer(settings_for(prefix), group_id="review-ui") as reviewer:
+        async with Reviewer("review-ui", settings_for(prefix)) as reviewer:
             for tenant, ticket_id, named in answers:
                 ticket = tickets[tenant, ticket_id]
                 asked.append({"ticket_id": ticket_id, "token": ticket.token,

@@ -47,7 +47,12 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
     assert "a second answer → rejected: already_answered" in out
     assert re.search(r"metrics of typed: http://127\.0\.0\.1:\d+/metrics", out)
     # the gateway ran beside them, its page's URL for the first run printed
-    assert re.search(r"^  open http://127\.0\.0\.1:\d+/\?run=demo-7-00000$", out, re.MULTILINE)
+    assert re.search(r"^  open http://127\.0\.0\.1:\d+/\?run=demo-7-00000&access_token=\S+$", out,
+                     re.MULTILINE)
+    # the loop closed: a pause answered through the console, the run resumed to its end
+    assert re.search(r"^  demo-reviewer: claim → claimed \(200\)$", out, re.MULTILINE), out
+    assert re.search(r"^  demo-reviewer: answer → accepted \(200\)$", out, re.MULTILINE), out
+    assert "the kernel resumed demo-7-review: the run ended completed" in out
     # The rendered run: a header, a tool call and an end line.
     assert re.search(r"^run demo-7-\d{5}  \(from seq 0", out, re.MULTILINE)
     assert "→ tool " in out

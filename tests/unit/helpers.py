@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.models.agent_event import AgentEvent
 
 
@@ -70,10 +72,22 @@ def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     processor.restored()
 
 
-def package_sources(package: Path) -> list[Path]:
-    """Every ``.py`` file of the package, through ``symfonic_stream/consumers``, the link to
-    the top-level ``consumers/`` (``Path.rglob`` does not follow links before Python 3.13)."""
+def package_sources(package: Path, suffixes: tuple[str, ...] = (".py",)) -> list[Path]:
+    """Every ``.py`` file (or file of ``suffixes``) of the package, through
+    ``symfonic_stream/consumers``, the link to the top-level ``consumers/`` (``Path.rglob``
+    does not follow links before Python 3.13)."""
     found = []
     for folder, _, files in os.walk(package, followlinks=True):
-        found.extend(Path(folder) / name for name in files if name.endswith(".py"))
+        found.extend(Path(folder) / name for name in files if name.endswith(suffixes))
     return sorted(found)
+
+
+@dataclass(slots=True)
+class Verdicts(Collector):
+    """A collector that keeps the resume validator's review-tickets records (``reviews``)
+    apart from its verdicts and other outputs (``outputs``)."""
+
+    reviews: list[OutputRecord] = field(default_factory=list)
+
+    def emit(self, record: OutputRecord) -> None:
+        (self.reviews if record.topic.endswith(".review-tickets") else self.outputs).append(record)

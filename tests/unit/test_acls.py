@@ -9,6 +9,7 @@ test fails when it is stale: ``.venv/bin/python -m tests.unit.test_acls --write`
 from __future__ import annotations
 
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,35 @@ def test_the_resumes_process_gets_its_intake_and_its_validator() -> None:
     assert _ops(plan, who, "TOPIC", "p.pause-registrations") >= {"READ", "WRITE"}
     assert allowed(plan, who, "TOPIC", "p.resume-requests", "READ")
     assert not allowed(plan, who, "TOPIC", "p.resume-requests", "WRITE")
+
+
+def test_the_gateway_reads_projections_and_reviews_and_writes_only_answers() -> None:
+    plan = build_plan(Settings(topic_prefix="p"), ["gateway"])
+    who = "User:p-gateway"
+    assert plan.principals() == [who]
+    for topic in ("p.stream-events", "p.stream-chunks", "p.review-tickets"):
+        assert _ops(plan, who, "TOPIC", topic) == {"READ", "DESCRIBE", "DESCRIBE_CONFIGS"}, topic
+    assert _ops(plan, who, "TOPIC", "p.resume-requests") == {"WRITE", "DESCRIBE"}
+    assert {b.resource_type for b in plan.bindings} == {"TOPIC"}  # no group, no txn id
+    assert len(plan.bindings) == 3 * 3 + 2
+    for topic in ("p.resumes", "p.pause-registrations", "p.human.default"):
+        assert not _ops(plan, who, "TOPIC", topic), topic
+    assert build_plan(Settings(topic_prefix="p")).principals() == [
+        f"User:p-{consumer}" for consumer in sorted(CONSUMERS)], "not by default"
+
+
+def test_the_validator_writes_review_tickets_and_escalated_queues(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("escalations: [{queue: default, after_minutes: 5, to: oversight}]")
+    who = "User:p-resumes"
+    plain = build_plan(Settings(topic_prefix="p"), ["resumes"])
+    assert _ops(plain, who, "TOPIC", "p.review-tickets") >= {"WRITE"}
+    assert not [b for b in plain.bindings if b.resource_name.startswith("p.human.")]
+    escalating = build_plan(Settings(topic_prefix="p", routing_rules=rules), ["resumes"])
+    assert allowed(escalating, who, "TOPIC", "p.human.oversight", "WRITE")
+    per_tenant = build_plan(Settings(topic_prefix="p", routing_rules=rules,
+                                     tenant_queues=True), ["resumes"])
+    assert allowed(per_tenant, who, "TOPIC", "p.human.acme.oversight", "CREATE")
 
 
 def test_the_router_owns_the_queue_namespace_and_creates_only_with_tenant_queues() -> None:
@@ -221,16 +251,6 @@ def test_the_command_prints_the_plan_and_names_a_bad_option() -> None:
     assert bad.exit_code == 2 and "--principal typed=" in bad.output
 
 
-def test_the_gateway_reads_the_two_projections_and_nothing_else() -> None:
-    plan = build_plan(Settings(topic_prefix="p"), ["gateway"])
-    assert plan.principals() == ["User:p-gateway"]
-    assert {(b.resource_type, b.pattern, b.resource_name, b.operation) for b in plan.bindings} == {
-        ("TOPIC", "LITERAL", topic, op)
-        for topic in ("p.stream-events", "p.stream-chunks") for op in ("READ", "DESCRIBE")}
-    assert build_plan(Settings(topic_prefix="p")).principals() == [
-        f"User:p-{consumer}" for consumer in sorted(CONSUMERS)], "not by default"
-
-
 def test_transactional_id_prefix_is_the_shared_part() -> None:
     [topology] = consumer_topologies(Settings(topic_prefix="p"), "chunks")
     assert transactional_id_prefix(topology) == "p-chunks-p.agent-events-"
@@ -255,6 +275,15 @@ CHART_CASES: list[dict[str, Any]] = [
     {"it": "renders a reviewer of one shared queue without tenant queues",
      "prefix": "symfonic", "tenant_queues": False, "consumers": ["resumes"],
      "reviewers": [{"tenant": "acme", "queue": "default"}]},
+    {"it": "renders the gateway's user: it reads review-tickets and writes only answers",
+     "prefix": "prod", "tenant_queues": True, "consumers": ["resumes"], "reviewers": [],
+     "gateway": True},
+    {"it": "renders the validator's grant of the queues when the rules escalate",
+     "prefix": "prod", "tenant_queues": False, "consumers": ["pauses", "resumes"],
+     "reviewers": [], "escalations": [{"queue": "default", "after_minutes": 5, "to": "desk"}]},
+    {"it": "renders the validator's grant to create a tenant's queue when it escalates",
+     "prefix": "prod", "tenant_queues": True, "consumers": ["resumes"],
+     "reviewers": [], "escalations": [{"queue": "default", "after_minutes": 5, "to": "desk"}]},
 ]
 
 
@@ -279,13 +308,22 @@ def _case_set(case: dict[str, Any]) -> dict[str, Any]:
     }
     for consumer in CONSUMERS:
         values[f"consumers.{consumer}.enabled"] = consumer in case["consumers"]
+    if case.get("gateway"):
+        values["gateway.enabled"] = True
+    if case.get("escalations"):
+        values["pauses.routing.escalations"] = case["escalations"]
     return values
 
 
 def _case_asserts(case: dict[str, Any]) -> list[dict[str, Any]]:
-    settings = Settings(topic_prefix=case["prefix"], tenant_queues=case["tenant_queues"])
     reviewers = [ReviewerSpec(r["tenant"], r.get("queue")) for r in case["reviewers"]]
-    plan = build_plan(settings, case["consumers"], reviewers)
+    named = [*case["consumers"], *(["gateway"] if case.get("gateway") else [])]
+    with tempfile.TemporaryDirectory() as folder:
+        rules = Path(folder) / "rules.yaml"  # (the validator's wiring reads the rules file)
+        rules.write_text(yaml.safe_dump({"escalations": case.get("escalations", [])}))
+        settings = Settings(topic_prefix=case["prefix"], tenant_queues=case["tenant_queues"],
+                            routing_rules=rules)
+        plan = build_plan(settings, named, reviewers)
     asserts: list[dict[str, Any]] = [{"hasDocuments": {"count": len(plan.principals())}}]
     for principal in plan.principals():
         select = {"path": "metadata.name", "value": principal.removeprefix("User:")}

@@ -104,14 +104,17 @@ def test_the_deployments_consumers_are_the_four() -> None:
         "typed", "chunks", "pauses", "resumes"]
 
 
-def test_the_gateway_tails_what_its_declaration_reads() -> None:
+async def test_the_gateway_tails_and_sends_what_its_declaration_reads_and_writes() -> None:
     from symfonic_stream.consumers.gateway import GATEWAY
     from symfonic_stream.gateway.server import Gateway
 
     settings = Settings(topic_prefix="p")
-    tails = Gateway(settings).tails.values()
-    assert sorted(tail.topic for tail in tails) == sorted(
+    gateway = Gateway(settings)
+    readers = gateway._readers()  # the two streams' tails, the reviews' tail
+    assert sorted(reader.topic for reader in readers) == sorted(
         t.name(TopicNames("p")) for t in GATEWAY.reads)
+    assert [gateway.sender.topic] == [w.topic.name(TopicNames("p")) for w in GATEWAY.writes]
+    await gateway.sender.stop()  # (never started: closes the producer made for it)
 
 
 def test_a_consumer_declared_alone_is_in_every_derived_list(

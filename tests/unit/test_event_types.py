@@ -17,7 +17,14 @@ from rich.console import Console
 
 from symfonic_stream.gateway import agui
 from symfonic_stream.models.envelope import TypedEventRecord
-from symfonic_stream.models.event_types import EVENT_TYPES, STREAM_EVENT_TYPES, EventType
+from symfonic_stream.models.event_types import (
+    EVENT_TYPES,
+    GATEWAY_EVENTS,
+    RESUME_ERROR_CODES,
+    STREAM_EVENT_TYPES,
+    EventType,
+)
+from symfonic_stream.models.pauses import RejectionReason
 from symfonic_stream.models.stream_event import StreamEvent
 from symfonic_stream.tools import render
 
@@ -139,3 +146,35 @@ def test_the_ag_ui_table_names_every_type() -> None:
     section = GATEWAY_DOC.read_text().split("## AG-UI", 1)[1].split("\n## ", 1)[0]
     for name in STREAM_EVENT_TYPES:
         assert f"`{name}`" in section, name
+
+
+# -- the gateway's own AG-UI events -------------------------------------------------------
+
+#: A CUSTOM event's name or a RUN_ERROR's code spelled in the gateway's code.
+_SPELLED = re.compile(r'"type": "(CUSTOM|RUN_ERROR)",[^}]*?"(?:name|code)": "([a-z_]+)"'
+                      r'|"(?:name|code)": "([a-z_]+)"[^}]*?"type": "(?:CUSTOM|RUN_ERROR)"'
+                      r'|ResumeError\("([a-z_]+)"')
+
+
+def test_the_gateway_names_its_own_events_from_the_registry() -> None:
+    """A CUSTOM name or RUN_ERROR code the gateway spells itself is a typed event's (the
+    table above) or one of GATEWAY_EVENTS; the rest take the registry's names."""
+    known = {e.name for e in GATEWAY_EVENTS} | set(STREAM_EVENT_TYPES)
+    spelled = set()
+    for path in sorted((ROOT / "symfonic_stream" / "gateway").glob("*.py")):
+        for match in _SPELLED.finditer(path.read_text()):
+            spelled.add(next(group for group in match.groups()[1:] if group))
+    assert spelled <= known, spelled - known
+    assert {"usage"} <= spelled  # (the pattern finds what it is for)
+
+
+def test_a_resume_refusal_is_a_registered_code() -> None:
+    assert {reason.value for reason in RejectionReason} <= RESUME_ERROR_CODES
+    assert {"wrong_thread", "unknown_interrupt", "no_verdict"} <= RESUME_ERROR_CODES
+    assert "abandoned" not in RESUME_ERROR_CODES  # (a run's end, not a resume's)
+
+
+def test_the_gateway_doc_names_each_of_the_gateways_own_events() -> None:
+    text = GATEWAY_DOC.read_text()
+    for event in GATEWAY_EVENTS:
+        assert f"`{event.name}`" in text, event.name

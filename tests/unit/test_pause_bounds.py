@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.commit_metrics import report_commit
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.records import OutputRecord
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.pauses.router import (
     DEFAULT_TICKET_MAX_LIFETIME_S,
@@ -14,7 +14,7 @@ from symfonic_stream.processors.pauses.router import (
     ROUTED_CODEC,
 )
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from tests.unit.helpers import restore_from, write_changes
+from tests.unit.helpers import Verdicts, restore_from, write_changes
 from tests.unit.test_pauses import (
     NAMES,
     NOW,
@@ -117,7 +117,7 @@ def test_ticket_metrics_name_the_rules_queue_never_the_tenant_or_a_header() -> N
 
 
 def test_headers_of_client_records_never_become_labels() -> None:
-    out = Collector()
+    out = Verdicts()
     odd = (("symfonic-queue", b"made-up-1"), ("symfonic-kind", b"\xff\xfe"),
            ("symfonic-outcome", b"\xff"))
     for n in range(100):

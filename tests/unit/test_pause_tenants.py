@@ -9,10 +9,9 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector
 from symfonic_stream.processors.pauses.router import ROUTED_CODEC
 from tests.reference.pauses import ACCEPTED, ReferenceReview
-from tests.unit.helpers import restore_from, write_changes
+from tests.unit.helpers import Verdicts, restore_from, write_changes
 from tests.unit.test_pauses import NOW, RouterHarness, ValidatorHarness, pause_event
 
 
@@ -107,7 +106,7 @@ def test_both_tenants_tickets_survive_a_restore() -> None:
     _check(again, reference, [{"ticket_id": "shared", "token": "acme-tok"},
                               {"ticket_id": "shared", "token": "globex-tok"}])
     again.validator.punctuate(1e12, again.out)  # both forgotten, and their index entries
-    again.out = Collector()
+    again.out = Verdicts()
     _answer(again, ticket_id="shared", token="acme-tok")
     assert _verdicts(again) == [("unknown_ticket", None)]
 

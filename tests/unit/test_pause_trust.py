@@ -18,7 +18,7 @@ from symfonic_stream.processors.pauses.registry import TICKET_CODEC
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import RulesError, is_topic_part, parse_rules
 from symfonic_stream.processors.pauses.validator import MAX_INVALID_ANSWERS
-from tests.unit.helpers import restore_from, write_changes
+from tests.unit.helpers import Verdicts, restore_from, write_changes
 from tests.unit.test_pauses import (
     NAMES,
     NOW,
@@ -32,7 +32,7 @@ TICKET_HEADER = (("symfonic-record-type", b"ticket"),)
 
 
 def intake(record: InputRecord, limits: DecodeLimits | None = None) -> Collector:
-    out = Collector()
+    out = Verdicts()
     processor = ResumeIntake(NAMES.pause_registrations, *([limits] if limits else []))
     processor.process(record, NOW, out)
     return out
@@ -123,7 +123,7 @@ def test_an_answered_ticket_is_never_answered_again_even_after_it_is_forgotten()
     late.feed(event, now=forgotten + 10)
     [(_, again)] = late.tickets()
     assert again["expires_at"] == ticket["expires_at"]
-    v.out = Collector()
+    v.out = Verdicts()
     for output in late.out.outputs:
         if output.record_type == "registration":
             v.validator.process(v.record(output.key, output.value or b"", output.headers),

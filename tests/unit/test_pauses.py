@@ -21,7 +21,7 @@ from symfonic_stream.processors.pauses.rules import (
     parse_rules,
 )
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from tests.unit.helpers import interrupt, raw, restore_from, write_changes
+from tests.unit.helpers import Verdicts, interrupt, raw, restore_from, write_changes
 
 NAMES = TopicNames("symfonic")
 RULES = parse_rules(
@@ -74,7 +74,7 @@ def pause_event(
 class RouterHarness:
     def __init__(self, rules: RoutingRules = RULES, tenant_queues: bool = False) -> None:
         self.router = PauseRouter(NAMES, rules, tenant_queues=tenant_queues, grace_s=60.0)
-        self.out = Collector()
+        self.out = Verdicts()
         self.offset = 0
 
     def feed(self, event: dict[str, Any], now: float = NOW) -> None:
@@ -297,7 +297,7 @@ ANSWER = (("symfonic-record-type", b"answer"),)
 class ValidatorHarness:
     def __init__(self) -> None:
         self.validator = ResumeValidator(NAMES, grace_s=100.0)
-        self.out = Collector()
+        self.out = Verdicts()
         self.offset = 0
 
     def record(

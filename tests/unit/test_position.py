@@ -20,7 +20,7 @@ from symfonic_stream.engine.commit import CommitOutcome
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.restoring import TaskState, keeps_position
 from symfonic_stream.engine.task import QUIET_S, StreamTask
-from symfonic_stream.engine.topology import Bounded, Topology
+from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.position import (
     KEY,
@@ -71,7 +71,7 @@ def test_which_topologies_keep_a_position() -> None:
     assert keeps_position(settings, stateful)
     assert not keeps_position(settings, stateless)
     assert not keeps_position(Settings(group_offset_interval_ms=0), stateful)
-    replay = _topology(changelog="progress", bounded=Bounded(ranges={0: (0, 10)}))
+    replay = _topology(changelog="progress", source=RangeSource(ranges={0: (0, 10)}))
     assert keeps_position(Settings(group_offset_interval_ms=0), replay)
 
 
@@ -160,11 +160,11 @@ class _Copy:
         pass
 
 
-def _topology(changelog: str | None, bounded: Bounded | None = None) -> Topology:
+def _topology(changelog: str | None, source: Source | None = None) -> Topology:
     return Topology(
         consumer="typed", group_id="group", source_topic=SOURCE, output_topics=("out",),
         dead_letter_topic="dlq", changelog_topic=changelog,
-        processor_factory=lambda partition: _Copy(), bounded=bounded,
+        processor_factory=lambda partition: _Copy(), source=source or GroupSource(),
     )
 
 

@@ -139,6 +139,8 @@ def test_every_record_type_has_its_file() -> None:
         "resume-request.json",
         "resume.json",
         "resume-rejection.json",
+        "claim-request.json",
+        "review-ticket.json",
         "dead-letter-headers.json",
         "asyncapi.yaml",
     }
@@ -721,6 +723,10 @@ def _known_instances() -> dict[str, tuple[Any, Any]]:
                           answered_at=3100.0))
     rejection = _dump(ResumeRejection(ticket_id="intr-1", reason=RejectionReason.BAD_TOKEN,
                                       detail="no", responder=None, rejected_at=1.0))
+    claim = {"action": "claim", "ticket_id": "intr-1", "token": "tok", "responder": "ana"}
+    review = {"ticket": _ticket(), "claim": {"by": "ana", "until": 9.0}, "escalated": None,
+              "answered": None, "history": [{"at": 1.0, "event": "routed", "by": None,
+                                             "request": None, "reason": None, "detail": None}]}
     return {
         "agent-event.json": (_VALID_EVENT, {**_VALID_EVENT, "index": "3"}),
         "stream-event.json": (_dump(TextDeltaEvent(text="a")), {"type": "text_delta"}),
@@ -733,6 +739,8 @@ def _known_instances() -> dict[str, tuple[Any, Any]]:
         "resume-request.json": (request, {k: v for k, v in request.items() if k != "token"}),
         "resume.json": (resume, {"ticket_id": "t"}),
         "resume-rejection.json": (rejection, {**rejection, "reason": "bored"}),
+        "claim-request.json": (claim, {**claim, "action": "steal"}),
+        "review-ticket.json": (review, {**review, "history": [{"at": 1.0, "event": "won"}]}),
         "dead-letter-headers.json": (_headers(), _headers(**{HEADER_REASON: "bored"})),
     }
 

@@ -130,10 +130,10 @@ imagePullSecrets:
 {{- .Values.pauses.routing.existingConfigMap | default (include "symfonic-stream.componentName" (dict "ctx" . "suffix" "routing")) -}}
 {{- end -}}
 
-{{/* "true" when the pause router gets a routing rules file. */}}
+{{/* "true" when the pause router and the resume validator get a routing rules file. */}}
 {{- define "symfonic-stream.routing.enabled" -}}
 {{- $r := .Values.pauses.routing -}}
-{{- if or $r.rules $r.defaultQueue $r.tenants $r.existingConfigMap }}true{{ end -}}
+{{- if or $r.rules $r.defaultQueue $r.tenants $r.escalations $r.existingConfigMap }}true{{ end -}}
 {{- end -}}
 
 {{/* The routing rules file rendered from values (SPEC section 7; format of symfonic_stream/processors/pauses/rules.py). */}}
@@ -150,6 +150,10 @@ rules:
 {{- if $r.rules }}
   {{- toYaml $r.rules | nindent 2 }}
 {{- else }} []
+{{- end }}
+{{- with $r.escalations }}
+escalations:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
@@ -294,6 +298,7 @@ SYMFONIC_MAX_STATE_RECORD_BYTES: {{ $v.guard.maxStateRecordBytes | int64 | toStr
 SYMFONIC_PUNCTUATE_BUDGET_MS: {{ $v.guard.punctuateBudgetMs | int64 | toString | quote }}
 SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
+SYMFONIC_REVIEW_CLAIM_LEASE_S: {{ $v.pauses.claimLeaseSeconds | toString | quote }}
 SYMFONIC_MAX_ANSWER_BYTES: {{ $v.pauses.maxAnswerBytes | int64 | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
@@ -340,6 +345,7 @@ SYMFONIC_GATEWAY_LOOKBACK_S: {{ $g.lookbackSeconds | toString | quote }}
 SYMFONIC_GATEWAY_CACHE_BYTES: {{ $g.cacheBytes | int64 | toString | quote }}
 SYMFONIC_GATEWAY_MAX_RUNS: {{ $g.maxRuns | int64 | toString | quote }}
 SYMFONIC_GATEWAY_RUN_WAIT_S: {{ $g.runWaitSeconds | toString | quote }}
+SYMFONIC_GATEWAY_VERDICT_WAIT_S: {{ $g.verdictWaitSeconds | toString | quote }}
 SYMFONIC_GATEWAY_HEARTBEAT_S: {{ $g.heartbeatSeconds | toString | quote }}
 SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}

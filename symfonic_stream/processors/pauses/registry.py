@@ -31,6 +31,7 @@ import orjson
 
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.processors.expiring import ExpiringState, within_budget
+from symfonic_stream.processors.pauses.review import Review
 from symfonic_stream.state.store import Codec, StateStore
 
 
@@ -55,12 +56,15 @@ class Registered:
     #: the previous version registered.
     tenant: str | None = None
     known: bool = True
+    #: Its claims, escalation and history (None: registered by a version before them).
+    review: Review | None = None
 
     def encode(self) -> bytes:
         return orjson.dumps([
             self.token, self.run_id, self.tool_call_id, self.expires_at, self.response_schema,
             self.registered_at, self.answered_at, self.schema_refused, self.invalid_answers,
             self.tenant if self.known else False,
+            self.review.encode() if self.review is not None else None,
         ])
 
     @classmethod
@@ -70,6 +74,8 @@ class Registered:
         tenant = fields[9] if len(fields) > 9 else False
         ticket.known = tenant is not False
         ticket.tenant = tenant if isinstance(tenant, str) else None
+        if len(fields) > 10 and fields[10] is not None:  # (then 10: no review)
+            ticket.review = Review.decode(fields[10])
         return ticket
 
     def forget_after(self, grace_s: float) -> float:
@@ -79,8 +85,8 @@ class Registered:
 
 
 #: How a ticket travels in the changelog: ``[token, run_id, tool_call_id, expires_at,
-#: response_schema, registered_at, answered_at, schema_refused, invalid_answers, tenant]``
-#: (``tenant`` false: unknown).
+#: response_schema, registered_at, answered_at, schema_refused, invalid_answers, tenant,
+#: review]`` (``tenant`` false: unknown; ``review`` null: none).
 TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
 
 
@@ -126,18 +132,35 @@ class TicketRegistry(ExpiringState[Registered]):
             self._by_id.setdefault(orjson.loads(key)[1], []).append(key)
 
     def deadline_of(self, value: Registered) -> float:
-        """Answered, expired (and routed) longer than the grace period ago."""
-        return value.forget_after(self._grace_s)
+        """Its review's next timer, else answered, expired (and routed) longer than the
+        grace period ago."""
+        forget = value.forget_after(self._grace_s)
+        due = value.review.next_due() if value.review is not None else None
+        return forget if due is None else min(due, forget)
 
     def punctuate(self, now: float, out: Collector) -> None:
         for key in within_budget(self.tickets.due(now), self._budget_s, out):
+            ticket = self.tickets.get(key)
+            if ticket is not None and now < ticket.forget_after(self._grace_s):
+                self.on_timer(key, ticket, now, out)  # its review's
+                self.tickets.touch(key)
+                self.tickets.schedule(key, self.deadline_of(ticket))
+                continue
             self.tickets.delete(key)
+            if ticket is not None:
+                self.on_forget(key, ticket, out)
             ticket_id = orjson.loads(key)[1]
             keys = self._by_id.get(ticket_id, [])
             if key in keys:
                 keys.remove(key)
             if not keys:
                 self._by_id.pop(ticket_id, None)
+
+    def on_timer(self, key: str, ticket: Registered, now: float, out: Collector) -> None:
+        """A timer of ``ticket``'s review is due (the validator's to act on)."""
+
+    def on_forget(self, key: str, ticket: Registered, out: Collector) -> None:
+        """``ticket`` was just forgotten (the validator's to say so)."""
 
     def key_for(self, ticket_id: str, tenant: str | None, run_id: str) -> str | None:
         """Where a new registration of ``tenant``'s ticket ``ticket_id`` goes; None when

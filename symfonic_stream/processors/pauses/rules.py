@@ -10,6 +10,10 @@ mapping with the list under ``rules``::
         queue: payments
       - match: {kind: ask_user}
         queue: questions
+    escalations:               # a ticket of `payments` not answered 30 minutes after it was
+      - queue: payments        # routed (nor claimed then) moves to `oversight`, once
+        after_minutes: 30
+        to: oversight
 
 The first rule whose every ``match`` field equals the ticket's wins. A bad file stops the
 consumer at start with a message naming the file, the rule and the problem.
@@ -64,12 +68,28 @@ class Rule(BaseModel):
     queue: str = Field(pattern=TOPIC_PART)
 
 
+class Escalation(BaseModel):
+    """A ticket of ``queue`` still unanswered ``after_minutes`` after it was routed moves to
+    ``to``, once (the resume validator's timer: docs/pauses.md, "Escalation")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    queue: str = Field(pattern=TOPIC_PART)
+    after_minutes: float = Field(gt=0, allow_inf_nan=False)
+    to: str = Field(pattern=TOPIC_PART)
+
+    @property
+    def after_s(self) -> float:
+        return self.after_minutes * 60
+
+
 class RulesFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     default: str | None = Field(DEFAULT_QUEUE, pattern=TOPIC_PART)
     tenants: list[str] | None = None
     rules: list[Rule] = Field(default_factory=list)
+    escalations: list[Escalation] = Field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +105,7 @@ class RoutingRules:
     rules: tuple[Rule, ...] = ()
     default: str | None = DEFAULT_QUEUE
     tenants: frozenset[str] | None = None
+    escalations: tuple[Escalation, ...] = ()
 
     def place(self, name: str, kind: str, tenant: str | None) -> Placement:
         """The first matching rule's queue, else the default queue, else unroutable."""
@@ -101,11 +122,16 @@ class RoutingRules:
         return Placement(self.default)
 
     def queues(self) -> list[str]:
-        """Every queue a ticket can be routed to (for `topics ensure`)."""
+        """Every queue a ticket can be routed or escalated to (for `topics ensure`)."""
         names = [rule.queue for rule in self.rules]
         if self.default is not None:
             names.append(self.default)
+        names += [escalation.to for escalation in self.escalations]
         return list(dict.fromkeys(names))
+
+    def escalation_of(self, queue: str) -> Escalation | None:
+        """Where and when a ticket of ``queue`` escalates (None: it does not)."""
+        return next((e for e in self.escalations if e.queue == queue), None)
 
 
 def tenant_problem(tenant: str | None, rules: RoutingRules) -> str | None:
@@ -148,11 +174,30 @@ def parse_rules(text: str, source: str = "<rules>") -> RoutingRules:
     for tenant in parsed.tenants or []:
         if not is_topic_part(tenant):
             raise RulesError(f"{source}: tenants: {tenant!r} cannot be part of a topic name")
+    _check_escalations(parsed, source)
     return RoutingRules(
         rules=tuple(parsed.rules),
         default=parsed.default,
         tenants=frozenset(parsed.tenants) if parsed.tenants is not None else None,
+        escalations=tuple(parsed.escalations),
     )
+
+
+def _check_escalations(parsed: RulesFile, source: str) -> None:
+    """Each escalation starts at a queue a rule (or the default) routes to, goes to another
+    queue that is not reserved, and each queue escalates at most one way."""
+    routed = {rule.queue for rule in parsed.rules} | (
+        {parsed.default} if parsed.default is not None else set())
+    seen: set[str] = set()
+    for number, escalation in enumerate(parsed.escalations, start=1):
+        where = f"{source}: escalation {number}"
+        if escalation.queue not in routed:
+            raise RulesError(f"{where}: queue {escalation.queue!r} is no rule's nor the default")
+        if escalation.to in RESERVED_QUEUES or escalation.to == escalation.queue:
+            raise RulesError(f"{where}: cannot escalate to {escalation.to!r}")
+        if escalation.queue in seen:
+            raise RulesError(f"{where}: queue {escalation.queue!r} already escalates")
+        seen.add(escalation.queue)
 
 
 def load_rules(path: Path | None) -> RoutingRules:
@@ -166,12 +211,16 @@ def load_rules(path: Path | None) -> RoutingRules:
     return parse_rules(text, f"routing rules {path}")
 
 
+_LISTS = {"rules": "rule", "escalations": "escalation"}
+
+
 def _describe(exc: ValidationError) -> str:
     problems = []
     for error in exc.errors(include_url=False):
         location = list(error["loc"])
-        if len(location) >= 2 and location[0] == "rules" and isinstance(location[1], int):
-            where = f"rule {location[1] + 1}" + "".join(f".{part}" for part in location[2:])
+        if len(location) >= 2 and location[0] in _LISTS and isinstance(location[1], int):
+            where = (f"{_LISTS[str(location[0])]} {location[1] + 1}"
+                     + "".join(f".{part}" for part in location[2:]))
         else:
             where = ".".join(str(part) for part in location) or "document"
         problems.append(f"{where}: {error['msg']}")

@@ -21,7 +21,8 @@ Checks, in SPEC §7's order: the ticket exists (``unknown_ticket``; the request'
 ``tenant``, when it names one, narrows which), the token matches in constant time
 (``bad_token``: checked before anything else is revealed about the ticket; also when it
 matches tickets of several tenants and the request names none),
-it has not expired (``expired``), it was not answered (``already_answered``), the answer
+it has not expired (``expired``), it was not answered (``already_answered``), no other
+responder holds its claim (``claimed``: :mod:`.review`), the answer
 fits the ticket's ``payload.response_schema`` when it has one (``invalid_answer``; also
 when the schema cannot be applied safely: :mod:`.answer_schema`). A request with a
 readable ``ticket_id`` but missing or mistyped fields is refused ``invalid_answer``, and so
@@ -56,13 +57,16 @@ from symfonic_stream.models.headers import (
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import (
     DEFAULT_MAX_ANSWER_BYTES,
+    ClaimRequest,
     RejectionReason,
     ResumeRequest,
     Ticket,
 )
 from symfonic_stream.processors.pauses.answer_schema import answer_problem, schema_problem
+from symfonic_stream.processors.pauses.desk import ReviewDesk
 from symfonic_stream.processors.pauses.registry import Registered, TicketRegistry
 from symfonic_stream.processors.pauses.router import DEFAULT_TICKET_MAX_LIFETIME_S
+from symfonic_stream.processors.pauses.rules import RoutingRules
 
 #: How many answers a ticket's schema is applied to and refuses before it refuses the rest
 #: unchecked (each check is bounded: answer_schema.MAX_ANSWER_CPU_S).
@@ -79,12 +83,13 @@ class ResumeValidator(TicketRegistry):
     def __init__(
         self, names: TopicNames, *, grace_s: float, decode: DecodeLimits = DEFAULT_LIMITS,
         max_lifetime_s: float = DEFAULT_TICKET_MAX_LIFETIME_S, punctuate_budget_s: float = 0.05,
-        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES, desk: ReviewDesk | None = None,
     ) -> None:
         self._names = names
         self._max_answer_bytes = max_answer_bytes
         self._max_lifetime_s = max_lifetime_s
         self._decode = decode
+        self._desk = desk or ReviewDesk(names, RoutingRules())
         super().__init__(grace_s, punctuate_budget_s)
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
@@ -147,6 +152,14 @@ class ResumeValidator(TicketRegistry):
             if registered.schema_refused is not None:
                 registered.response_schema = None
         self.add(ticket.ticket_id, key, registered)
+        self._desk.registered(key, registered, ticket.model_dump(), out)
+        self.tickets.schedule(key, self.deadline_of(registered))  # (now with its review's)
+
+    def on_timer(self, key: str, ticket: Registered, now: float, out: Collector) -> None:
+        self._desk.timer(key, ticket, now, out)
+
+    def on_forget(self, key: str, ticket: Registered, out: Collector) -> None:
+        self._desk.forget(key, ticket, out)
 
     def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         if not isinstance(parsed, dict):
@@ -154,6 +167,9 @@ class ResumeValidator(TicketRegistry):
         ticket_id = parsed.get("ticket_id")
         if isinstance(ticket_id, str):
             _check_key(record, ticket_id)  # (the intake keyed it so: paranoid)
+        if "action" in parsed:
+            self._claim(parsed, now, out)
+            return
         try:
             request = ResumeRequest.model_validate(parsed)
         except ValidationError as exc:
@@ -185,6 +201,12 @@ class ResumeValidator(TicketRegistry):
             if refusal[0] is RejectionReason.INVALID_ANSWER and key is not None and ticket:
                 ticket.invalid_answers += 1
                 self.tickets.touch(key)
+            if key is not None and ticket is not None and ticket.review is not None and (
+                    refusal[0] not in _UNTOLD):
+                ticket.review.refuse(request.responder, refusal[0].value, refusal[1], now,
+                                     request.request_id)
+                self.tickets.touch(key)
+                self._desk.publish(key, ticket.review, out)
             self._reject(request, *refusal, now, out)
         else:
             assert key is not None and ticket is not None
@@ -194,6 +216,9 @@ class ResumeValidator(TicketRegistry):
                 out: Collector) -> None:
         """The first good answer: remembered as answered, a resume for the kernel."""
         ticket.answered_at = now
+        if ticket.review is not None:
+            ticket.review.answer(request.responder, request.answer, now, request.request_id)
+            self._desk.publish(key, ticket.review, out)
         self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
         resume = {
@@ -208,6 +233,34 @@ class ResumeValidator(TicketRegistry):
         out.emit(OutputRecord(self._names.resumes, ticket.run_id.encode(), orjson.dumps(resume),
                               "resume", None, ((OUTCOME_HEADER, b"accepted"),)))
         out.resumes["accepted"] += 1
+
+    def _claim(self, parsed: dict[str, Any], now: float, out: Collector) -> None:
+        """A claim or a release (docs/pauses.md, "Claims"): its ticket and token checked as
+        an answer's are; refused, like an answer, on resume-rejections; else decided on the
+        ticket's review, in the order the requests came."""
+        try:
+            request = ClaimRequest.model_validate(parsed)
+        except ValidationError as exc:
+            self._refuse(str(parsed.get("ticket_id")), None, RejectionReason.INVALID_ANSWER,
+                         "the claim is malformed: " + describe_validation_error(exc), now, out)
+            return
+        named = self.named(request.ticket_id, request.token, request.tenant,
+                           "tenant" in request.model_fields_set)
+        key, ticket = named.key, named.ticket
+        why: tuple[RejectionReason, str] | None = None
+        if named.ambiguous or key is None or ticket is None:
+            why = (RejectionReason.UNKNOWN_TICKET, "no such ticket")
+        elif not hmac.compare_digest(request.token.encode(), ticket.token.encode()):
+            why = (RejectionReason.BAD_TOKEN, "token does not match")
+        elif ticket.expires_at <= now:
+            why = (RejectionReason.EXPIRED, f"expired at {ticket.expires_at}")
+        if why is not None:
+            self._refuse(request.ticket_id, request.responder, *why, now, out)
+            return
+        assert key is not None and ticket is not None
+        self._desk.claim(request, key, ticket, now, out)
+        self.tickets.touch(key)
+        self.tickets.schedule(key, self.deadline_of(ticket))
 
     def _reject(
         self,
@@ -254,7 +307,8 @@ def _refusal(
 ) -> tuple[RejectionReason, str] | None:
     """Why ``request`` is refused, in SPEC §7's order: the ticket exists, the token matches
     (in constant time, before anything else about the ticket is revealed), it has not
-    expired, it was not answered, the answer fits its schema. None: accepted."""
+    expired, it was not answered, (ours) no other responder holds its claim, the answer
+    fits its schema. None: accepted."""
     if ticket is None:
         return RejectionReason.UNKNOWN_TICKET, "no such ticket"
     if not hmac.compare_digest(request.token.encode(), ticket.token.encode()):
@@ -263,6 +317,10 @@ def _refusal(
         return RejectionReason.EXPIRED, f"expired at {ticket.expires_at}"
     if ticket.answered_at:
         return RejectionReason.ALREADY_ANSWERED, f"answered at {ticket.answered_at}"
+    review = ticket.review
+    holder = review.holder(now) if review is not None else None
+    if review is not None and holder not in (None, request.responder):
+        return RejectionReason.CLAIMED, f"claimed by {holder} until {review.claim_until}"
     if ticket.schema_refused is not None:
         return RejectionReason.INVALID_ANSWER, ticket.schema_refused
     if ticket.invalid_answers >= MAX_INVALID_ANSWERS:
@@ -273,6 +331,10 @@ def _refusal(
     if problem is not None:
         return RejectionReason.INVALID_ANSWER, problem
     return None
+
+
+#: Refusals not written on the ticket's history: the request did not show it may see it.
+_UNTOLD = frozenset({RejectionReason.UNKNOWN_TICKET, RejectionReason.BAD_TOKEN})
 
 
 def _record_type(record: InputRecord) -> bytes | None:

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import consumer, deployed_names
-from symfonic_stream.consumers.gateway import GATEWAY
+from symfonic_stream.consumers.topics import RUN_STREAMS
 from symfonic_stream.models.names import TopicNames
 
 
@@ -78,6 +78,11 @@ class DemoContext:
     metrics: dict[str, str] = field(default_factory=dict)
     bad_published: int = 0
     complete: bool = False
+    #: The gateway's port and HS256 key (None: it did not start), and whether a pause was
+    #: answered through its console and the run then finished (:mod:`.review`).
+    gateway_port: int | None = None
+    gateway_key: str | None = None
+    review_loop_closed: bool = False
 
     def phase(self, envelope: dict[str, Any], stats: OutputStats) -> str:
         """Which of :data:`PHASES` an output envelope (read back into ``stats``) is in."""
@@ -98,7 +103,7 @@ class DemoContext:
     def output_topics(self) -> dict[str, str]:
         """Output topic → consumer: the run streams (what the gateway serves) that the
         consumers of this demo write."""
-        streams = {topic.id for topic in GATEWAY.reads}
+        streams = {topic.id for topic in RUN_STREAMS}
         return {write.topic.name(self.names): name for name in self.consumers
                 for engine in consumer(name).engines for write in engine.writes
                 if write.topic.id in streams}

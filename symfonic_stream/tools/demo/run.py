@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import secrets
 import signal
 import sys
 import time
@@ -37,6 +38,7 @@ from symfonic_stream.sdk.publisher import EventPublisher
 from symfonic_stream.tools.demo.context import DemoContext, DemoOptions, OutputStats
 from symfonic_stream.tools.demo.pauses import answer_a_pause
 from symfonic_stream.tools.demo.report import print_summary, render_run
+from symfonic_stream.tools.demo.review import answer_through_the_console, reviewer_token
 from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 
 __all__ = ["STEPS", "DemoContext", "DemoOptions", "run_demo"]
@@ -103,16 +105,20 @@ async def start_consumers(ctx: DemoContext) -> None:
 
 
 async def start_gateway(ctx: DemoContext) -> None:
-    """The SSE gateway beside the consumers, and its page's URL for a run about to start.
-    An extra: when it cannot start (its port taken), the demo goes on without it."""
+    """The SSE gateway beside the consumers, with tokens (a key of the demo's own: answers
+    need them), its page's URL for a run about to start and its review console's. An
+    extra: when it cannot start (its port taken), the demo goes on without it."""
     port = ctx.settings.gateway_port or free_port()
     metrics_port = free_port()
+    key = secrets.token_urlsafe(32)
     env = {
         **os.environ,
         "SYMFONIC_TOPIC_PREFIX": ctx.settings.topic_prefix,
         "SYMFONIC_GATEWAY_HOST": os.environ.get("SYMFONIC_GATEWAY_HOST", "127.0.0.1"),
         "SYMFONIC_GATEWAY_PORT": str(port),
         "SYMFONIC_METRICS_PORT": str(metrics_port),
+        "SYMFONIC_GATEWAY_AUTH": "jwt",
+        "SYMFONIC_GATEWAY_JWT_KEY": key,
     }
     log_path = ctx.log_dir / "gateway.log"
     with log_path.open("wb") as log:
@@ -129,8 +135,13 @@ async def start_gateway(ctx: DemoContext) -> None:
             return
         await asyncio.sleep(0.3)
     ctx.metrics_ports["gateway"] = metrics_port
+    ctx.gateway_port, ctx.gateway_key = port, key
+    token = reviewer_token(key, ctx.settings.gateway_jwt_max_lifetime_s)
     ctx.console.print(f"  gateway ready (pid {process.pid}); watch a run live in a browser:")
-    ctx.console.print(f"  open http://127.0.0.1:{port}/?run={_run_id(ctx.options, 0)}",
+    ctx.console.print(f"  open http://127.0.0.1:{port}/?run={_run_id(ctx.options, 0)}"
+                      f"&access_token={token}", markup=False, soft_wrap=True)
+    ctx.console.print("  the review console (tenant acme):")
+    ctx.console.print(f"  open http://127.0.0.1:{port}/review?access_token={token}",
                       markup=False, soft_wrap=True)
     if not ctx.options.keep_running:
         ctx.console.print("  (the gateway stops with the demo; --keep-running keeps it)",
@@ -213,6 +224,7 @@ STEPS: list[Step] = [
     ("start the gateway", start_gateway),
     ("publish synthetic runs", publish_and_watch),
     ("answer a pause as a reviewer", answer_a_pause),
+    ("answer a pause through the console", answer_through_the_console),
     ("scrape metrics", scrape_metrics),
     ("summary", summarize),
     ("one run, rendered", render_example),

@@ -11,7 +11,7 @@ The range: per raw partition, from the first record whose Kafka timestamp is at 
 ``from`` to the first one at or after ``to`` (or, without ``to``, the last stable offset when
 the replay is first planned); either bound may be offsets (:mod:`.ranges`).
 
-It runs on the engine, as a topology without a group (``Topology.bounded``): the same
+It runs on the engine, as a topology without a group (a ``RangeSource``): the same
 record conversion, the same commit protocol, one transactional producer per raw partition
 (``transactional_id = <target>-replay-<id>-<source>-<p>``) and one state store per task
 whose changelog is the replay's progress topic (:mod:`.plan`). The replay id is a hash of
@@ -43,7 +43,7 @@ from symfonic_stream.consumers import engines
 from symfonic_stream.consumers.projectors import guard_limits
 from symfonic_stream.engine.bounded import BoundedEngine
 from symfonic_stream.engine.producer import TaskProducer
-from symfonic_stream.engine.topology import Bounded, Topology
+from symfonic_stream.engine.topology import RangeSource, Topology
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 from symfonic_stream.kafka.specs import TopicSpec
@@ -165,7 +165,7 @@ def replay_topology(
         dead_letter_topic=dead_letter_topic,
         changelog_topic=progress_topic(to_topic),
         processor_factory=make,
-        bounded=Bounded(ranges, 0, lambda partition: task_prefix(rid, partition)),
+        source=RangeSource(ranges, 0, lambda partition: task_prefix(rid, partition)),
         clock=lambda: 0.0,
     )
 

@@ -14,7 +14,14 @@ from symfonic_stream.models.envelope import (
     StreamChunkRecord,
     StreamEventRecord,
 )
-from symfonic_stream.models.pauses import Resume, ResumeRejection, ResumeRequest, Ticket
+from symfonic_stream.models.pauses import (
+    ClaimRequest,
+    Resume,
+    ResumeRejection,
+    ResumeRequest,
+    ReviewTicket,
+    Ticket,
+)
 from symfonic_stream.models.stream_event import StreamChunk, StreamEvent
 
 
@@ -120,5 +127,22 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         "serialization",
         "A refused answer: the value of a record on `<prefix>.resume-rejections`, keyed by "
         "ticket id (SPEC §7).",
+    ),
+    RecordSchema(
+        "claim-request.json",
+        "ClaimRequest",
+        ClaimRequest,
+        "validation",
+        "A reviewer's claim of a ticket for the lease, or its release: the value of a "
+        "record on `<prefix>.resume-requests`, like an answer (docs/pauses.md).",
+    ),
+    RecordSchema(
+        "review-ticket.json",
+        "ReviewTicket",
+        ReviewTicket,
+        "serialization",
+        "A ticket's review state (claim, escalation, answer, history): the value of a "
+        "record on the compacted `<prefix>.review-tickets`, keyed by `[tenant, ticket id]`; "
+        "a tombstone once the validator forgets the ticket.",
     ),
 )

@@ -32,12 +32,23 @@ def _channel(address: str, message_ids: tuple[str, ...], description: str,
     return body
 
 
+#: A compacted topic's channel bindings.
+_COMPACTED = {
+    "kafka": {
+        "topicConfiguration": {"cleanup.policy": ["compact"]},
+        "bindingVersion": KAFKA_BINDING_VERSION,
+    }
+}
+
+
 def _topic_channel(topic: Topic, names: TopicNames) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if topic.parameters:
         extra["parameters"] = {key: dict(value) for key, value in topic.parameters.items()}
     if topic.internal:
         extra["tags"] = [ref("#/components/tags/internal")]
+    if topic.compact:
+        extra["bindings"] = _COMPACTED
     return _channel(topic.name(names), tuple(m.id for m in topic.messages), topic.description,
                     **extra)
 
@@ -49,12 +60,7 @@ def _changelog_channel(engine: Engine, names: TopicNames) -> dict[str, Any]:
         f"Internal: the compacted state changelog of group {names.group(engine.name)}, "
         f"co-partitioned with its input topic.",
         tags=[ref("#/components/tags/internal")],
-        bindings={
-            "kafka": {
-                "topicConfiguration": {"cleanup.policy": ["compact"]},
-                "bindingVersion": KAFKA_BINDING_VERSION,
-            }
-        },
+        bindings=_COMPACTED,
     )
 
 

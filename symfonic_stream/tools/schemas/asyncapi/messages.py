@@ -1,7 +1,8 @@
 """``components.messages``: one AsyncAPI message per record type, with key, headers, examples.
 Which channel carries which message, and each message's payload schema (from its model),
 come from the declarations (:mod:`symfonic_stream.consumers.topics`); this module says
-what a reader of each needs besides: its key, headers and examples.
+what a reader of each needs besides: its key, headers and examples. The pause path's
+messages are in :mod:`.pause_messages`.
 
 The examples are literals, not generated, so they cannot drift silently: the unit tests
 validate each one against the payload schema its message references.
@@ -20,31 +21,18 @@ from symfonic_stream.models.dead_letter import (
     HEADER_SOURCE,
     DeadLetterReason,
 )
-from symfonic_stream.models.headers import ANSWER_MARK as ANSWER_MARK_BYTES
-from symfonic_stream.models.headers import (
-    KIND_HEADER,
-    OUTCOME_HEADER,
-    QUEUE_HEADER,
-    RECORD_TYPE_HEADER,
-    TENANT_HEADER,
-)
-from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
+from symfonic_stream.models.headers import TENANT_HEADER
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.models.pauses import RejectionReason
 from symfonic_stream.tools.schemas.asyncapi.objects import (
     PAYLOAD_SCHEMA_FORMAT,
+    RUN_KEY,
     headers_schema,
     key_binding,
     ref,
 )
+from symfonic_stream.tools.schemas.asyncapi.pause_messages import PAUSE_MESSAGES
 from symfonic_stream.tools.schemas.conventions import DEAD_LETTER_HEADERS_FILE
 
-_RUN_KEY = "The run id, UTF-8."
-_TICKET_KEY = "The ticket id (the pause's interrupt_id), UTF-8; equal to the payload's ticket_id."
-
-TICKET_MARK = TICKET_MARK_BYTES.decode()
-ANSWER_MARK = ANSWER_MARK_BYTES.decode()
-ACCEPTED_OUTCOME = "accepted"
 #: On stream-events and stream-chunks records (contract decision 17).
 _TENANT_HEADERS = headers_schema({
     TENANT_HEADER: {
@@ -56,36 +44,13 @@ _TENANT_HEADERS = headers_schema({
 }, optional=True)
 
 
-def _ticket_example(names: TopicNames) -> dict[str, Any]:
-    return {
-        "ticket_id": "int-1",
-        "queue": "default",
-        "kind": "ask_user",
-        "name": "ask_user",
-        "questions": ["Proceed with the refund?"],
-        "payload": {"questions": ["Proceed with the refund?"]},
-        "token": "tok-9f2c",
-        "run_id": "run-1",
-        "root_run_id": None,
-        "session_id": "sess-1",
-        "thread_id": None,
-        "tool_call_id": "call-1",
-        "tenant": None,
-        "principal": None,
-        "expires_at": 1767229200.0,
-        "resumable": True,
-        "routed_at": 1767225602.0,
-        "source": f"{names.agent_events}/0/17",
-    }
-
-
 def _agent_event(names: TopicNames) -> dict[str, Any]:
     return {
         "name": "AgentEvent",
         "title": "Raw kernel event",
         "summary": "One event of a kernel run; index is dense per run: 0, 1, 2, …",
         "contentType": "application/json",
-        "bindings": key_binding(_RUN_KEY + " Must equal the payload's run_id."),
+        "bindings": key_binding(RUN_KEY + " Must equal the payload's run_id."),
         "examples": [
             {
                 "name": "text_delta",
@@ -122,7 +87,7 @@ def _stream_events_record(names: TopicNames) -> dict[str, Any]:
         "summary": "A typed event, a run segment's end, or a gap; seq is dense per run.",
         "contentType": "application/json",
         "headers": _TENANT_HEADERS,
-        "bindings": key_binding(_RUN_KEY),
+        "bindings": key_binding(RUN_KEY),
         "examples": [
             {
                 "name": "event",
@@ -166,7 +131,7 @@ def _stream_chunks_record(names: TopicNames) -> dict[str, Any]:
         "summary": "A chunk, a run segment's end, or a gap; seq is dense per run.",
         "contentType": "application/json",
         "headers": _TENANT_HEADERS,
-        "bindings": key_binding(_RUN_KEY),
+        "bindings": key_binding(RUN_KEY),
         "examples": [
             {
                 "name": "chunk",
@@ -178,158 +143,6 @@ def _stream_chunks_record(names: TopicNames) -> dict[str, Any]:
                     "event": {"type": "text", "content": "Hello", "name": None},
                 },
             },
-        ],
-    }
-
-
-def _ticket(names: TopicNames) -> dict[str, Any]:
-    return {
-        "name": "Ticket",
-        "title": "Human-review ticket",
-        "summary": "One pause waiting for a human answer; written once per interrupt_id.",
-        "contentType": "application/json",
-        "headers": headers_schema(
-            {
-                QUEUE_HEADER: {
-                    "type": "string",
-                    "description": "The topic name after `<prefix>.human.`: `<queue>`, "
-                    "`<tenant>.<queue>` or `expired`.",
-                },
-                KIND_HEADER: {"type": "string", "enum": ["ask_user", "interrupt"]},
-            }
-        ),
-        "bindings": key_binding(_RUN_KEY),
-        "examples": [
-            {
-                "name": "ask_user",
-                "headers": {QUEUE_HEADER: "default", KIND_HEADER: "ask_user"},
-                "payload": _ticket_example(names),
-            }
-        ],
-    }
-
-
-def _ticket_registration(names: TopicNames) -> dict[str, Any]:
-    return {
-        "name": "TicketRegistration",
-        "title": "Ticket registration",
-        "summary": "Internal: the pause router registers each ticket with the validator.",
-        "description": (
-            "The ticket again, written by the pause router to the registrations topic in "
-            "the same transaction as the queue record and keyed by ticket id, so it "
-            "shares a partition with every answer to it and precedes them all."
-        ),
-        "contentType": "application/json",
-        "headers": headers_schema(
-            {RECORD_TYPE_HEADER: {"type": "string", "const": TICKET_MARK}},
-        ),
-        "bindings": key_binding(_TICKET_KEY),
-        "tags": [ref("#/components/tags/internal")],
-        "examples": [
-            {
-                "name": "registration",
-                "headers": {RECORD_TYPE_HEADER: TICKET_MARK},
-                "payload": _ticket_example(names),
-            }
-        ],
-    }
-
-
-def _registered_answer(names: TopicNames) -> dict[str, Any]:
-    return {
-        "name": "RegisteredAnswer",
-        "title": "Answer, appended after its ticket",
-        "summary": "Internal: the validator's intake appends each answer here.",
-        "description": (
-            "A resume request's value, unchanged, keyed by its ticket id; the client's "
-            "headers are not copied."
-        ),
-        "contentType": "application/json",
-        "headers": headers_schema(
-            {RECORD_TYPE_HEADER: {"type": "string", "const": ANSWER_MARK}},
-        ),
-        "bindings": key_binding(_TICKET_KEY),
-        "tags": [ref("#/components/tags/internal")],
-    }
-
-
-def _resume_request(names: TopicNames) -> dict[str, Any]:
-    return {
-        "name": "ResumeRequest",
-        "title": "Answer to a ticket",
-        "summary": "A human-review tool's answer; the first valid answer wins.",
-        "contentType": "application/json",
-        "bindings": key_binding(_TICKET_KEY),
-        "examples": [
-            {
-                "name": "answer",
-                "payload": {
-                    "ticket_id": "int-1",
-                    "token": "tok-9f2c",
-                    "answer": {"approved": True},
-                    "responder": "alice@example.com",
-                },
-            }
-        ],
-    }
-
-
-def _resume(names: TopicNames) -> dict[str, Any]:
-    return {
-        "name": "Resume",
-        "title": "Accepted answer",
-        "summary": "A validated answer the kernel resumes the run with.",
-        "contentType": "application/json",
-        "headers": headers_schema(
-            {OUTCOME_HEADER: {"type": "string", "const": ACCEPTED_OUTCOME}},
-        ),
-        "bindings": key_binding(_RUN_KEY),
-        "examples": [
-            {
-                "name": "resume",
-                "headers": {OUTCOME_HEADER: ACCEPTED_OUTCOME},
-                "payload": {
-                    "ticket_id": "int-1",
-                    "run_id": "run-1",
-                    "tool_call_id": "call-1",
-                    "interrupt_id": "int-1",
-                    "answer": {"approved": True},
-                    "responder": "alice@example.com",
-                    "answered_at": 1767225700.0,
-                },
-            }
-        ],
-    }
-
-
-def _resume_rejection(names: TopicNames) -> dict[str, Any]:
-    return {
-        "name": "ResumeRejection",
-        "title": "Rejected answer",
-        "summary": "An answer the resume validator refused, with the reason.",
-        "contentType": "application/json",
-        "headers": headers_schema(
-            {
-                OUTCOME_HEADER: {
-                    "type": "string",
-                    "enum": [reason.value for reason in RejectionReason],
-                    "description": "The rejection reason.",
-                }
-            },
-        ),
-        "bindings": key_binding(_TICKET_KEY),
-        "examples": [
-            {
-                "name": "bad_token",
-                "headers": {OUTCOME_HEADER: RejectionReason.BAD_TOKEN.value},
-                "payload": {
-                    "ticket_id": "int-1",
-                    "reason": "bad_token",
-                    "detail": "token does not match the ticket",
-                    "responder": "mallory@example.com",
-                    "rejected_at": 1767225701.0,
-                },
-            }
         ],
     }
 
@@ -384,12 +197,7 @@ _MESSAGES: dict[str, Callable[[TopicNames], dict[str, Any]]] = {
     "agentEvent": _agent_event,
     "streamEventsRecord": _stream_events_record,
     "streamChunksRecord": _stream_chunks_record,
-    "ticket": _ticket,
-    "ticketRegistration": _ticket_registration,
-    "registeredAnswer": _registered_answer,
-    "resumeRequest": _resume_request,
-    "resume": _resume,
-    "resumeRejection": _resume_rejection,
+    **PAUSE_MESSAGES,
     "deadLetter": _dead_letter,
     "stateChange": _state_change,
 }

@@ -10,6 +10,8 @@ KAFKA_BINDING_VERSION = "0.5.0"
 #: ordinary JSON pointers); draft-07 is the JSON Schema format every AsyncAPI 3 tool must
 #: support, so the document stays loadable by standard tooling.
 PAYLOAD_SCHEMA_FORMAT = "application/schema+json;version=draft-07"
+#: The key of every record of a run.
+RUN_KEY = "The run id, UTF-8."
 
 
 def ref(pointer: str) -> dict[str, str]:

@@ -68,4 +68,7 @@ def build_operations(names: TopicNames) -> dict[str, Any]:
             operations[f"{camel(reader.name)}Receive{upper_first(topic.id)}"] = _operation(
                 "receive", topic.id, f"The {reader.name} reads every partition, in no group "
                 "(read_committed).", reader.name, topic.messages)
+        for write in reader.writes:
+            operations[f"{camel(reader.name)}Send{upper_first(write.topic.id)}"] = _operation(
+                "send", write.topic.id, write.summary, reader.name, write.carries())
     return operations
