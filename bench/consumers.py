@@ -22,7 +22,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.workers import free_port
+from symfonic_stream.runtime.workers import free_port
 
 #: The benchmark's consumers: ``symfonic-stream run`` name → its consumer group suffix.
 GROUP_SUFFIX = {"copier": "copier", "typed": "typed", "chunks": "chunks", "pauses": "pauses"}

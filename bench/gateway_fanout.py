@@ -37,9 +37,9 @@ from bench.kafka_io import OutputReader, create_topics, prefix_settings
 from bench.machine import machine_busy_seconds
 from bench.progress import say
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.workers import free_port
 from symfonic_stream.kafka.clients import transactional_producer_kwargs
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.runtime.workers import free_port
 
 
 class GatewayProcess(Consumer):

@@ -100,11 +100,11 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
 
     from symfonic_stream.app.topologies import projector_topology
     from symfonic_stream.config import Settings
-    from symfonic_stream.engine.batches import Batches
     from symfonic_stream.engine.commit import append_all
     from symfonic_stream.engine.commit_metrics import report_commit
-    from symfonic_stream.engine.producer import TaskProducer
     from symfonic_stream.engine.records import Collector, to_input
+    from symfonic_stream.kafka.producer import TaskProducer
+    from symfonic_stream.kafka.record_batches import TransactionBatches
     from symfonic_stream.observability.metrics import ConsumerMetrics
     from symfonic_stream.state.store import write_changes
 
@@ -126,7 +126,8 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
             for record in records:
                 processor.process(to_input(record), 1.0, out)
             write_changes(processor.stores, out.state)
-            batches = Batches(producer._producer, native=native and producer.native_batches)
+            batches = TransactionBatches(producer._producer,
+                                         native=native and producer.native_batches)
             append_all(topology, producer, batches, out)
             for _, batch in batches.in_send_order():
                 batch._build()

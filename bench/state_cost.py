@@ -42,8 +42,8 @@ from bench.kafka_io import create_topics
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import start_producer
-from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import InputRecord
+from symfonic_stream.kafka.producer import TaskProducer
 from symfonic_stream.processors.ordering.run_state import (
     Pending,
     RunState,

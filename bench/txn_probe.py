@@ -8,7 +8,7 @@ AddPartitionsToTxn with CONCURRENT_TRANSACTIONS until the markers are written
 (KAFKA-5477), and the group coordinator answers TxnOffsetCommit with
 COORDINATOR_NOT_AVAILABLE until it has applied the offsets marker. aiokafka retries the
 first after a fixed 20 ms and the second after ``retry_backoff_ms`` (100 ms); the engine
-sets 2 ms and 20 ms (``ADD_PARTITIONS_RETRY_S`` in ``symfonic_stream.engine.producer``,
+sets 2 ms and 20 ms (``ADD_PARTITIONS_RETRY_S`` in ``symfonic_stream.kafka.producer``,
 ``TRANSACTIONAL_RETRY_BACKOFF_MS`` in ``symfonic_stream.kafka.clients``). This runs the
 same transactions (``--records`` records of 343 bytes to one output partition, plus the
 input offset, as the engine commits them) with aiokafka's delays and with the engine's,
@@ -31,11 +31,11 @@ from aiokafka.producer import sender as aiokafka_sender
 from bench.kafka_io import cleanup, create_topics, prefix_settings
 from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.config import Settings, load_settings
-from symfonic_stream.engine import producer as producer_module
 from symfonic_stream.engine.commit import transact
-from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.kafka import producer as producer_module
 from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
+from symfonic_stream.kafka.producer import TaskProducer
 
 #: (AddPartitionsToTxn retry delay, other retries' delay) in seconds, per configuration.
 DELAYS = {

@@ -26,7 +26,7 @@ in its own consumer group and one at a time, with:
   ceiling of a typed projector whose guard and projection cost nothing.
 
 Each runs in its own process (``python -m bench.zero_cost --serve`` for the replay, through
-:func:`symfonic_stream.engine.service.serve`), timed like the main benchmark.
+:func:`symfonic_stream.runtime.service.serve`), timed like the main benchmark.
 """
 
 from __future__ import annotations
@@ -166,8 +166,8 @@ def replay_topology(settings: Settings, plan: Plan, name: str = REPLAY) -> Topol
 
 
 def serve_replay(plan_file: str, name: str) -> int:
-    from symfonic_stream.engine.service import serve
     from symfonic_stream.observability.logs import configure_logging
+    from symfonic_stream.runtime.service import serve
 
     settings = load_settings()
     configure_logging(name, settings.log_level)

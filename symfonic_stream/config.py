@@ -93,7 +93,7 @@ class Settings(BaseSettings):
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)
-    # Worker processes of one `run` (engine/workers.py): more than 1 makes it a supervisor.
+    # Worker processes of one `run` (runtime/workers.py): more than 1 makes it a supervisor.
     workers: int = Field(1, ge=1, le=64)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     # Other SYMFONIC_* variables to let pass (names or fnmatch patterns, comma-separated).
@@ -139,6 +139,7 @@ class Settings(BaseSettings):
     group_offset_interval_ms: int = Field(1000, ge=0)
     state_keep_s: float = Field(900.0, ge=0)
     state_dir: Path | None = None
+    group_instance_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$")
     compression: Compression = "none"
     event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)

@@ -4,7 +4,7 @@ Exit status: 0 after a graceful shutdown; 2 when the configuration is invalid (t
 names the variable, or the consumer's own configuration, such as the routing rules file);
 1 when the consumer cannot start (Kafka unreachable, topics missing) or crashed. With N
 workers (``--workers`` or ``SYMFONIC_WORKERS``) above 1 this process supervises N worker
-processes of the consumer (``symfonic_stream.engine.workers``): 0 when all of them stopped
+processes of the consumer (``symfonic_stream.runtime.workers``): 0 when all of them stopped
 gracefully, 1 when one exited on its own.
 """
 
@@ -40,12 +40,15 @@ def command(consumer: str, workers: str | None) -> None:
     Configuration comes from SYMFONIC_* environment variables; metrics and health are
     served on SYMFONIC_METRICS_PORT (0 turns the server off).
     """
-    from symfonic_stream.engine import loop as event_loop
-    from symfonic_stream.engine.workers import supervise, worker_index
+    from symfonic_stream.runtime import loop as event_loop
+    from symfonic_stream.runtime.workers import supervise, worker_index
 
     try:
         settings = load_settings(**({} if workers is None else {"workers": workers}))
         index = worker_index()
+        if index is not None and settings.group_instance_id is not None:  # one per worker
+            settings = settings.model_copy(
+                update={"group_instance_id": f"{settings.group_instance_id}-{index}"})
     except ConfigError as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -53,7 +56,7 @@ def command(consumer: str, workers: str | None) -> None:
     from symfonic_stream.observability.logs import configure_logging
 
     try:
-        from symfonic_stream.engine.service import serve
+        from symfonic_stream.runtime.service import serve
     except ValueError as exc:  # SYMFONIC_FAULT_FREEZE (tests only), checked at import
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -36,7 +36,6 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine import heap
-from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.restoring import (
     KeptTasks,
     TaskState,
@@ -47,6 +46,7 @@ from symfonic_stream.engine.restoring import (
 from symfonic_stream.engine.topology import RangeSource, Topology
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.admin import partition_counts
+from symfonic_stream.kafka.producer import TaskProducer
 from symfonic_stream.kafka.retry import OnWait
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.position import KEY as POSITION

@@ -52,10 +52,10 @@ class BoundedEngine(Engine):
         task.input_done = saved is not None and saved.ended  # an earlier run finished it
         return task
 
-    async def _absorb(self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, Any]) -> None:
+    async def _absorb(self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, Any]) -> None:
         ranges = self.bounded.ranges
         inside = {tp: [r for r in records if r.offset < ranges[tp.partition][1]]
-                  for tp, records in batch.items()}
+                  for tp, records in fetched.items()}
         await super()._absorb(consumer, inside)
 
     async def _position_after(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:

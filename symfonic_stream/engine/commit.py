@@ -6,23 +6,23 @@ named again at its line:
 1. **take** what the task processed since its last transaction: outputs, dead letters,
    counts, and the offset after its last record (none for a punctuation alone);
 2. **write changed state**: each state store of the task writes its dirty keys into the
-   batch, the task's position (its next input offset) too when it keeps one
+   transaction, the task's position (its next input offset) too when it keeps one
    (:mod:`~symfonic_stream.state.position`);
-3. **begin**, after creating any on-demand output topic the batch is the first to write to;
+3. **begin**, after creating any on-demand output topic the transaction is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
-5. **await the sends**: every batch acknowledged (aiokafka would commit around a failed one);
+5. **await the sends**: every record batch acknowledged (aiokafka would commit around a failed one);
 6. **send offsets**: the input offset, committed to the group inside the transaction
    (TxnOffsetCommit), only once the records are written (sent beside a produce request,
    the broker refuses the write for 20 ms: docs/engine.md). A task that keeps its position
-   moved it in step 2, and tells its group only when the batch says so (``to_group``: at
+   moved it in step 2, and tells its group only when what was taken says so (``to_group``: at
    most every ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS``, and on a revocation or stop);
 7. **commit**: EndTxn;
 8. **advance**: the task's committed offset moves;
 9. **report** the committed transaction to the metrics, once (an aborted one counts only as
    an abort, so the counters agree with what read_committed readers see).
 
-Every wait is bounded by the transaction timeout (:mod:`symfonic_stream.engine.producer`).
+Every wait is bounded by the transaction timeout (:mod:`symfonic_stream.kafka.producer`).
 A failure in steps 3-7 becomes an outcome in one place, :func:`transact`: a clean abort (or
 nothing sent) is ABORTED, and the engine rebuilds the task (fence, restore, seek); a
 fenced or fatal producer, or a commit whose outcome is unknown, is UNUSABLE, and the
@@ -41,14 +41,14 @@ from typing import Any, Protocol
 
 from aiokafka import TopicPartition
 
-from symfonic_stream.engine.batches import Batches, Sends
 from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.dead_letters import dead_letter_headers
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.producer import ProducerUnusable, TaskProducer, TransactionAborted
 from symfonic_stream.engine.records import Collector
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
+from symfonic_stream.kafka.producer import ProducerUnusable, TaskProducer, TransactionAborted
+from symfonic_stream.kafka.record_batches import Sends, TransactionBatches
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.position import KEY as POSITION
 from symfonic_stream.state.position import Progress
@@ -91,8 +91,10 @@ class Committing(Protocol):
 
 
 @dataclass(slots=True)
-class Batch:
-    """Step 1's result: what one transaction carries."""
+class Taken:
+    """Step 1's result: what one transaction carries, taken from the task. (Words: the
+    records a poll returns are *fetched*; Kafka's record batches are *record batches*,
+    :class:`~symfonic_stream.kafka.record_batches.TransactionBatches`.)"""
 
     out: Collector
     next_offset: int | None
@@ -103,13 +105,13 @@ class Batch:
     to_group: bool = True
 
 
-async def commit(task: Committing, batch: Batch) -> CommitOutcome:
+async def commit(task: Committing, taken: Taken) -> CommitOutcome:
     """Steps 2-9 for ``batch`` (step 1, the take, is the task's ``take``)."""
     started = time.monotonic()
-    out, next_offset = batch.out, batch.next_offset
+    out, next_offset = taken.out, taken.next_offset
     # 2. write changed state
     try:
-        _write_changed_state(task, batch)
+        _write_changed_state(task, taken)
     except Exception:
         log.exception("writing the state changes failed", extra=task.log_context())
         return _aborted(task, 0.0)
@@ -122,7 +124,7 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
             log.exception("creating an on-demand output topic failed", extra=task.log_context())
             return _aborted(task, 0.0)
         steps.append(("create_topics", time.monotonic() - creating))
-    offsets = None if next_offset is None or not batch.to_group else {task.tp: next_offset}
+    offsets = None if next_offset is None or not taken.to_group else {task.tp: next_offset}
     try:
         written = await transact(task.producer, task.topology, out, offsets, steps)  # 3-7
     except ProducerUnusable as unusable:
@@ -143,24 +145,24 @@ async def commit(task: Committing, batch: Batch) -> CommitOutcome:
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)
         task.metrics.add_commit_steps(steps)
-        report_commit(task.metrics, task.tp.topic, out, batch.consumed)
+        report_commit(task.metrics, task.tp.topic, out, taken.consumed)
     except Exception:  # bookkeeping must never turn a commit into a failure
         log.exception("metrics update failed", extra=task.log_context())
     return CommitOutcome.COMMITTED
 
 
-def _write_changed_state(task: Committing, batch: Batch) -> None:
+def _write_changed_state(task: Committing, taken: Taken) -> None:
     position = task.position
-    if position is not None and batch.next_offset is not None:
-        progress = position.get(POSITION) or Progress(batch.next_offset)
+    if position is not None and taken.next_offset is not None:
+        progress = position.get(POSITION) or Progress(taken.next_offset)
         if not task.topology.source.grouped:  # a replay keeps its totals with it
-            progress.add(batch.out, batch.consumed)
-            progress.ended = progress.ended or batch.ends_input
-        elif batch.to_group:
-            progress.group_offset = batch.next_offset
-        progress.next_offset = batch.next_offset
+            progress.add(taken.out, taken.consumed)
+            progress.ended = progress.ended or taken.ends_input
+        elif taken.to_group:
+            progress.group_offset = taken.next_offset
+        progress.next_offset = taken.next_offset
         position.put(POSITION, progress)
-    write_changes(task.stores, batch.out.state)
+    write_changes(task.stores, taken.out.state)
 
 
 async def transact(
@@ -171,7 +173,8 @@ async def transact(
     steps: Steps | None = None,
 ) -> int | None:
     """Steps 3-7: ``out`` (its state changes written) and ``offsets`` in one transaction;
-    a changelog offset its stores hold everything before (``Batches.offset_after``), None
+    a changelog offset its stores hold everything before
+    (``TransactionBatches.offset_after``), None
     when it wrote no state.
 
     Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
@@ -229,7 +232,7 @@ class _Lap:
 
 
 async def _produce(
-    topology: Topology, producer: TaskProducer, batches: Batches, out: Collector
+    topology: Topology, producer: TaskProducer, batches: TransactionBatches, out: Collector
 ) -> None:
     await producer.learn_partitions({record.topic for record in out.outputs})
     if topology.dead_letter_topic is not None and out.dead_letters:
@@ -238,7 +241,7 @@ async def _produce(
     await batches.send_all()
 
 
-def append_all(topology: Topology, producer: TaskProducer, batches: Batches,
+def append_all(topology: Topology, producer: TaskProducer, batches: TransactionBatches,
                out: Collector) -> None:
     """Step 4's records into ``batches``: outputs, dead letters, changelog records (every
     output topic's partition count learnt first). Synchronous: no await per record."""

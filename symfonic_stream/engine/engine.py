@@ -4,7 +4,7 @@ act on failed transactions, follow the group's rebalances.
 A newcomer follows one record in four files: here it is fetched (:meth:`Engine._loop`);
 :mod:`~symfonic_stream.engine.task` processes it into what is pending;
 :mod:`~symfonic_stream.engine.commit` commits it, with the state and the offset, in one
-transaction, through :mod:`~symfonic_stream.engine.producer`. Partitions are set up by
+transaction, through :mod:`~symfonic_stream.kafka.producer`. Partitions are set up by
 :mod:`~symfonic_stream.engine.assign` (fence, restore, position, settle). The whole lifecycle,
 with why each step is where it is, is in docs/engine.md.
 
@@ -78,10 +78,10 @@ class Engine(Assignments):
         self._consumer: AIOKafkaConsumer | None = None
         self.tasks: dict[TopicPartition, StreamTask] = {}
         self._to_set_up: set[TopicPartition] = set()
-        # Held while a batch, a punctuation or a revocation touches the tasks.
+        # Held while fetched records, a punctuation or a revocation touches the tasks.
         self._lock = asyncio.Lock()
         # Bumped by every revocation and assignment: work started under an older epoch
-        # (a fetched batch, a set-up) is stale and discarded.
+        # (fetched records, a set-up) is stale and discarded.
         self._epoch = 0
         self._rejoin = False
         self._setup_retry_at = 0.0
@@ -160,6 +160,8 @@ class Engine(Assignments):
     async def _start_consumer(self) -> AIOKafkaConsumer:
         topology = self.topology
         kwargs = group_consumer_kwargs(self.settings, topology.group_id)
+        if self.settings.group_instance_id is not None:  # static membership (KIP-345)
+            kwargs["group_instance_id"] = self.settings.group_instance_id
         if self.kept is not None:  # stateful: partitions move once warm (engine/assignor.py)
             kwargs["partition_assignment_strategy"] = (
                 warm_up_assignor(topology.source_topic, self._warmth, self._on_warm_up),
@@ -229,7 +231,7 @@ class Engine(Assignments):
             epoch = self._epoch
             fetching = time.monotonic()
             try:
-                batch = await consumer.getmany(timeout_ms=IDLE_POLL_MS, max_records=room)
+                fetched = await consumer.getmany(timeout_ms=IDLE_POLL_MS, max_records=room)
             except ConsumerStoppedError:
                 break
             except KafkaError as exc:
@@ -241,12 +243,12 @@ class Engine(Assignments):
             self.readiness.progress()
             absorbing = time.monotonic()
             self.metrics.add_loop_time("fetching", absorbing - fetching)
-            if batch:
+            if fetched:
                 fault_point("fetched")
                 async with self._lock:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:
-                        await self._absorb(consumer, batch)
+                        await self._absorb(consumer, fetched)
                         update_gauges(self.metrics, consumer, self.tasks.values())
                 self.metrics.add_loop_time("absorbing", time.monotonic() - absorbing)
             await self._after_fetch(consumer)
@@ -262,10 +264,10 @@ class Engine(Assignments):
             log.info("rejoining the group to reassign partitions")
             request_rejoin(consumer)
 
-    async def _absorb(self, consumer: AIOKafkaConsumer, batch: dict[TopicPartition, Any]) -> None:
+    async def _absorb(self, consumer: AIOKafkaConsumer, fetched: dict[TopicPartition, Any]) -> None:
         """Process fetched records in slices, yielding between them: the transactions in
-        flight advance one round trip per yield instead of waiting out the whole batch."""
-        for tp, records in batch.items():
+        flight advance one round trip per yield instead of waiting out the whole fetch."""
+        for tp, records in fetched.items():
             task = self.tasks.get(tp)
             if task is None:
                 continue
@@ -324,7 +326,7 @@ class Engine(Assignments):
         await rebuild_task(self.settings, self.topology, consumer, task, metrics=self.metrics,
                            on_progress=self.readiness.progress)
         if task.failures > 1:
-            # The same batch keeps failing: back off instead of spinning on the broker.
+            # The same records keep failing: back off instead of spinning on the broker.
             delay = min(MAX_BACKOFF_S, RETRY_BACKOFF_S * 2 ** (task.failures - 2))
             task.paused_until = time.monotonic() + delay
             consumer.pause(task.tp)

@@ -26,12 +26,12 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from symfonic_stream.engine.commit import Batch, CommitOutcome, commit
+from symfonic_stream.engine.commit import CommitOutcome, Taken, commit
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, to_input
 from symfonic_stream.engine.restoring import TaskState
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.kafka.producer import TaskProducer
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import StateStore
@@ -244,15 +244,15 @@ class StreamTask:
 
     # -- the commit protocol's side of the task ---------------------------------------
 
-    def take(self) -> Batch:
+    def take(self) -> Taken:
         """Commit step 1: everything pending, handed over to one transaction."""
         assert self._pending is not None
-        batch = Batch(self._pending, self._pending_offset, self._pending_records,
+        taken = Taken(self._pending, self._pending_offset, self._pending_records,
                       self._pending_ends_input, to_group=self._telling or self._group_due())
         self._drop_pending()
         if self._on_taken is not None:
             self._on_taken.set()
-        return batch
+        return taken
 
     def committed(self, next_offset: int | None, *, to_group: bool = True,
                   changelog_offset: int | None = None,

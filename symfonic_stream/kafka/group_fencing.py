@@ -1,7 +1,7 @@
 """Fencing by consumer-group generation (KIP-447): the two requests aiokafka 0.14 cannot make.
 
 The engine fences by transactional id, one producer per input partition
-(``engine/producer.py``). One producer for all of a process's partitions, as Kafka Streams'
+(``kafka/producer.py``). One producer for all of a process's partitions, as Kafka Streams'
 ``exactly_once_v2`` and Quix Streams have, cuts the transactions per second by the number of
 partitions, and with them most of the broker's and the consumer's CPU at a trickle
 (docs/benchmarks.md, "Where the latency goes"). It is safe only with two requests aiokafka

@@ -1,7 +1,7 @@
 """What the supervisor of ``run --workers N`` serves: its workers' answers, combined.
 
 Each worker is a whole consumer process with its own ``/metrics``, ``/healthz`` and
-``/readyz`` on a private port (``symfonic_stream.engine.workers``). The supervisor asks
+``/readyz`` on a private port (``symfonic_stream.runtime.workers``). The supervisor asks
 them with :func:`http_get` and answers for all of them:
 
 * ``/metrics``: every worker's families, parsed (:func:`parse_expositions`) and merged

@@ -16,7 +16,7 @@ path       answer
 
 What the three paths answer comes from a :class:`Probes`: a registry and a health state
 (:func:`start_health_server`), or anything else that can answer them, such as the
-supervisor of worker processes (``symfonic_stream.engine.workers``), which asks its workers.
+supervisor of worker processes (``symfonic_stream.runtime.workers``), which asks its workers.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ from aiokafka import AIOKafkaConsumer
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.app.topologies import projector_topology, router_topology, topologies
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.workers import free_port
 from symfonic_stream.gateway.server import Gateway
 from symfonic_stream.kafka.admin import ensure_topics
+from symfonic_stream.runtime.workers import free_port
 from tests.integration.gateway_harness import running_gateway
 from tests.integration.harness import (
     BOOTSTRAP,

@@ -32,7 +32,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine.workers import free_port
+from symfonic_stream.runtime.workers import free_port
 from tests.integration.gateway_harness import running_gateway
 from tests.integration.harness import (
     InProcessEngine,

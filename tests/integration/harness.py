@@ -36,10 +36,10 @@ from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.engine import Engine
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.engine.workers import free_port
 from symfonic_stream.kafka.admin import ensure_topics, group_offsets
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.runtime.workers import free_port
 
 from .conftest import partitions_of, register_name
 from .kafka_view import transactions

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from symfonic_stream.engine.workers import free_port
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.runtime.workers import free_port
 from tests.reference import oracle
 from tests.unit.test_docs_snippets import python_block
 

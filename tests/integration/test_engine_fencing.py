@@ -17,8 +17,8 @@ from aiokafka import TopicPartition
 
 from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.engine.commit import transact
-from symfonic_stream.engine.producer import ProducerUnusable, TaskProducer
 from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.kafka.producer import ProducerUnusable, TaskProducer
 from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end

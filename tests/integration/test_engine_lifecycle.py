@@ -148,7 +148,7 @@ async def test_missing_topics_fail_start_up_with_a_clear_message(
 async def test_a_consumer_runs_on_the_event_loop_its_setting_names(
     bootstrap_servers: str, prefix: str, tmp_path: Path, event_loop: str
 ) -> None:
-    """SYMFONIC_EVENT_LOOP (engine/loop.py): uvloop by default, Python's own on request;
+    """SYMFONIC_EVENT_LOOP (runtime/loop.py): uvloop by default, Python's own on request;
     either way the consumer copies what arrives and stops cleanly on SIGTERM."""
     await create_topics(prefix)
     names = TopicNames(prefix)

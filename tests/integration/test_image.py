@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.engine.workers import free_port
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.runtime.workers import free_port
 from tests.reference import oracle
 from tests.unit.helpers import package_sources
 

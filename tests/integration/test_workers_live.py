@@ -133,12 +133,12 @@ async def test_a_killed_worker_stops_the_other_and_the_supervisor_exits_1(
     log = proc.log(10_000)
     lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     said = [(line["message"], line.get("worker"), line.get("status")) for line in lines
-            if line["logger"] == "symfonic_stream.engine.workers"]
+            if line["logger"] == "symfonic_stream.runtime.workers"]
     assert ("worker exited on its own; stopping the others", 1, -9) in said, log
     assert not [m for m in said if "did not stop in time" in m[0]], log  # 0 stopped gracefully
     # Both workers' own lines say which worker they are.
     assert {line.get("worker") for line in lines
-            if line["logger"] != "symfonic_stream.engine.workers"} >= {0, 1}
+            if line["logger"] != "symfonic_stream.runtime.workers"} >= {0, 1}
 
 
 async def test_a_killed_supervisor_leaves_no_worker_running(

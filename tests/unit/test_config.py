@@ -223,7 +223,7 @@ def _aiokafkas_own_backoff_override() -> float:
     )
     assert result.returncode == 0, (
         "aiokafka no longer has a float sender.BACKOFF_OVERRIDE: the engine's shorter "
-        f"AddPartitionsToTxn retry (engine/producer.py) silently stops working\n{result.stderr}"
+        f"AddPartitionsToTxn retry (kafka/producer.py) silently stops working\n{result.stderr}"
     )
     return float(result.stdout)
 
@@ -235,7 +235,7 @@ async def test_a_task_producer_shortens_aiokafkas_add_partitions_retry(
     # renames it must fail here, not slow every other transaction down unnoticed.
     from aiokafka.producer import sender
 
-    from symfonic_stream.engine.producer import ADD_PARTITIONS_RETRY_S, TaskProducer
+    from symfonic_stream.kafka.producer import ADD_PARTITIONS_RETRY_S, TaskProducer
 
     aiokafkas = _aiokafkas_own_backoff_override()
     assert aiokafkas != ADD_PARTITIONS_RETRY_S == 0.002

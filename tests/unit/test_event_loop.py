@@ -1,4 +1,4 @@
-"""engine/loop.py: a consumer's coroutine runs on the loop SYMFONIC_EVENT_LOOP names."""
+"""runtime/loop.py: a consumer's coroutine runs on the loop SYMFONIC_EVENT_LOOP names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from symfonic_stream.config import EventLoop
-from symfonic_stream.engine import loop
+from symfonic_stream.runtime import loop
 
 
 async def _loop_module() -> str:

@@ -85,7 +85,7 @@ def test_the_consumers_commands_work_without_any_extra() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") > 10
     script = ("import sys; sys.modules.update(dict.fromkeys(sys.argv[1].split(',')));"
-              " import symfonic_stream.app.topologies, symfonic_stream.engine.service,"
+              " import symfonic_stream.app.topologies, symfonic_stream.runtime.service,"
               " symfonic_stream.sdk.publisher, symfonic_stream.sdk.reader,"
               " symfonic_stream.sdk.reviewer")
     imported = subprocess.run([sys.executable, "-c", script, ",".join(absent)],

@@ -30,6 +30,7 @@ LAYERS = {
     "state": 2,
     "engine": 3,
     "processors": 4,
+    "runtime": 4,
     "consumers": 5,
     "app": 6,
     "sdk": 7,
@@ -39,7 +40,7 @@ LAYERS = {
     "__main__": 9,
 }
 #: The Kafka layer is generic: it knows the settings, nothing of the project's domain.
-KAFKA_MAY_IMPORT = {"config", "kafka"}
+KAFKA_MAY_IMPORT = {"config", "kafka", "native"}
 
 
 def _module_name(path: Path) -> str:

@@ -632,7 +632,7 @@ def test_readiness_says_which_partitions_keep_failing(metrics: ConsumerMetrics) 
 def test_a_consumer_without_the_native_extension_warns_at_start(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    log = logging.getLogger("symfonic_stream.engine.service")
+    log = logging.getLogger("symfonic_stream.runtime.service")
     native.warn_if_missing(log)
     assert caplog.records == []  # make venv builds it: nothing to say
     monkeypatch.setattr(native, "AVAILABLE", False)

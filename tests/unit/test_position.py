@@ -79,7 +79,7 @@ def test_which_topologies_keep_a_position() -> None:
 
 
 class _Recorder:
-    """The Batches stand-in: what one transaction wrote, by topic."""
+    """The TransactionBatches stand-in: what one transaction wrote, by topic."""
 
     def __init__(self, written: list[tuple[str, bytes | None, bytes | None]]) -> None:
         self.sends: list[Any] = []

@@ -14,10 +14,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from symfonic_stream.engine import batches as batches_module
-from symfonic_stream.engine.batches import Batches
+from symfonic_stream.kafka import record_batches as batches_module
 from symfonic_stream.engine.records import OutputRecord
 from symfonic_stream.kafka.partitioner import partition_for_key
+from symfonic_stream.kafka.record_batches import TransactionBatches
 
 Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]
 
@@ -35,7 +35,7 @@ def _records() -> list[tuple[str, int, bytes | None, bytes | None, Any]]:
     return records
 
 
-def _written(batches: Batches) -> list[tuple[tuple[str, int], int, list[Record]]]:
+def _written(batches: TransactionBatches) -> list[tuple[tuple[str, int], int, list[Record]]]:
     """Every batch in send order: where, its record count, its records read back."""
     written = []
     for where, batch in batches.in_send_order():
@@ -49,7 +49,7 @@ async def _append_all(direct: bool, monkeypatch: pytest.MonkeyPatch,
                       native: bool = False) -> Any:
     monkeypatch.setattr(batches_module, "DIRECT_APPEND", direct)
     producer = AIOKafkaProducer(transactional_id="t", max_batch_size=512 * 1024)
-    batches = Batches(producer, native=native)
+    batches = TransactionBatches(producer, native=native)
     assert batches.native is native
     for record in _records():
         batches.append(*record)
@@ -116,7 +116,7 @@ async def test_outputs_and_state_land_on_the_same_partitions_either_way(
 
     written = []
     for native in (True, False):
-        batches = Batches(AIOKafkaProducer(transactional_id="t"), native=native)
+        batches = TransactionBatches(AIOKafkaProducer(transactional_id="t"), native=native)
         batches.append_outputs(outputs, partition_for, counts, 7)
         batches.append_state("log", 2, b"p:", changes)
         written.append(_per_partition(_written(batches)))

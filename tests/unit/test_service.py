@@ -7,8 +7,8 @@ import asyncio
 from typing import Any, cast
 
 from symfonic_stream.engine.engine import Engine, EngineError
-from symfonic_stream.engine.service import EXIT_FAILURE, _run
 from symfonic_stream.observability.health import HealthOfMany, HealthState
+from symfonic_stream.runtime.service import EXIT_FAILURE, _run
 
 
 def test_a_process_of_two_engines_is_ready_only_when_both_are() -> None:

@@ -19,11 +19,11 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
-from symfonic_stream.engine.producer import ProducerUnusable, TransactionAborted
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
 from symfonic_stream.engine.restoring import TaskState
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.kafka.producer import ProducerUnusable, TransactionAborted
 from symfonic_stream.observability.metrics import ConsumerMetrics
 
 SOURCE = "agent-events"
@@ -65,7 +65,7 @@ class RecordingProcessor:
 
 
 class _Values(list[bytes | None]):
-    """The output values one transaction carries (the Batches stand-in; dead letters and
+    """The output values one transaction carries (the TransactionBatches stand-in; dead letters and
     changelog records are not outputs)."""
 
     sends: list[Any] = []  # noqa: RUF012

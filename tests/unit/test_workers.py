@@ -20,13 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from symfonic_stream.config import ConfigError, Settings, load_settings
-from symfonic_stream.engine import workers as workers_module
-from symfonic_stream.engine.workers import (
-    WORKER_INDEX_ENV,
-    Supervisor,
-    worker_env,
-    worker_index,
-)
+from symfonic_stream.runtime import workers as workers_module
 from symfonic_stream.observability.aggregate import (
     WorkerAnswer,
     combine,
@@ -36,6 +30,12 @@ from symfonic_stream.observability.aggregate import (
 )
 from symfonic_stream.observability.logs import configure_logging
 from symfonic_stream.observability.metrics import SupervisorMetrics
+from symfonic_stream.runtime.workers import (
+    WORKER_INDEX_ENV,
+    Supervisor,
+    worker_env,
+    worker_index,
+)
 
 # --------------------------------------------------------------------------- merged metrics
 
@@ -164,7 +164,7 @@ async def test_http_get_answers_zero_and_why_when_nothing_listens() -> None:
 
 
 def _unused_port() -> int:
-    from symfonic_stream.engine.workers import free_port
+    from symfonic_stream.runtime.workers import free_port
 
     return free_port()
 

@@ -407,8 +407,16 @@ envFrom:
   {{- end }}
 {{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
 {{- $workers := .workers | default 1 | int64 }}
-{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv $jwt }}
+{{- $static := and .consumer $v.engine.staticMembership }}
+{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv $jwt $static }}
 env:
+  {{- if $static }}
+  {{- /* Static membership (KIP-345): the pod's name, stable across container restarts. */}}
+  - name: SYMFONIC_GROUP_INSTANCE_ID
+    valueFrom:
+      fieldRef:
+        fieldPath: metadata.name
+  {{- end }}
   {{- if and $sasl .user }}
   {{- /* Its own Strimzi KafkaUser (kafkausers.yaml): the User Operator's Secret of that name. */}}
   - name: SYMFONIC_SASL_USERNAME

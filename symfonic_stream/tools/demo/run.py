@@ -31,9 +31,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.workers import free_port
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
+from symfonic_stream.runtime.workers import free_port
 from symfonic_stream.sdk.publisher import EventPublisher
 from symfonic_stream.tools.demo.context import DemoContext, DemoOptions, OutputStats
 from symfonic_stream.tools.demo.pauses import answer_a_pause

@@ -42,10 +42,10 @@ from symfonic_stream.config import Settings
 from symfonic_stream.consumers import engines
 from symfonic_stream.consumers.projectors import guard_limits
 from symfonic_stream.engine.bounded import BoundedEngine
-from symfonic_stream.engine.producer import TaskProducer
 from symfonic_stream.engine.topology import RangeSource, Topology
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
+from symfonic_stream.kafka.producer import TaskProducer
 from symfonic_stream.kafka.specs import TopicSpec
 from symfonic_stream.models.names import ProjectionName, TopicNames
 from symfonic_stream.observability.metrics import ConsumerMetrics

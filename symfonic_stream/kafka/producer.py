@@ -28,9 +28,9 @@ from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
 from aiokafka.producer import sender as aiokafka_sender
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.batches import NATIVE_BATCHES, Batches, Sends
 from symfonic_stream.kafka.clients import transactional_producer_kwargs
 from symfonic_stream.kafka.partitioner import partition_for_key
+from symfonic_stream.kafka.record_batches import NATIVE_BATCHES, Sends, TransactionBatches
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class TaskProducer:
         # and murmur2 per record was a tenth of a projector's CPU.
         self._partitions: dict[tuple[str, bytes], int] = {}
         self._partition_counts: dict[str, int] = {}
-        #: Batches built natively (engine/batches.py): aiokafka's builder compresses.
+        #: Batches built natively (kafka/record_batches.py): aiokafka's builder compresses.
         self.native_batches = NATIVE_BATCHES and settings.compression == "none"
 
     async def start(self) -> None:
@@ -133,11 +133,11 @@ class TaskProducer:
 
     # -- the steps of a transaction (symfonic_stream/engine/commit.py) -------------------
 
-    async def begin(self) -> Batches:
+    async def begin(self) -> TransactionBatches:
         if not self.usable:
             raise ProducerUnusable(f"producer {self.transactional_id} is not usable", fenced=False)
         await self._producer.begin_transaction()
-        return Batches(self._producer, native=self.native_batches)
+        return TransactionBatches(self._producer, native=self.native_batches)
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
         await asyncio.wait_for(

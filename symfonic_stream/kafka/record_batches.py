@@ -14,8 +14,8 @@ are two ways to build them, writing the same bytes (``tests/unit/test_producer_b
   some 2,200 instructions (docs/benchmarks.md). :data:`DIRECT_APPEND` checks at import
   that aiokafka still keeps what this reaches into, else the public ``append`` is used.
 
-Either way a batch that fills up waits, and :meth:`Batches.send_all` hands every batch over
-in send order, so per partition records keep the order they were appended in.
+Either way a batch that fills up waits, and :meth:`TransactionBatches.send_all` hands every
+batch over in send order, so per partition records keep the order they were appended in.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from symfonic_stream.engine.records import OutputRecord
 from symfonic_stream.kafka.clients import PRODUCER_MAX_BATCH_BYTES
 from symfonic_stream.native import extension as _extension
 
@@ -47,12 +46,13 @@ _NO_HEADERS: list[tuple[str, bytes]] = []
 _RecordBatches: type[RecordBatches] | None = (
     _extension.RecordBatches if _extension is not None else None)
 
+
 #: Whether a producer that does not compress builds its batches natively.
 NATIVE_BATCHES = _RecordBatches is not None
 
 
 def _builder_is_as_read() -> bool:
-    """Whether aiokafka's BatchBuilder still keeps what :meth:`Batches.append` reaches
+    """Whether aiokafka's BatchBuilder still keeps what :meth:`TransactionBatches.append` reaches
     into: its C record builder (``_builder``) and the count of records in it
     (``_relative_offset``, which the sender reads for the batch's sequence numbers)."""
     probe = BatchBuilder(1024, 0, is_transactional=True)
@@ -67,7 +67,7 @@ if not DIRECT_APPEND:
     log.warning("aiokafka's BatchBuilder changed: appending through its public append()")
 
 
-class Batches:
+class TransactionBatches:
     """One transaction's batches (see the module's docstring for the two ways)."""
 
     def __init__(self, producer: AIOKafkaProducer, *, native: bool = False) -> None:
@@ -88,7 +88,7 @@ class Batches:
 
     def append_outputs(
         self,
-        records: list[OutputRecord],
+        records: list[Any],  # the engine's OutputRecords
         partition_for: Callable[[str, bytes | None], int],
         counts: dict[str, int],
         keyless: int,
