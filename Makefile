@@ -28,6 +28,18 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 BENCH_ARGS ?=
 
+# Every pytest call of a test target prints its 15 slowest tests and writes a JUnit report,
+# build/test-reports/<$(1)>.xml: where the time goes is measured on every run.
+REPORTS := build/test-reports
+pytest_run = $(BIN)/pytest -p no:cacheprovider --durations=15 --junitxml=$(REPORTS)/$(1).xml
+# Broker tests run TEST_WORKERS at a time (pytest-xdist): each works under its own topic
+# prefix and group, with ports the system picks, and mostly waits on the broker (sessions,
+# rebalances, transactions); measured on the 2-core machine, 4 at a time keeps both cores
+# busy (docs/testing.md). Tests that must share a worker say so with xdist_group.
+# TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
+parallel = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
 # An externally provided Kafka: decided before the default below is applied.
 EXTERNAL_KAFKA := $(if $(strip $(SYMFONIC_BOOTSTRAP_SERVERS)),$(filter environment command,$(firstword $(origin SYMFONIC_BOOTSTRAP_SERVERS))))
 export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
@@ -36,7 +48,7 @@ include mk/chart.mk
 include mk/brokers.mk
 include mk/release.mk
 
-.PHONY: help venv web lint test test-main demo bench schemas schemas-check chart-check \
+.PHONY: help venv web lint test test-main test-bench mutate demo bench schemas schemas-check chart-check \
 	broker-start broker-stop broker-status broker-logs
 
 help:
@@ -45,10 +57,13 @@ help:
 	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy + test (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
-	@echo "make test-cluster  broker failures on the 3-node cluster, the crash and fencing suites"
-	@echo "make test-versions the engine suite on Kafka $(MATRIX_VERSIONS)"
+	@echo "make test-cluster  broker failures on the 3-node cluster, and the fencing suite there"
+	@echo "make test-versions the protocol-sensitive tests on Kafka $(MATRIX_VERSIONS)"
 	@echo "make test-acls     every consumer with only its ACLs, on an authorizer broker"
-	@echo "make test-faults   the fault matrix alone (SEEDS=N seeds, default 3)"
+	@echo "make test-faults   every row of the fault table (make test runs the quick ones)"
+	@echo "make test-bench    the benchmark's own checks (make test keeps one quick smoke)"
+	@echo "make mutate        mutation testing: mutmut (MUTATE=...), cargo-mutants (MUTATE_NATIVE=...)"
+	@echo "  TEST_WORKERS=N   broker tests N at a time (default 4; 0: one process)"
 	@echo "make demo          run the demo pipeline against Kafka (DEMO_ARGS=...)"
 	@echo "make bench         run the benchmark against Kafka (BENCH_ARGS=...)"
 	@echo "make schemas       regenerate schemas/ and the chart's generated files from the models and consumers/"
@@ -131,8 +146,44 @@ endef
 # In this order (a serial make runs prerequisites left to right); each part says its time.
 test: venv lint schemas-check chart-check test-main test-cluster test-versions test-acls image
 
+# Every suite on the single broker with Kafka's default settings (the benchmark's own checks
+# and the fault table's other rows have their targets: test-bench, test-faults).
 test-main: venv
-	$(call with_kafka,$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS),--fresh)
+	$(call with_kafka,$(call pytest_run,main) $(parallel) $(PYTEST_ARGS),--fresh)
+
+# The benchmark's own checks (python -m bench --quick and each experiment, end to end): minutes
+# of CPU that prove nothing about the consumers, so not part of make test (which keeps the
+# gateway benchmark's quick smoke). Run them when bench/ changes.
+test-bench: venv
+	$(call with_kafka,SYMFONIC_TEST_BENCH=1 $(call pytest_run,bench) tests/integration/test_bench_smoke.py $(PYTEST_ARGS),--fresh)
+
+# Mutation testing (docs/testing.md, "Mutation testing"): mutmut over the pure packages with
+# the unit tests as the judges, cargo-mutants over native/ with its cargo test. A whole run
+# takes hours on two cores: by default the modules issue 34 named. MUTATE: mutmut's mutant
+# names (globs, '*' for all); MUTATE_NATIVE: the native/ files cargo-mutants mutates and
+# MUTATE_NATIVE_RE a regex of the mutants it keeps (empty: all of those files').
+MUTATE ?= symfonic_stream.processors.pauses.validator* symfonic_stream.processors.pauses.router* \
+	symfonic_stream.models.decoding*
+MUTATE_NATIVE ?= src/lib.rs
+MUTATE_NATIVE_RE ?= Scanner.*::(object|number)$$
+mutate: venv
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,mutate]'
+	rm -rf mutants; mkdir -p build/mutate
+	$(BIN)/mutmut run $(foreach m,$(MUTATE),'$(m)') || true
+	@# Each survivor with its diff into build/mutate/, then mutants/ goes: it holds copies of
+	@# docs/ and tests/ that the link and size checks would otherwise walk.
+	@$(BIN)/mutmut results | tee build/mutate/mutmut.txt; \
+	for m in $$($(BIN)/mutmut results | grep -v 'not checked' | cut -d: -f1); do \
+	  $(BIN)/mutmut show "$$m"; done > build/mutate/mutmut-survivors.diff; \
+	rm -rf mutants; echo "make: mutmut's survivors: build/mutate/mutmut.txt, their diffs beside it"
+	@PATH="$$PATH:$$HOME/.cargo/bin"; command -v cargo-mutants >/dev/null || \
+	  cargo install --locked cargo-mutants
+	@libdir="$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("LIBDIR"))')"; \
+	cd native && PATH="$$PATH:$$HOME/.cargo/bin" PYO3_PYTHON="$(abspath $(BIN)/python)" \
+	  LD_LIBRARY_PATH="$$libdir$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
+	  cargo mutants --no-shuffle $(foreach f,$(MUTATE_NATIVE),--file $(f)) \
+	    $(if $(MUTATE_NATIVE_RE),--re '$(MUTATE_NATIVE_RE)') || true; \
+	echo "make: cargo-mutants' survivors: native/mutants.out/missed.txt"
 
 demo: venv
 	$(call with_kafka,$(BIN)/symfonic-stream demo $(DEMO_ARGS))

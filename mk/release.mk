@@ -58,7 +58,7 @@ image: wheel image-base
 	@$(IMAGE_SCRIPT) wheels $(WHEEL)
 	@$(IMAGE_SCRIPT) build $(VERSION)
 	@$(IMAGE_SCRIPT) report $(IMAGE)
-	$(call with_kafka,SYMFONIC_TEST_IMAGE=$(IMAGE) $(BIN)/pytest -p no:cacheprovider tests/integration/test_image.py $(PYTEST_ARGS),--fresh)
+	$(call with_kafka,SYMFONIC_TEST_IMAGE=$(IMAGE) $(call pytest_run,image) tests/integration/test_image.py $(PYTEST_ARGS),--fresh)
 
 dist: wheel sdist image chart-tools
 	@$(IMAGE_SCRIPT) save $(IMAGE) $(DIST)/symfonic-stream-image-$(VERSION).oci.tar

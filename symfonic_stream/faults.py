@@ -31,7 +31,7 @@ PHASES: Final = {
     "in_transaction": "a transaction's records and offsets acknowledged, not committed",
     "commit_logged": "EndTxn answered, the markers maybe not yet written",
     "restoring": "part of a changelog partition restored",
-    "revoking": "partitions being revoked, their pending work not yet committed",
+    "revoking": "partitions (at least one) being revoked, their pending work not yet committed",
     "init_producer": "InitProducerId answered (epoch bumped), nothing restored yet",
 }
 

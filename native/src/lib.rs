@@ -38,3 +38,6 @@ fn symfonic_scan(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<batch::RecordBatch>()?;
     module.add_class::<batch::RecordBatches>()
 }
+
+#[cfg(test)]
+mod edge_cases;

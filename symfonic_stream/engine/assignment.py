@@ -134,7 +134,8 @@ class Assignments:
         )
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
-        fault_point("revoking")
+        if revoked:  # (aiokafka also calls this, with nothing, before its first join)
+            fault_point("revoking")
         self._epoch += 1
         self.readiness.assigned = False
         self.readiness.dropped = False

@@ -226,6 +226,7 @@ class StreamTask:
         the task stands, then stop the producer. True when everything it processed is
         committed: its state is then what the changelog holds up to its own last write."""
         self._closing = True
+        self.hurry()  # a linger is no reason to keep a partition being given back
         clean = False
         try:
             clean = await self.flush() is CommitOutcome.COMMITTED
@@ -354,7 +355,7 @@ class StreamTask:
         """One transaction after another, until nothing is pending."""
         while self._pending is not None:
             wait = self._pending_since + self._linger_s - time.monotonic()
-            if wait > 0 and self._pending_records < self._max_records:
+            if wait > 0 and self._pending_records < self._max_records and not self._closing:
                 self._wake.clear()  # the first pending record waits for company
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)

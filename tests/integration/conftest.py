@@ -40,22 +40,28 @@ NewTopicFactory = Callable[..., Awaitable[str]]
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark every test in this directory ``kafka``, with a hang guard; deselect the
     ``cluster`` tests (they kill brokers) unless ``SYMFONIC_TEST_CLUSTER=1`` says the broker
-    is the project's 3-node cluster (``make test-cluster``), and the ``authorizer`` tests
+    is the project's 3-node cluster (``make test-cluster``), the ``authorizer`` tests
     unless ``SYMFONIC_TEST_AUTHORIZER=1`` says it is the authorizer broker (``make
-    test-acls``): each part of ``make test`` runs them on the broker they need; the
-    ``image`` tests only when ``SYMFONIC_TEST_IMAGE`` names the image ``make image`` built."""
-    on_cluster = bool(os.environ.get("SYMFONIC_TEST_CLUSTER"))
-    on_authorizer = bool(os.environ.get("SYMFONIC_TEST_AUTHORIZER"))
-    with_image = bool(os.environ.get("SYMFONIC_TEST_IMAGE"))
+    test-acls``), the fault table's rows beyond the quick ones (``faults_full``) unless
+    ``SYMFONIC_TEST_FAULT_TABLE=full`` (``make test-faults``), the benchmark's own checks
+    (``bench``) unless ``SYMFONIC_TEST_BENCH=1`` (``make test-bench``), and the ``image``
+    tests only when ``SYMFONIC_TEST_IMAGE`` names the image ``make image`` built: each part
+    runs them on the broker they need."""
+    wanted = {
+        "cluster": bool(os.environ.get("SYMFONIC_TEST_CLUSTER")),
+        "authorizer": bool(os.environ.get("SYMFONIC_TEST_AUTHORIZER")),
+        "faults_full": os.environ.get("SYMFONIC_TEST_FAULT_TABLE") == "full",
+        "bench": bool(os.environ.get("SYMFONIC_TEST_BENCH")),
+        "image": bool(os.environ.get("SYMFONIC_TEST_IMAGE")),
+    }
     kept, dropped = [], []
     for item in items:
         if _HERE in item.path.parents:
             item.add_marker(pytest.mark.kafka)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(_TEST_TIMEOUT_S))
-        elsewhere = (item.get_closest_marker("cluster") is not None and not on_cluster) or (
-            item.get_closest_marker("authorizer") is not None and not on_authorizer) or (
-            item.get_closest_marker("image") is not None and not with_image)
+        elsewhere = any(item.get_closest_marker(marker) is not None and not on
+                        for marker, on in wanted.items())
         if elsewhere:
             dropped.append(item)
         else:

@@ -6,14 +6,13 @@ A consumer started with ``fault_freeze="<phase>:<n>"`` (``SYMFONIC_FAULT_FREEZE`
 phase, after logging ``fault point reached: <phase>``. :func:`wait_frozen` waits until it is
 stopped *and* its log says it stopped in that phase: a fault that did not land where it
 names fails the test. Then :func:`kill` (SIGKILL, no clean-up at all) or
-:func:`freeze_past_session_timeout` followed by :func:`thaw` (SIGCONT: the zombie wakes
-up to find a successor owns its partitions and has fenced its producer).
+:func:`thaw` once its successor took over (SIGCONT: the zombie wakes up to find a successor
+owns its partitions and has fenced its producer). :data:`TABLE` is the fault table.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import signal
 import time
 from dataclasses import dataclass
@@ -21,47 +20,108 @@ from typing import Literal
 
 from .harness import ConsumerProcess
 
-#: The engine's session timeout (kafka/clients.py); a zombie is frozen longer than this.
-SESSION_TIMEOUT_S = 10.0
-
 Mode = Literal["kill", "freeze"]
-
-#: Phases a first instance can be frozen in, and those of its successor (which restores).
-FIRST_PHASES = ("fetched", "in_transaction", "commit_logged", "init_producer", "revoking")
-SUCCESSOR_PHASES = ("restoring", "init_producer", "fetched", "in_transaction", "commit_logged")
-#: How many passes of a phase before it freezes, at most (it must come up while input flows).
-MAX_PASS = {"fetched": 6, "in_transaction": 6, "commit_logged": 6, "init_producer": 1,
-            "revoking": 1, "restoring": 1}
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
+    """Stop in ``phase`` the ``nth`` time through it; then SIGKILL (``kill``), or wake it
+    after its successor took over (``freeze``: a zombie)."""
+
     phase: str
-    nth: int
+    nth: int = 1
     mode: Mode = "kill"
 
     @property
     def setting(self) -> str:
         return f"{self.phase}:{self.nth}"
 
+    @property
+    def fence_guaranteed(self) -> bool:
+        """A zombie woken in the middle of a transaction must send EndTxn with the epoch
+        its successor's InitProducerId bumped: it is fenced, whatever else it learns first.
+        Woken in another phase it may learn of the rebalance first and write nothing."""
+        return self.mode == "freeze" and self.phase == "in_transaction"
+
     def __str__(self) -> str:
         return f"{self.mode} at {self.phase}#{self.nth}"
 
 
-def plan(seed: int, *, stateful: bool, replay: bool = False) -> tuple[Fault, Fault]:
-    """The two faults of one seeded run: the first instance's, then its successor's."""
-    rng = random.Random(seed)
-    if replay:  # a replay has one producer and no group: only its transaction phases
-        phases: tuple[str, ...] = ("in_transaction", "commit_logged")
-        first = Fault(rng.choice(phases), rng.randint(2, 5))
-        return first, Fault(rng.choice(phases), rng.randint(1, 3))
-    first_phase = rng.choice(FIRST_PHASES)
-    successors = [p for p in SUCCESSOR_PHASES if stateful or p != "restoring"]
-    second_phase = rng.choice(successors)
-    mode: Mode = "freeze" if rng.random() < 0.4 and first_phase != "revoking" else "kill"
-    first = Fault(first_phase, rng.randint(1, MAX_PASS[first_phase]), mode)
-    second = Fault(second_phase, rng.randint(1, MAX_PASS[second_phase]))
-    return first, second
+def kill_at(phase: str, nth: int = 1) -> Fault:
+    return Fault(phase, nth)
+
+
+def zombie_at(phase: str, nth: int = 1) -> Fault:
+    return Fault(phase, nth, "freeze")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One run of the fault table: ``consumer``'s first instance meets ``first``, the
+    instance that succeeds it meets ``successor``. ``quick``: one of ``make test``'s rows."""
+
+    consumer: str
+    first: Fault
+    successor: Fault
+    quick: bool = False
+
+    @property
+    def name(self) -> str:
+        first = f"{'zombie' if self.first.mode == 'freeze' else 'kill'}-{self.first.phase}"
+        return f"{self.consumer}:{first}:then-{self.successor.phase}"
+
+
+_F, _T, _C = "fetched", "in_transaction", "commit_logged"
+_I, _V, _R = "init_producer", "revoking", "restoring"
+
+#: The fault table: every consumer meets every named phase (symfonic_stream/faults.py's PHASES; a
+#: stateless one has no ``restoring``) once as its first fault and once as its successor's
+#: (each consumer's successors are another permutation of the phases).
+#: ``in_transaction`` as the first fault is a zombie, which must be fenced; ``fetched``
+#: also as a zombie, which may be fenced or give its partitions back having written
+#: nothing. The ``quick`` rows (``make test``) hold every phase once as a first fault and
+#: once as a successor's, over all consumers; ``make test-faults`` runs every row.
+#: tests/unit/test_fault_table.py checks all of that.
+TABLE: tuple[Row, ...] = (
+    Row("copier", kill_at(_F, 3), kill_at(_T, 2)),
+    Row("copier", zombie_at(_T, 3), kill_at(_C, 2), quick=True),
+    Row("copier", kill_at(_C, 2), kill_at(_I)),
+    Row("copier", kill_at(_I), kill_at(_V)),
+    Row("copier", kill_at(_V), kill_at(_F, 3)),
+    Row("copier", zombie_at(_F, 2), kill_at(_T, 1)),
+    Row("typed", kill_at(_F, 3), kill_at(_I), quick=True),
+    Row("typed", zombie_at(_T, 2), kill_at(_F, 2)),
+    Row("typed", kill_at(_C, 3), kill_at(_T, 2)),
+    Row("typed", kill_at(_I), kill_at(_C, 2)),
+    Row("typed", kill_at(_V), kill_at(_R), quick=True),
+    Row("typed", kill_at(_R), kill_at(_V)),
+    Row("typed", zombie_at(_F, 4), kill_at(_T, 1)),
+    Row("chunks", kill_at(_F, 2), kill_at(_R)),
+    Row("chunks", zombie_at(_T, 3), kill_at(_I)),
+    Row("chunks", kill_at(_C, 2), kill_at(_V), quick=True),
+    Row("chunks", kill_at(_I), kill_at(_F, 3)),
+    Row("chunks", kill_at(_V), kill_at(_T, 3)),
+    Row("chunks", kill_at(_R), kill_at(_C, 1)),
+    Row("pauses", kill_at(_F, 4), kill_at(_C, 2)),
+    Row("pauses", zombie_at(_T, 2), kill_at(_R)),
+    Row("pauses", kill_at(_C, 3), kill_at(_V)),
+    Row("pauses", kill_at(_I), kill_at(_T, 2), quick=True),
+    Row("pauses", kill_at(_V), kill_at(_F, 2)),
+    Row("pauses", kill_at(_R), kill_at(_I)),
+    Row("resumes", kill_at(_F, 2), kill_at(_V)),
+    Row("resumes", zombie_at(_T, 2), kill_at(_C, 3)),
+    Row("resumes", kill_at(_C, 2), kill_at(_I)),
+    Row("resumes", kill_at(_I), kill_at(_R)),
+    Row("resumes", kill_at(_V), kill_at(_T, 2)),
+    Row("resumes", kill_at(_R), kill_at(_F, 2), quick=True),
+)
+
+#: ``symfonic-stream replay`` (one producer, no group): killed in a transaction's phases,
+#: rerun and killed again, then run to its end.
+REPLAY_TABLE: tuple[tuple[Fault, Fault, bool], ...] = (
+    (kill_at(_T, 3), kill_at(_C, 2), True),
+    (kill_at(_C, 4), kill_at(_T, 1), False),
+)
 
 
 def process_state(pid: int) -> str:
@@ -105,11 +165,6 @@ async def wait_frozen(process: ConsumerProcess, fault: Fault, within: float = 90
 def kill(process: ConsumerProcess) -> None:
     """SIGKILL a (frozen) process: nothing of it runs again."""
     process.kill()
-
-
-async def freeze_past_session_timeout(extra_s: float = 3.0) -> None:
-    """Keep a frozen process frozen until the group must have expired its session."""
-    await asyncio.sleep(SESSION_TIMEOUT_S + extra_s)
 
 
 def thaw(process: ConsumerProcess) -> None:

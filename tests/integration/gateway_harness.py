@@ -18,10 +18,12 @@ from symfonic_stream.gateway.server import Gateway
 
 
 async def read_sse(client: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None,
-                   until_seq: int | None = None, within: float = 30.0
+                   until_seq: int | None = None, within: float = 30.0,
+                   messages: list[dict[str, str]] | None = None,
                    ) -> tuple[int, list[dict[str, str]]]:
-    """(status, messages) of one stream, read until the server closes it (or ``until_seq``)."""
-    messages: list[dict[str, str]] = []
+    """(status, messages) of one stream, read until the server closes it (or ``until_seq``).
+    ``messages``: a list each message is appended to as it arrives (a test can watch it)."""
+    messages = [] if messages is None else messages
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(within):
             async with client.stream("GET", url, headers=headers) as response:

@@ -42,6 +42,7 @@ from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.runtime.workers import free_port
 
 from .conftest import partitions_of, register_name
+from .kafka_view import transactions
 
 BOOTSTRAP = os.environ.get("SYMFONIC_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
 PARTITIONS = 4
@@ -406,38 +407,37 @@ async def open_transaction_partitions(topic: str) -> list[int]:
             if ends["read_committed"][tp] < ends["read_uncommitted"][tp]]
 
 
-#: Longer than the broker takes to write the commit markers of a transaction it logged.
-_MARKER_SETTLE_S = 0.3
+async def _own_transaction_open(output_topic: str, transactional_ids: Sequence[str]) -> bool:
+    """Whether one of ``transactional_ids`` has a transaction Ongoing (begun, its commit
+    not yet logged) with records on ``output_topic`` still past the last stable offset.
 
-
-async def _really_open(output_topic: str) -> bool:
-    """An open transaction on ``output_topic`` that stays open while its writer is frozen.
-
-    A transaction whose commit the coordinator already logged still shows as open until
-    the broker writes its markers, a few milliseconds later; a frozen process cannot
-    commit, so what is still open after a pause really is open.
-    """
-    if not await open_transaction_partitions(output_topic):
+    Asked of the transaction coordinator, so another writer's open transaction on the
+    same topic does not count, nor does a commit already logged whose markers are on
+    their way."""
+    open_partitions = set(await open_transaction_partitions(output_topic))
+    if not open_partitions:
         return False
-    await asyncio.sleep(_MARKER_SETTLE_S)
-    return bool(await open_transaction_partitions(output_topic))
+    described = await transactions(list(transactional_ids))
+    return any(t.open_on(output_topic) and t.partitions[output_topic] & open_partitions
+               for t in described.values())
 
 
 async def kill_mid_transaction(
-    process: ConsumerProcess, output_topic: str, tries: int = 100
+    process: ConsumerProcess, output_topic: str, transactional_ids: Sequence[str],
+    tries: int = 100,
 ) -> bool:
-    """SIGKILL ``process`` while one of its transactions on ``output_topic`` is open.
+    """SIGKILL ``process`` while one of its own transactions (``transactional_ids``: those
+    of the input partitions it owns) is open on ``output_topic``.
 
-    Freezes it (SIGSTOP) at short random intervals until the output shows an open
-    transaction, then kills it there: a zombie with records on the broker that the next
-    owner's fencing has to abort. Returns False if no open transaction was caught (it is
-    killed anyway).
+    Freezes it (SIGSTOP) at short random intervals until its coordinator says so, then
+    kills it there: a zombie with records on the broker that the next owner's fencing has
+    to abort. Returns False if no open transaction was caught (it is killed anyway).
     """
     assert process.proc is not None
     for _ in range(tries):
         process.proc.send_signal(signal.SIGSTOP)
         try:
-            if await _really_open(output_topic):
+            if await _own_transaction_open(output_topic, transactional_ids):
                 process.kill()
                 return True
         finally:

@@ -27,7 +27,7 @@ import asyncio
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -346,6 +346,25 @@ async def wait_committed(
         await asyncio.sleep(POLL_S)
         committed = await committed_offsets(group, topic)
     return committed
+
+
+async def wait_committed_to(
+    group: str, topic: str, ends: Mapping[int, int], partitions: Iterable[int],
+    within: float = 60.0,
+) -> None:
+    """Until ``group`` committed at least ``ends[p]`` on every one of ``partitions``."""
+    wanted = {p: ends[p] for p in partitions}
+    committed: dict[int, int] = {}
+
+    async def reached() -> bool:
+        nonlocal committed
+        committed = await committed_offsets(group, topic)
+        return all(committed.get(p, 0) >= end for p, end in wanted.items())
+
+    try:
+        await wait_until(reached, f"{group} committed {wanted}", within)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: committed {committed}") from None
 
 
 async def delete_all_records(topic: str) -> None:

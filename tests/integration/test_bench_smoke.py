@@ -2,6 +2,10 @@
 
 The figures of a tiny run mean nothing, so nothing is timed here: the report must have
 every row and every column, each a positive number, and the JSON must say the same.
+
+These are the benchmark's own checks, minutes of CPU that prove nothing about the
+consumers: ``make test-bench`` runs them (marker ``bench``). ``make test`` keeps one quick
+smoke, the gateway benchmark's (a few seconds), so a broken bench/ still fails CI.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from bench.rows import ROWS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(170)
 def test_quick_benchmark_reports_every_row_and_column(
     bootstrap_servers: str, tmp_path: Path
@@ -82,6 +87,7 @@ def _run_module(module: str, *args: str, bootstrap: str, timeout: float = 160) -
     return done.stdout
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(170)
 def test_zero_cost_experiment_reports_its_five_consumers(bootstrap_servers: str) -> None:
     out = _run_module("bench.zero_cost", "--events", "2000", "--rounds", "1",
@@ -97,6 +103,7 @@ def test_zero_cost_experiment_reports_its_five_consumers(bootstrap_servers: str)
     assert rows["copier"][1] == 1.0
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(170)
 def test_relative_load_experiment_offers_each_consumer_half_its_own_rate(
     bootstrap_servers: str,
@@ -110,6 +117,7 @@ def test_relative_load_experiment_offers_each_consumer_half_its_own_rate(
         assert 0 < p50 <= p99 and p99_ratio > 0, name
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(170)
 def test_transaction_probe_compares_aiokafkas_retry_delays_with_the_engines(
     bootstrap_servers: str,
@@ -164,6 +172,7 @@ def test_gateway_benchmark_serves_every_client_every_seq_once(
         assert title in table, title
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(300)
 def test_compare_reports_the_goals_and_each_latency_runs_cores(
     bootstrap_servers: str, tmp_path: Path
@@ -196,6 +205,7 @@ def test_compare_reports_the_goals_and_each_latency_runs_cores(
     assert "| 200 200/s | typed |" in table and "goals per round (1 rounds):" in table
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(170)
 def test_compare_runs_the_naive_projector_with_one_producer_beside_its_own(
     bootstrap_servers: str, tmp_path: Path
@@ -221,6 +231,7 @@ def test_compare_runs_the_naive_projector_with_one_producer_beside_its_own(
         assert lat["samples"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"], label
 
 
+@pytest.mark.bench
 @pytest.mark.timeout(600)
 def test_compare_prices_the_client_with_the_naive_loop_on_librdkafka(
     bootstrap_servers: str, tmp_path: Path

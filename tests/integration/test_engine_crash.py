@@ -16,6 +16,7 @@ from symfonic_stream.models.names import TopicNames
 from .conftest import read_to_end
 from .harness import (
     BOOTSTRAP,
+    PARTITIONS,
     ConsumerProcess,
     TopicReader,
     create_topics,
@@ -25,6 +26,7 @@ from .harness import (
     produce,
     sequences_by_key,
 )
+from .kafka_view import transactional_ids
 from .observe import (
     owned_only_by,
     quiesce,
@@ -74,7 +76,8 @@ async def test_sigkill_mid_stream_then_restart_is_exactly_once(
         async with TopicReader(output) as reader:
             progress = await reader.until(500, within=60)
             assert len(progress) >= 500, "the first instance must be well into the stream"
-            caught_open = await kill_mid_transaction(first, output)
+            caught_open = await kill_mid_transaction(
+                first, output, transactional_ids(group, source, range(PARTITIONS)))
             assert caught_open, "the kill must leave a transaction open"
             assert not feeder.done(), "the kill must happen while input still flows"
             assert len(reader.records) < len(sent)
@@ -119,7 +122,8 @@ async def test_two_consumers_one_killed_and_restarted_while_input_flows(
         async with TopicReader(output) as reader:
             progress = await reader.until(1000, within=60)
         assert len(progress) >= 1000, "both instances must be well into the stream"
-        caught_open = await kill_mid_transaction(a, output)
+        caught_open = await kill_mid_transaction(
+            a, output, transactional_ids(group, source, before.owners["a"]))
         assert caught_open, "the kill must leave a transaction of a open"
         assert not feeder.done(), "the kill must happen while input still flows"
         await a2.start().wait_ready(within=90)

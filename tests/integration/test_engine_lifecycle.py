@@ -10,6 +10,8 @@ import pytest
 
 from symfonic_stream.models.names import TopicNames
 
+from .conftest import read_to_end
+from .faults import Fault, thaw, wait_frozen
 from .harness import (
     BOOTSTRAP,
     ConsumerProcess,
@@ -21,16 +23,18 @@ from .harness import (
     unique_prefix,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids, transactions
 from .observe import (
     REBALANCES,
     describe_group,
     metric_value,
+    open_transaction_records,
     owned_only_by,
     quiesce,
     read_to_committed_end,
     split_between,
+    wait_committed_to,
     wait_for_assignment,
-    wait_idle,
 )
 
 
@@ -38,15 +42,22 @@ def _batch(start: int, n: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes
     return [(f"run-{i % 16}".encode(), f"{i}".encode(), []) for i in range(start, start + n)]
 
 
-async def test_sigterm_exits_zero_commits_and_hands_its_partitions_over_by_leaving_the_group(
+async def test_sigterm_commits_the_batch_it_holds_open_and_leaves_the_group(
     bootstrap_servers: str, prefix: str, tmp_path: Path
 ) -> None:
+    """The first instance holds what it consumes in one open batch (a ten-minute linger no
+    test waits out), so before SIGTERM nothing of its share is committed; on SIGTERM it
+    commits that batch itself (frozen in that commit, the test sees the transaction open)
+    and leaves the group, and the second instance goes on from there."""
     await create_topics(prefix)
     names = TopicNames(prefix)
     group = names.group("copier")
     source = names.agent_events
+    closing_commit = Fault("in_transaction", 1)  # its first transaction: the one on SIGTERM
     processes = {
-        "first": ConsumerProcess("copier", prefix, tmp_path, name="-first", shutdown_timeout_s=20),
+        "first": ConsumerProcess("copier", prefix, tmp_path, name="-first", shutdown_timeout_s=20,
+                                 batch_max_latency_ms=600_000,
+                                 fault_freeze=closing_commit.setting),
         "second": ConsumerProcess("copier", prefix, tmp_path, name="-second"),
     }
     first, second = processes["first"], processes["second"]
@@ -56,8 +67,6 @@ async def test_sigterm_exits_zero_commits_and_hands_its_partitions_over_by_leavi
         await wait_for_assignment(
             group, source, processes, lambda o: owned_only_by(o, "first"), "first alone"
         )
-        await produce(source, _batch(0, 2000))
-        await wait_caught_up(group, source)
         second.start()
         await second.wait_ready()
         before = await wait_for_assignment(
@@ -65,17 +74,26 @@ async def test_sigterm_exits_zero_commits_and_hands_its_partitions_over_by_leavi
             "first and second sharing the partitions",
         )
         first_member = before.member("first")
+        mine = before.owners["first"]
         rebalances = await metric_value(second, REBALANCES)
-        # Work in flight when the first instance shuts down: it has consumed all of this,
-        # and the second is frozen meanwhile, so only the first can commit it.
-        await produce(source, _batch(2000, 500))
-        await wait_idle(first)
-        await wait_idle(second)
+        await produce(source, _batch(0, 2500))
+        # The second committed its share; the first consumed alongside and committed none.
         ends = await end_offsets(source)
+        await wait_committed_to(group, source, ends, before.owners["second"])
+        held = await committed_offsets(group, source)
+        assert all(ends[p] > held.get(p, 0) == 0 for p in mine), (held, ends)
         assert second.proc is not None
-        second.proc.send_signal(signal.SIGSTOP)
+        second.proc.send_signal(signal.SIGSTOP)  # only the first can commit its batch now
         try:
             first.terminate()
+            # Shutting down, it commits the batch it held, and stops in that transaction.
+            await wait_frozen(first, closing_commit)
+            in_flight = await open_transaction_records(names.copier_output)
+            assert in_flight, "SIGTERM found no batch in flight"
+            ours = await transactions(transactional_ids(group, source, mine))
+            assert any(t.open_on(names.copier_output) for t in ours.values()), ours
+            assert await committed_offsets(group, source) == held
+            thaw(first)
             assert await first.wait(within=60) == 0, first.log()
             # Right after its exit the first instance is no member any more: it left. A
             # member that merely went away stays listed until its session (10 s) expires,
@@ -86,9 +104,16 @@ async def test_sigterm_exits_zero_commits_and_hands_its_partitions_over_by_leavi
             second.proc.send_signal(signal.SIGCONT)
         assert first_member not in after_exit.members, (after_exit, first.log(tail=200))
         assert "LeaveGroup request succeeded" in first.log(tail=200)
-        # What the first instance processed was committed by the first instance, on exit.
-        mine = before.owners["first"]
-        assert {p: committed.get(p) for p in mine} == {p: ends[p] for p in mine}, first.log()
+        # The batch it held was committed by the first instance, on exit: its offsets moved
+        # to just past the input records of that batch.
+        where = {r.value: (r.partition, r.offset)
+                 for r in await read_to_end(BOOTSTRAP, source, isolation_level="read_committed")}
+        batch_end: dict[int, int] = {}
+        for record in in_flight:
+            partition, offset = where[record.value]
+            batch_end[partition] = max(batch_end.get(partition, 0), offset + 1)
+        assert set(batch_end) <= mine
+        assert {p: committed.get(p) for p in batch_end} == batch_end, first.log()
         after = await wait_for_assignment(
             group, source, processes, lambda o: owned_only_by(o, "second"), "second alone"
         )

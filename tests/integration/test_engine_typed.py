@@ -17,10 +17,10 @@ import pytest
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.engine import heap
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import Damage, RunShape, synthetic_stream
 
 from .harness import (
+    PARTITIONS,
     ConsumerProcess,
     InProcessEngine,
     TopicReader,
@@ -31,6 +31,7 @@ from .harness import (
     settings_for,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
 from .observe import (
     RESTORED,
     metric_value,
@@ -39,16 +40,7 @@ from .observe import (
     wait_engine_idle,
     wait_until,
 )
-
-
-def _offline_by_run(events: list[dict[str, object]]) -> dict[str, list[bytes]]:
-    lines = [orjson.dumps(event) for event in events]
-    by_run: dict[str, list[bytes]] = defaultdict(list)
-    for released in project_lines(lines, "typed"):
-        for output in released.outputs:
-            assert output.key is not None and output.value is not None
-            by_run[output.key.decode()].append(output.value)
-    return by_run
+from .workloads import reference_values_by_run
 
 
 @pytest.mark.slow
@@ -73,7 +65,8 @@ async def test_typed_projector_survives_sigkill_with_its_state(
         async with TopicReader(names.stream_events) as reader:
             progress = await reader.until(300, within=60)  # a precondition, not the result
         assert len(progress) >= 300, "the first instance must be well into the stream"
-        assert await kill_mid_transaction(first, names.stream_events)
+        assert await kill_mid_transaction(
+            first, names.stream_events, transactional_ids(group, source, range(PARTITIONS)))
         assert not feeder.done()
         second.start()
         await feeder
@@ -97,7 +90,7 @@ async def test_typed_projector_survives_sigkill_with_its_state(
     for record in sorted(live, key=lambda r: (r.partition, r.offset)):
         assert record.key is not None and record.value is not None
         live_by_run[record.key.decode()].append(record.value)
-    expected = _offline_by_run(events)
+    expected = reference_values_by_run((orjson.dumps(e) for e in events), "typed")
     assert set(live_by_run) == set(expected)
     for run_id, outputs in expected.items():
         assert live_by_run[run_id] == outputs, f"run {run_id} differs\n{second.log()}"

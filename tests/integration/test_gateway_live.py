@@ -18,7 +18,7 @@ import pytest
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 
-from .gateway_harness import read_sse, running_gateway
+from .gateway_harness import read_sse, running_gateway, spy_on_waits, until_waiting
 from .harness import (
     ConsumerProcess,
     InProcessEngine,
@@ -30,6 +30,7 @@ from .harness import (
     run_cli,
     settings_for,
 )
+from .observe import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -114,11 +115,13 @@ async def test_resume_from_every_seq_gives_exactly_the_records_after_it(prefix: 
 async def test_a_run_published_while_a_client_waits_is_streamed(prefix: str) -> None:
     await create_topics(prefix)
     run_id = "run-late"
-    async with projectors(prefix), running_gateway(_gateway_settings(prefix)) as (_, base), \
+    async with projectors(prefix), \
+            running_gateway(_gateway_settings(prefix)) as (gateway, base), \
             httpx.AsyncClient(timeout=30) as client:
+        entered = spy_on_waits(gateway.tails["events"].store)
         reading = asyncio.create_task(read_sse(client, f"{base}/v1/runs/{run_id}/events"))
-        await asyncio.sleep(1.0)
-        assert not reading.done()
+        await until_waiting(entered, 1, reading)  # the request waits for the unknown run
+        assert entered == [run_id]
         await _publish(prefix, _run(run_id, 0, 3))
         status, messages = await reading
         assert status == 200
@@ -132,9 +135,16 @@ async def test_a_paused_run_stays_open_and_goes_on_when_continued(prefix: str) -
     async with projectors(prefix), running_gateway(_gateway_settings(prefix)) as (_, base), \
             httpx.AsyncClient(timeout=30) as client:
         await _publish(prefix, [*_run(run_id, 0, 2, done=False), _ask(run_id, 2)])
-        reading = asyncio.create_task(read_sse(client, f"{base}/v1/runs/{run_id}/events"))
-        await asyncio.sleep(3.0)
-        assert not reading.done(), "a paused run's stream must stay open"
+        seen: list[dict[str, str]] = []
+        reading = asyncio.create_task(
+            read_sse(client, f"{base}/v1/runs/{run_id}/events", messages=seen))
+
+        async def paused() -> bool:
+            assert not reading.done(), f"the stream ended at the pause: {seen}"
+            return [m["event"] for m in seen][-2:] == ["ask_user", "end"]
+
+        await wait_until(paused, "the pause and its end reached the viewer")
+        # The same stream goes on with what the kernel sends after the answer.
         await _publish(prefix, _run(run_id, 3, 2))
         status, messages = await reading
         assert status == 200

@@ -14,7 +14,7 @@ import pytest
 
 from symfonic_stream.consumers.resumes import INTAKE
 
-from .harness import ConsumerProcess, produce, unique_prefix
+from .harness import ConsumerProcess, TopicReader, produce, unique_prefix
 from .observe import (
     metric_value,
     quiesce,
@@ -117,20 +117,26 @@ async def test_forged_hijacking_and_hostile_schema_answers_yield_no_resume(
     assert connections == [], "the validator fetched a schema over HTTP"
 
 
+#: The ticket's lifetime and the grace after it, both short so that forgetting comes soon.
+#: The lifetime starts when both consumers are ready; it only has to outlast routing,
+#: registering and checking one answer (a second or two on a loaded machine).
+LIFETIME_S, GRACE_S = 12.0, 1.0
+
+
 async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     prefix = unique_prefix()
     names, rules_path = await setup(prefix, tmp_path, tenant_queues=False)
-    # A ticket lives 6 s after its event, and is forgotten 6 s after that (or its answer).
-    short = {"closed_run_grace_s": "6", "ticket_max_lifetime_s": "6"}
+    short = {"closed_run_grace_s": str(GRACE_S), "ticket_max_lifetime_s": str(LIFETIME_S)}
     router = ConsumerProcess("pauses", prefix, tmp_path, routing_rules=str(rules_path),
                              **short).start()
     validator = ConsumerProcess("resumes", prefix, tmp_path, **short).start()
-    event = {**pause("once", 0, interrupt_id="once-i0"), "timestamp": time.time()}
-    event["interrupt"]["expires_at"] = 1.79e308  # the kernel's: never; capped to 6 s
     try:
         await asyncio.gather(router.wait_ready(), validator.wait_ready())
+        # The pause happens now, both consumers ready: its ticket lives LIFETIME_S from here.
+        event = {**pause("once", 0, interrupt_id="once-i0"), "timestamp": time.time()}
+        event["interrupt"]["expires_at"] = 1.79e308  # the kernel's: never; capped
         await produce(names.agent_events, records([event]))
 
         async def held(process: ConsumerProcess, n: int) -> bool:
@@ -139,6 +145,9 @@ async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it
         await wait_until(lambda: held(validator, 1), "the ticket is registered")
         await produce(names.resume_requests, [
             (b"once-i0", answer("once-i0", "token-of-once-i0", "first", "first"), [])])
+        async with TopicReader(names.resumes) as accepted:
+            [first] = await accepted.until(1, within=60)
+        assert orjson.loads(first.value or b"")["answered_at"] < event["timestamp"] + LIFETIME_S
         # Past the capped expiry plus the grace, both forgot it ...
         await wait_until(lambda: held(validator, 0), "the validator forgets the ticket")
         await wait_until(lambda: held(router, 0), "the router forgets the run")

@@ -19,6 +19,7 @@ from tests.reference import oracle
 from .conftest import read_to_end
 from .harness import (
     BOOTSTRAP,
+    PARTITIONS,
     ConsumerProcess,
     create_topics,
     kill_mid_transaction,
@@ -26,6 +27,7 @@ from .harness import (
     produce,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
 from .observe import metric_value
 
 RUNS = 600
@@ -55,7 +57,8 @@ async def test_a_restart_after_a_kill_mid_transaction_reads_only_the_changelogs_
         await produce(source, _records(opening))
         await wait_caught_up(group, source)
         feeding = asyncio.create_task(produce(source, _records(rest), rate=1500))
-        assert await kill_mid_transaction(first, names.stream_events), first.log()
+        assert await kill_mid_transaction(first, names.stream_events, transactional_ids(
+            group, source, range(PARTITIONS))), first.log()
         await second.start().wait_ready(within=120)
         await feeding
         await wait_caught_up(group, source, within=120)

@@ -1,8 +1,10 @@
-"""The typed and chunk projectors on the real broker: live output equals offline output.
+"""The typed and chunk projectors on the real broker: live output equals the reference.
 
-The oracle is :func:`symfonic_stream.tools.offline.project_lines`, the same processor with no
-broker. A read_committed reader of the output topics must see, run by run, exactly the
-records the offline command prints for the same input, whatever was killed or rebalanced.
+The oracle is :mod:`tests.reference.oracle`, SPEC §2-5 written without the code under test.
+A read_committed reader of the output topics must see, run by run, exactly the envelopes
+the reference projection gives the same input, whatever was killed or rebalanced. No gap
+timeout fires while input flows (holes are filled by a restarted instance with a short
+timeout, or not at all), so what the live run writes does not depend on how fast it ran.
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import pytest
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.ordering.run_state import RunState
-from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
+from tests.reference import oracle
 
 from .conftest import read_to_end
 from .harness import (
     BOOTSTRAP,
+    PARTITIONS,
     ConsumerProcess,
     Record,
     TopicReader,
@@ -33,6 +36,10 @@ from .harness import (
     unique_prefix,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
+from .observe import (
+    BUFFERED_GAUGE as BUFFERED,
+)
 from .observe import (
     RESTORED,
     delete_all_records,
@@ -41,14 +48,20 @@ from .observe import (
     quiesce,
     read_to_committed_end,
     split_between,
+    stop_gracefully,
     wait_changelog_state,
     wait_committed,
     wait_for_assignment,
+    wait_until,
 )
+from .workloads import reference_by_run
 
 pytestmark = pytest.mark.slow
 
-GAP_TIMEOUT_S = 4.0
+#: No hole times out while a test feeds input: only the input's order decides the output.
+NO_GAP_S = 600
+#: A restarted instance's: the holes it restores are filled soon after.
+GAP_SOON_S = 0.5
 
 
 def damaged_stream(seed: int, runs: int, loss: float = 0.0) -> list[dict[str, Any]]:
@@ -75,14 +88,10 @@ def as_records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tu
     return [(e["run_id"].encode(), orjson.dumps(e), []) for e in events]
 
 
-def offline_by_run(events: list[dict[str, Any]], projection: str) -> dict[str, list[Any]]:
-    """What `symfonic-stream project` writes for this input, grouped by run."""
-    by_run: dict[str, list[Any]] = {}
-    for released in project_lines((orjson.dumps(e) for e in events), projection):  # type: ignore[arg-type]
-        for output in released.outputs:
-            record = orjson.loads(output.value or b"")
-            by_run.setdefault(record["run_id"], []).append(record)
-    return by_run
+def expected_by_run(events: list[dict[str, Any]], projection: oracle.ProjectionName
+                   ) -> dict[str, list[Any]]:
+    """What the reference projection writes for this input, grouped by run."""
+    return reference_by_run((orjson.dumps(e) for e in events), projection)
 
 
 def live_by_run(records: list[Record]) -> dict[str, list[Any]]:
@@ -114,9 +123,12 @@ def logs_of(*processes: ConsumerProcess) -> str:
     return "\n".join(f"--- {p.log_path.name}\n{p.log()}" for p in processes)
 
 
-async def test_typed_and_chunk_output_equal_the_offline_projection(
+async def test_typed_and_chunk_output_equal_the_reference_projection(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
+    """Both projectors consume everything with holes waiting (no gap times out), stop, and
+    their successors fill the holes from the restored state: the reference fills exactly
+    the input's holes with gaps at its end of input, and so must they."""
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
@@ -124,28 +136,46 @@ async def test_typed_and_chunk_output_equal_the_offline_projection(
     assert len(events) >= 10_000
     holes = runs_with_holes(events)
     assert holes, "the input must have holes that will need gaps"
-    settings = {"gap_timeout_s": GAP_TIMEOUT_S}
-    typed = ConsumerProcess("typed", prefix, tmp_path, **settings).start()
-    chunks = ConsumerProcess("chunks", prefix, tmp_path, **settings).start()
+    source = names.agent_events
+    projections = (("typed", names.stream_events), ("chunks", names.stream_chunks))
+    waiting = {p: ConsumerProcess(p, prefix, tmp_path, name="-waiting", gap_timeout_s=NO_GAP_S)
+               for p, _ in projections}
+    filling = {p: ConsumerProcess(p, prefix, tmp_path, name="-filling", gap_timeout_s=GAP_SOON_S)
+               for p, _ in projections}
     try:
-        await asyncio.gather(typed.wait_ready(), chunks.wait_ready())
-        await produce(names.agent_events, as_records(events))
-        for projection, topic, proc in (
-            ("typed", names.stream_events, typed),
-            ("chunks", names.stream_chunks, chunks),
-        ):
-            expected = offline_by_run(events, projection)
+        for process in waiting.values():
+            process.start()
+        await asyncio.gather(*(p.wait_ready() for p in waiting.values()))
+        await produce(source, as_records(events))
+        for projection, _ in projections:
+            await quiesce_holding(names.group(projection), source, waiting[projection])
+        for projection, topic in projections:
+            expected = expected_by_run(events, projection)
             gapped = {run for run, records in expected.items() if any("gap" in r for r in records)}
             assert gapped == holes, "the oracle must fill exactly the input's holes with gaps"
+            proc = filling[projection].start()
+            await proc.wait_ready()
             group = names.group(projection)
-            await quiesce(group, names.agent_events, [proc])  # every gap written, then stopped
+            await quiesce(group, source, [proc])  # every gap written, then stopped
             records = await read_to_committed_end(
-                topic, group=group, source=names.agent_events, processes=[proc]
+                topic, group=group, source=source, processes=[waiting[projection], proc]
             )
             assert_same(live_by_run(records), expected, proc.log())
     finally:
-        typed.stop()
-        chunks.stop()
+        for process in (*waiting.values(), *filling.values()):
+            process.stop()
+
+
+async def quiesce_holding(group: str, source: str, process: ConsumerProcess) -> None:
+    """Until ``group`` committed all of ``source`` with ``process`` holding events behind
+    its holes; then it stops (SIGTERM, exit 0)."""
+    await wait_caught_up(group, source, within=120)
+    await wait_until(lambda: _buffering(process), f"{process.log_path.name} holds its holes")
+    await stop_gracefully(process)
+
+
+async def _buffering(process: ConsumerProcess) -> bool:
+    return await metric_value(process, BUFFERED) > 0
 
 
 async def test_sigkill_mid_transaction_and_restart_gives_the_same_output(
@@ -156,10 +186,12 @@ async def test_sigkill_mid_transaction_and_restart_gives_the_same_output(
     names = TopicNames(prefix)
     group, source = names.group("typed"), names.agent_events
     events = damaged_stream(seed=12, runs=120)
-    expected = offline_by_run(events, "typed")
-    processes = {
-        "first": ConsumerProcess("typed", prefix, tmp_path, name="-first"),
-        "second": ConsumerProcess("typed", prefix, tmp_path, name="-second"),
+    expected = expected_by_run(events, "typed")
+    processes = {  # (no loss: every hole is filled by its event, never by a gap)
+        "first": ConsumerProcess("typed", prefix, tmp_path, name="-first",
+                                 gap_timeout_s=NO_GAP_S),
+        "second": ConsumerProcess("typed", prefix, tmp_path, name="-second",
+                                  gap_timeout_s=NO_GAP_S),
     }
     first, second = processes["first"], processes["second"]
     try:
@@ -171,7 +203,8 @@ async def test_sigkill_mid_transaction_and_restart_gives_the_same_output(
         async with TopicReader(names.stream_events) as reader:
             progress = await reader.until(1500, within=60)
         assert len(progress) >= 1500, "the first instance must be well into the stream"
-        caught_open = await kill_mid_transaction(first, names.stream_events)
+        caught_open = await kill_mid_transaction(
+            first, names.stream_events, transactional_ids(group, source, range(PARTITIONS)))
         assert caught_open, "the kill must leave a transaction open"
         assert not feeder.done(), "the kill must happen while input still flows"
         await second.start().wait_ready()
@@ -203,9 +236,9 @@ async def test_two_instances_one_killed_and_restarted_while_input_flows(
     names = TopicNames(prefix)
     group, source = names.group("typed"), names.agent_events
     events = damaged_stream(seed=13, runs=150)
-    expected = offline_by_run(events, "typed")
-    processes = {
-        name: ConsumerProcess("typed", prefix, tmp_path, name=f"-{name}")
+    expected = expected_by_run(events, "typed")
+    processes = {  # (no loss: every hole is filled by its event, never by a gap)
+        name: ConsumerProcess("typed", prefix, tmp_path, name=f"-{name}", gap_timeout_s=NO_GAP_S)
         for name in ("a", "b", "b_again")
     }
     a, b, b_again = processes["a"], processes["b"], processes["b_again"]
@@ -219,7 +252,8 @@ async def test_two_instances_one_killed_and_restarted_while_input_flows(
         feeder = asyncio.create_task(produce(source, as_records(events), rate=500))
         # b is working: it committed output for each of its partitions.
         await wait_committed(group, source, before.owners["b"])
-        caught_open = await kill_mid_transaction(b, names.stream_events)
+        caught_open = await kill_mid_transaction(
+            b, names.stream_events, transactional_ids(group, source, before.owners["b"]))
         assert caught_open, "b must die with a transaction open"
         assert not feeder.done(), "the kill must happen while input still flows"
         # b's partitions move to a once b's session expires (b never left: SIGKILL).
@@ -273,10 +307,13 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
     def buffered_behind_the_hole(state: RunState) -> bool:
         return (state.next_index, state.next_seq, sorted(state.buffer)) == (1, 1, [3, 4])
 
-    # Long enough that the first instance cannot fill the hole before it is killed.
+    # The first instance never fills the hole (it is killed first); the second fills the
+    # one it restores soon after.
     processes = {
-        "first": ConsumerProcess("typed", prefix, tmp_path, name="-first", gap_timeout_s=15),
-        "second": ConsumerProcess("typed", prefix, tmp_path, name="-second", gap_timeout_s=15),
+        "first": ConsumerProcess("typed", prefix, tmp_path, name="-first",
+                                 gap_timeout_s=NO_GAP_S),
+        "second": ConsumerProcess("typed", prefix, tmp_path, name="-second",
+                                  gap_timeout_s=GAP_SOON_S),
     }
     first, second = processes["first"], processes["second"]
     try:

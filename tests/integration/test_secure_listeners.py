@@ -26,6 +26,7 @@ from symfonic_stream.models.names import TopicNames
 from .conftest import read_to_end
 from .harness import (
     BOOTSTRAP,
+    PARTITIONS,
     ConsumerProcess,
     consumer_env,
     kill_mid_transaction,
@@ -33,6 +34,7 @@ from .harness import (
     run_cli,
     wait_caught_up,
 )
+from .kafka_view import transactional_ids
 from .observe import quiesce
 from .workloads import WORKLOADS, Feeder
 
@@ -94,7 +96,8 @@ async def test_a_deployment_runs_exactly_once_over_the_secure_listener(
         await first.wait_ready(within=90)
         feeder.start()
         await feeder.sent_at_least(len(feeder.sent) + 800)
-        assert await kill_mid_transaction(first, names.stream_events), "no open transaction"
+        assert await kill_mid_transaction(first, names.stream_events, transactional_ids(
+            names.group("typed"), names.agent_events, range(PARTITIONS))), "no open transaction"
         second.start()
         await second.wait_ready(within=90)
         await feeder.sent_at_least(len(feeder.sent) + 400)

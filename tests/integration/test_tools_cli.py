@@ -10,9 +10,8 @@ from pathlib import Path
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from symfonic_stream.tools.offline import project_lines
-
 from .conftest import NewTopicFactory, ReadTopic
+from .workloads import reference_values_by_run
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 
@@ -104,16 +103,13 @@ async def _golden_topic(bootstrap: str, new_topic: NewTopicFactory, projection: 
     """A topic holding the golden run's projection, as a projector would have written it."""
     topic = await new_topic(partitions=3, prefix=f"cli-tail-{projection}")
     lines = (GOLDEN / "golden_run.jsonl").read_bytes().splitlines()
-    outputs = [
-        out
-        for released in project_lines(lines, "typed" if projection == "typed" else "chunks")
-        for out in released.outputs
-    ]
+    by_run = reference_values_by_run(lines, "typed" if projection == "typed" else "chunks")
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
-        for out in outputs:
-            await producer.send_and_wait(topic, value=out.value, key=out.key)
+        for run_id, values in by_run.items():
+            for value in values:
+                await producer.send_and_wait(topic, value=value, key=run_id.encode())
     finally:
         await producer.stop()
     return topic
@@ -150,11 +146,8 @@ async def test_tail_chunks_and_json(bootstrap_servers: str, new_topic: NewTopicF
     assert status == 0, err
     # Byte for byte what the projector wrote (the offline projection of the same run).
     lines = (GOLDEN / "golden_run.jsonl").read_bytes().splitlines()
-    expected = [
-        (out.value or b"").decode()
-        for released in project_lines(lines, "chunks")
-        for out in released.outputs
-    ]
+    [expected] = [[value.decode() for value in values]
+                  for values in reference_values_by_run(lines, "chunks").values()]
     assert out.splitlines() == expected[5:]
     assert orjson.loads(expected[-1])["end"] == {"status": "completed", "error": None}
 

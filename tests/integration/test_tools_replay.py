@@ -20,7 +20,6 @@ from aiokafka.errors import KafkaError
 
 from symfonic_stream.config import Settings
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.render import format_ts
 from symfonic_stream.tools.replay.replay import progress_topic, replay
 from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
@@ -29,6 +28,7 @@ from .conftest import ReadTopic, create_topic
 from .faults import Fault, kill, wait_frozen
 from .harness import ConsumerProcess
 from .test_tools_cli import run_cli
+from .workloads import reference_values_by_run
 
 # Record timestamps (ms) of three publishing windows. In the past: brokers refuse records
 # stamped too far in the future (message.timestamp.after.max.ms, 1 h by default).
@@ -81,12 +81,8 @@ async def _publish(bootstrap: str, topic: str, lines: list[bytes]) -> list[bytes
 
 
 def _offline_by_run(lines: list[bytes], projection: str) -> dict[str, list[bytes]]:
-    expected: dict[str, list[bytes]] = defaultdict(list)
-    for released in project_lines(lines, "typed" if projection == "typed" else "chunks"):
-        for out in released.outputs:
-            assert out.key is not None and out.value is not None
-            expected[out.key.decode()].append(out.value)
-    return dict(expected)
+    """What the reference projection writes for ``lines``, by run."""
+    return reference_values_by_run(lines, "typed" if projection == "typed" else "chunks")
 
 
 async def _target_by_run(read_topic: ReadTopic, topic: str) -> dict[str, list[bytes]]:

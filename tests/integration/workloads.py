@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,13 +78,27 @@ def _runs_batch(
     return [(e["run_id"].encode(), orjson.dumps(e), []) for e in interleave(rng, generated)]
 
 
+def reference_by_run(lines: Iterable[bytes], projection: oracle.ProjectionName
+                     ) -> dict[str, list[oracle.Envelope]]:
+    """The reference projection of ``lines`` (:mod:`tests.reference.oracle`, never the
+    code under test), each run's envelopes in order; every line must be a good event."""
+    expected, dead = oracle.project(lines, projection)
+    assert not dead, f"the input itself has bad lines: {dead[:3]}"
+    return oracle.envelopes_by_run(expected)
+
+
+def reference_values_by_run(lines: Iterable[bytes], projection: oracle.ProjectionName
+                            ) -> dict[str, list[bytes]]:
+    """:func:`reference_by_run`, each envelope as the bytes a consumer writes."""
+    return {run: [oracle.encode(e) for e in envelopes]
+            for run, envelopes in reference_by_run(lines, projection).items()}
+
+
 def _projector_check(projection: oracle.ProjectionName) -> Callable[..., None]:
     def check(names: TopicNames, sent: list[Sent], read: dict[str, list[Record]]) -> None:
         topic = names.stream_events if projection == "typed" else names.stream_chunks
-        expected, dead = oracle.project((v or b"" for _, v, _ in sent), projection)
-        assert not dead, f"the workload itself has bad lines: {dead[:3]}"
         got = oracle.envelopes_by_run(orjson.loads(r.value or b"") for r in read[topic])
-        want = oracle.envelopes_by_run(expected)
+        want = reference_by_run((v or b"" for _, v, _ in sent), projection)
         assert set(got) == set(want), f"runs missing {sorted(set(want) - set(got))[:5]}"
         for run_id, envelopes in want.items():
             seqs = [e["seq"] for e in got[run_id]]

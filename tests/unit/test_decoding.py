@@ -141,6 +141,32 @@ def test_checks_run_in_the_contract_order() -> None:
     assert reason_of(b"nope", key=b"other", check_key=True) is DeadLetterReason.INVALID_JSON
 
 
+def test_integers_at_the_limit_are_carried_one_past_either_end_is_not() -> None:
+    """Also beside a float beyond the limit, which sends the reference to its exact look."""
+    limits = DecodeLimits(max_integer=1000)
+    for fine in (1000, -1001):
+        for payload in ({"n": fine}, [fine], {"a": [{"n": fine}]}, {"n": fine, "f": 5e3}):
+            assert decode_agent_event(orjson.dumps(raw("tool_call", payload=payload)),
+                                      limits=limits).kind == "tool_call"
+    for beyond in (1001, -1002):
+        for payload in ({"n": beyond}, [beyond], {"a": [{"n": beyond}]}, {"n": beyond, "f": 5e3}):
+            value = orjson.dumps(raw("tool_call", payload=payload))
+            assert reason_of(value, limits=limits) is DeadLetterReason.INVALID_EVENT
+
+
+def test_a_value_of_exactly_the_size_limit_is_carried_one_byte_more_is_too_large() -> None:
+    """The limit is inclusive, for events and for the other records (answers, tickets)."""
+    value = orjson.dumps(raw("text_delta", text="x"))
+    at_limit = DecodeLimits(max_bytes=len(value))
+    assert decode_agent_event(value, limits=at_limit).text == "x"
+    assert decoding.parse_json(value, at_limit)["text"] == "x"
+    below = DecodeLimits(max_bytes=len(value) - 1)
+    assert reason_of(value, limits=below) is DeadLetterReason.TOO_LARGE
+    with pytest.raises(DecodeError) as caught:
+        decoding.parse_json(value, below)
+    assert caught.value.reason is DeadLetterReason.TOO_LARGE
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_never_raise_anything_but_decode_error(value: bytes) -> None:

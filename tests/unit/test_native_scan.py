@@ -73,6 +73,10 @@ HOSTILE: list[bytes | None] = [
     member("p", '{"a":1,"b":2,"a":3}'), member("p", '{"b":1,"a":2,"b":3,"a":4}'),
     member("p", '[{"z":1,"z":2},{"y":1,"y":2}]'), member("p", '{"q":{"z":1,"z":2},"q":1}'),
     member("p", "{" + ",".join(f'"k{n}":{n}' for n in range(40)) + ',"k7":0}'),
+    # Past 16 keys the scanner keeps an object's keys in a set: the later ones too.
+    member("p", "{" + ",".join(f'"k{n}":{n}' for n in range(20)) + ',"k17":0}'),
+    # 309 digits before the point: the shortest fractions that can overflow a double.
+    member("n", "1" + "0" * 308 + ".5"), member("n", "9" * 309 + ".5"),
     member("p", '{"k":' + str(2**70) + ',"k":1}'), member("p", '{"é":1,"\\u00e9":2}'),
     member("t", '"\\ud800"'), member("t", '"\\udc00"'), member("t", '"\\ud83d\\ude00"'),
     member("t", '"\\ud83d\\u0041"'), member("t", '"\\x"'), member("t", '"\\u12"'),

@@ -13,6 +13,7 @@ from symfonic_stream.processors.pauses.router import (
     REMEMBERED_INTERRUPTS,
     ROUTED_CODEC,
 )
+from symfonic_stream.processors.pauses.validator import ResumeValidator
 from tests.unit.helpers import Verdicts, restore_from, write_changes
 from tests.unit.test_pauses import (
     NAMES,
@@ -73,6 +74,24 @@ def test_a_ticket_with_a_far_future_expiry_is_forgotten_in_time() -> None:
     v.validator.punctuate(kept - 1, v.out)
     assert v.validator.active_runs == 1
     v.validator.punctuate(kept, v.out)
+    assert v.validator.active_runs == 0
+
+
+def test_the_validator_caps_a_registrations_expiry_at_its_own_ticket_lifetime() -> None:
+    """A registration whose expiry no router of this configuration capped (a router with a
+    longer lifetime, or an older version's) lives at most the validator's own
+    ``SYMFONIC_TICKET_MAX_LIFETIME_S`` after the validator registered it."""
+    v = ValidatorHarness()
+    v.validator = ResumeValidator(NAMES, grace_s=100.0, max_lifetime_s=50.0)
+    v.register(routed(expires_at=1.79e308))
+    v.register(routed(interrupt_id="intr-2", expires_at=1.79e308))
+    v.answer("intr-1", "tok-1", "in time", now=NOW + 49.5)
+    v.answer("intr-2", "tok-1", "too late", now=NOW + 50)
+    assert v.outcomes() == ["accepted", "expired"]
+    # ... and it is forgotten at that capped expiry plus the grace, not a day later.
+    v.validator.punctuate(NOW + 50 + 100 - 1, v.out)
+    assert v.validator.active_runs == 2
+    v.validator.punctuate(NOW + 50 + 100, v.out)
     assert v.validator.active_runs == 0
 
 

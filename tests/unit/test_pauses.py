@@ -177,6 +177,16 @@ def test_ticket_expired_when_routed_goes_to_the_expired_queue() -> None:
     assert len(h.registrations()) == 1  # answers to it are rejected as expired, not unknown
 
 
+def test_a_ticket_expiring_the_moment_it_is_routed_goes_to_the_expired_queue() -> None:
+    """The boundary: ``expires_at == now`` is expired (a ticket no one can answer in time
+    must not wait on a live queue); a moment later it is not."""
+    h = RouterHarness()
+    h.feed(pause_event(expires_at=NOW))
+    h.feed(pause_event(1, interrupt_id="intr-2", expires_at=NOW + 0.001))
+    assert [topic for topic, _ in h.tickets()] == [
+        "symfonic.human.expired", "symfonic.human.default"]
+
+
 def test_unmatched_ticket_without_default_is_unroutable() -> None:
     h = RouterHarness(parse_rules("default: null\nrules: [{match: {kind: ask_user}, queue: q}]"))
     h.feed(pause_event(kind="interrupt"))
@@ -448,6 +458,16 @@ def test_an_expired_ticket_answered_again_is_expired_not_already_answered() -> N
     v.answer("intr-1", "tok-1", "again", now=NOW + 1)
     v.answer("intr-1", "tok-1", "late", now=NOW + 10)
     assert v.outcomes() == ["accepted", "already_answered", "expired"]
+
+
+def test_a_wrong_token_on_an_expired_ticket_is_bad_token_never_expired() -> None:
+    """SPEC §7's order: the token is checked before anything else about the ticket is
+    revealed, its expiry included; with the right token the same ticket is expired."""
+    v = ValidatorHarness()
+    v.register(routed(expires_at=NOW + 5))
+    v.answer("intr-1", "wrong", "x", now=NOW + 5)
+    v.answer("intr-1", "tok-1", "x", now=NOW + 5)
+    assert v.outcomes() == ["bad_token", "expired"]
 
 
 @pytest.mark.parametrize(

@@ -390,6 +390,22 @@ async def test_timers_write_into_what_is_pending_and_close_commits_it() -> None:
     assert task.next_offset == 2
 
 
+async def test_close_commits_what_is_pending_without_waiting_out_the_linger() -> None:
+    """A partition given back (a rebalance, SIGTERM) commits its pending records at once:
+    a linger longer than the shutdown timeout would otherwise abandon them."""
+    timeline = Timeline()
+    task, producer = _task(timeline, linger_s=600.0)
+    task.absorb(_records(0, [b"a", b"b"]))
+    closing = asyncio.create_task(task.close())
+    async with asyncio.timeout(1):
+        await _until_begun(producer, 1)
+    producer.gates[0].set()
+    async with asyncio.timeout(1):
+        await closing
+    assert producer.committed == [[b"a", b"b"]]
+    assert producer.closed and task.next_offset == 2
+
+
 def _aborts(task: StreamTask) -> float:
     registry = task.metrics._f._registry  # type: ignore[attr-defined]
     value = registry.get_sample_value("symfonic_stream_transactions_total",
