@@ -168,6 +168,7 @@ def test_dockerfile_final_stage() -> None:
     for tool in ("gcc", "build-essential", "apt-get install"):
         assert tool not in final
     assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim", text, re.M)
-    # the wheels built from source or taken from the context, the one chosen, the runtime
-    assert text.count("\nFROM ") == 4
+    # the console's bundle, the wheels built from source or taken from the context, the one
+    # chosen, the runtime
+    assert text.count("\nFROM ") == 5
     assert "import symfonic_stream._native" in final  # the native extension is installed

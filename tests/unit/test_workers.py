@@ -20,7 +20,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.parser import text_string_to_metric_families
 
 from symfonic_stream.config import ConfigError, Settings, load_settings
-from symfonic_stream.runtime import workers as workers_module
 from symfonic_stream.observability.aggregate import (
     WorkerAnswer,
     combine,
@@ -30,6 +29,7 @@ from symfonic_stream.observability.aggregate import (
 )
 from symfonic_stream.observability.logs import configure_logging
 from symfonic_stream.observability.metrics import SupervisorMetrics
+from symfonic_stream.runtime import workers as workers_module
 from symfonic_stream.runtime.workers import (
     WORKER_INDEX_ENV,
     Supervisor,
