@@ -32,7 +32,7 @@ async def test_topics_ensure_creates_everything_once_then_is_idempotent(
     assert {
         names.agent_events, names.stream_events, names.stream_chunks, names.dead_letter,
         names.resume_requests, names.pause_registrations, names.resumes, names.resume_rejections,
-        names.human_queue("default"), names.expired_queue,
+        names.human_queue("default"), names.expired_queue, names.review_tickets,
         *(names.changelog(c) for c in ("typed", "chunks", "pauses", "resumes")),
     } == expected
     created = {line.split()[1] for line in first.stdout.splitlines() if line.startswith("created")}
