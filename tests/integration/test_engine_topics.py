@@ -44,7 +44,8 @@ async def test_topics_ensure_creates_everything_once_then_is_idempotent(
     assert set(found) == expected
     for spec in specs:
         assert found[spec.name].partitions == PARTITIONS
-        compacted = spec.name.endswith("-state-changelog")
+        # The changelogs, and the review tickets' topic (sized like a state record).
+        compacted = spec.name.endswith("-state-changelog") or spec.name == names.review_tickets
         assert found[spec.name].cleanup_policy == ("compact" if compacted else "delete")
         # Room for the largest record the bounds allow (the broker's default is ~1 MB).
         assert found[spec.name].max_message_bytes == (
