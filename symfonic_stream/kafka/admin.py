@@ -13,6 +13,8 @@ but CreateTopics (:mod:`symfonic_stream.kafka.no_auto_create`).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -142,6 +144,7 @@ async def ensure_topics(
         if missing:
             created, raced = await admin.call("creating topics", lambda c: _create(c, missing))
             report.created.extend(created)
+            await _until_led(admin, created)
             if raced:  # created by someone else meanwhile: verify it
                 existing.update(await describe_topics(admin, raced))
         for spec in specs:
@@ -159,6 +162,24 @@ async def ensure_topics(
                     f"SYMFONIC_REPLICATION_FACTOR is {spec.replication_factor}"
                 )
     return report
+
+
+#: How long ``ensure_topics`` waits for the topics it created to have their leaders.
+LEADERS_WAIT_S = 30.0
+
+
+async def _until_led(admin: Admin, topics: Sequence[str]) -> None:
+    """Until every partition of ``topics`` has a leader: CreateTopics answers before the
+    controller's metadata reaches every broker, and a client that asks at once (a
+    publisher run right after ``topics ensure``) may be told the topic does not exist."""
+    deadline = time.monotonic() + LEADERS_WAIT_S
+    while topics and time.monotonic() < deadline:
+        described = await admin.call("describing new topics",
+                                     lambda c: c.describe_topics(list(topics)))
+        if all(t.get("error_code", 0) == 0 and t["partitions"]
+               and all(p["leader"] >= 0 for p in t["partitions"]) for t in described):
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _create(
