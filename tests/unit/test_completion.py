@@ -1,4 +1,4 @@
-"""Shell completion as README.md's "Install" tells a user to enable it: the lines there make
+"""Shell completion as docs/install.md tells a user to enable it: the lines there make
 click's scripts, and the scripts' requests complete commands and choices."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+INSTALL = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
 VARIABLE = "_SYMFONIC_STREAM_COMPLETE"
 
 
@@ -26,8 +26,8 @@ def _cli(env: dict[str, str]) -> str:
 @pytest.mark.parametrize(("shell", "opening"), [("bash", "_symfonic_stream_completion() {"),
                                                 ("zsh", "#compdef symfonic-stream"),
                                                 ("fish", "function _symfonic_stream_completion")])
-def test_the_readme_lines_make_each_shells_script(shell: str, opening: str) -> None:
-    assert re.search(rf"{VARIABLE}={shell}_source symfonic-stream", README)
+def test_the_install_page_lines_make_each_shells_script(shell: str, opening: str) -> None:
+    assert re.search(rf"{VARIABLE}={shell}_source symfonic-stream", INSTALL)
     assert _cli({VARIABLE: f"{shell}_source"}).lstrip().startswith(opening)
 
 
