@@ -99,19 +99,22 @@ async def test_sigterm_commits_the_batch_it_holds_open_and_leaves_the_group(
             # member that merely went away stays listed until its session (10 s) expires,
             # and only then would the group rebalance.
             after_exit = await describe_group(BOOTSTRAP, group, source)
+            # The batch it held was committed by the first instance, on exit: its offsets
+            # move to just past the input records of that batch. EndTxn answers before the
+            # commit markers reach __consumer_offsets, so the offsets show a moment after the
+            # exit: wait for them (the second is stopped, so nobody else can move them).
+            where = {r.value: (r.partition, r.offset) for r in
+                     await read_to_end(BOOTSTRAP, source, isolation_level="read_committed")}
+            batch_end: dict[int, int] = {}
+            for record in in_flight:
+                partition, offset = where[record.value]
+                batch_end[partition] = max(batch_end.get(partition, 0), offset + 1)
+            await wait_committed_to(group, source, batch_end, batch_end)
             committed = await committed_offsets(group, source)
         finally:
             second.proc.send_signal(signal.SIGCONT)
         assert first_member not in after_exit.members, (after_exit, first.log(tail=200))
         assert "LeaveGroup request succeeded" in first.log(tail=200)
-        # The batch it held was committed by the first instance, on exit: its offsets moved
-        # to just past the input records of that batch.
-        where = {r.value: (r.partition, r.offset)
-                 for r in await read_to_end(BOOTSTRAP, source, isolation_level="read_committed")}
-        batch_end: dict[int, int] = {}
-        for record in in_flight:
-            partition, offset = where[record.value]
-            batch_end[partition] = max(batch_end.get(partition, 0), offset + 1)
         assert set(batch_end) <= mine
         assert {p: committed.get(p) for p in batch_end} == batch_end, first.log()
         after = await wait_for_assignment(
