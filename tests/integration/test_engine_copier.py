@@ -38,7 +38,7 @@ from .harness import (
     sequences_by_key,
     wait_caught_up,
 )
-from .observe import quiesce, read_to_committed_end
+from .observe import quiesce, read_to_committed_end, wait_committed_to
 
 
 def _records(n: int, keys: int) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:
@@ -208,6 +208,8 @@ async def test_transactions_are_never_refused_by_the_brokers_partition_check(
         await producer.close()
     retried = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
     assert retried == [] and refused == []
+    # The offsets show once the commit's markers reach __consumer_offsets, after EndTxn.
+    await wait_committed_to(topology.group_id, topology.source_topic, {0: 160}, [0])
     assert (await committed_offsets(topology.group_id, topology.source_topic))[0] == 160
 
 

@@ -43,6 +43,7 @@ from .observe import (
     quiesce,
     read_to_committed_end,
     split_between,
+    wait_committed_to,
     wait_for_assignment,
     wait_until,
 )
@@ -96,7 +97,8 @@ async def test_zombie_transaction_is_aborted_and_never_visible(
     assert [r.value for r in committed] == [b"owner-1", b"owner-2"]
     everything = await read_to_end(BOOTSTRAP, output, isolation_level="read_uncommitted")
     assert b"zombie-1" in [r.value for r in everything]  # it was written, then aborted
-    # Only the owner's offsets were committed for the group.
+    # Only the owner's offsets were committed for the group (shown once the markers are).
+    await wait_committed_to(topology.group_id, names.agent_events, {0: 8}, [0])
     assert (await committed_offsets(topology.group_id, names.agent_events)).get(0) == 8
 
 

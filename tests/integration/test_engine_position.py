@@ -26,7 +26,7 @@ from .harness import (
     end_offsets,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
 )
-from .observe import metric_value, wait_until
+from .observe import metric_value, wait_committed_to, wait_until
 from .workloads import WORKLOADS, Feeder
 
 RECORDS_IN = "symfonic_stream_records_in_total"
@@ -97,7 +97,9 @@ async def test_a_killed_consumer_resumes_at_its_changelogs_position_not_its_grou
         first.stop()
         second.stop()
         await feeder.stop()
-    # The stop told the group; the outputs are the reference projection of all of it.
+    # The stop told the group (its offsets show once the markers are written); the outputs
+    # are the reference projection of all of it.
+    await wait_committed_to(group, source, ends, ends)
     assert await committed_offsets(group, source) == ends
     await _check_outputs(names, feeder)
 
@@ -149,7 +151,9 @@ async def test_an_operators_reset_of_the_group_is_followed(
         await _consumed(first, sent)
         first.terminate()
         assert await first.wait(within=60) == 0, first.log()
-        assert await committed_offsets(group, source) == await end_offsets(source)
+        ends = await end_offsets(source)
+        await wait_committed_to(group, source, ends, ends)  # once the markers are written
+        assert await committed_offsets(group, source) == ends
 
         await _reset_group(group, source, to=0)
         await second.start().wait_ready(within=90)
