@@ -210,13 +210,29 @@ async def rebuild_task(
     metrics: ConsumerMetrics,
     on_progress: Callable[[], None],
 ) -> None:
-    """After a failed transaction: steps 1-3 again for ``task``, and a seek there.
+    """After a failed transaction: a new producer, the task back at its last commit, and a
+    seek there.
 
-    A new producer first: its InitProducerId waits until the markers of our last committed
-    transaction are written (the broker answers EndTxn before writing them, KAFKA-5477), so
-    the changelog's stable end and the position both include that transaction, or neither.
+    Always a new producer: an error aiokafka calls abortable leaves the old one's broker
+    transaction open, and its next commit would commit the aborted records too (docs/
+    engine.md, "aiokafka, read closely"); the new one's InitProducerId ends that
+    transaction. The stores roll back in memory (:func:`_roll_back`): no restore. Only when
+    that fails, steps 1-3 again, whole: the new producer's InitProducerId also waits until
+    the markers of our last committed transaction are written (the broker answers EndTxn
+    before writing them, KAFKA-5477), so the changelog's stable end and the position both
+    include that transaction, or neither.
     """
     await task.producer.close()
+    try:
+        undone = _roll_back(task)
+    except Exception:
+        log.exception("rolling back in memory failed; restoring the task",
+                      extra=task.log_context())
+    else:
+        task.producer = await start_producer(settings, topology, task.tp)
+        log.info("rolled back to the last commit", extra={**task.log_context(), "keys": undone})
+        consumer.seek(task.tp, task.next_offset)
+        return
     if task.disk is not None:  # it holds what was committed: the rebuild loads it again
         task.disk.close()
     prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
@@ -224,6 +240,15 @@ async def rebuild_task(
     task.producer = prepared.producer
     task.reset(prepared.state, prepared.offset, prepared.group_offset)
     consumer.seek(task.tp, task.next_offset)
+
+
+def _roll_back(task: StreamTask) -> int:
+    """The task's stores back to its last commit, in memory, what derives from them rebuilt
+    (as after a restore), at its committed offset; the keys put back. Raises when it cannot."""
+    undone = sum(store.roll_back() for store in task.stores)
+    task.processor.restored()
+    task.reset(task.state(), task.next_offset, task.group_offset)
+    return undone
 
 
 async def committed_offsets(

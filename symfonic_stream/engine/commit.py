@@ -24,7 +24,8 @@ named again at its line:
 
 Every wait is bounded by the transaction timeout (:mod:`symfonic_stream.kafka.producer`).
 A failure in steps 3-7 becomes an outcome in one place, :func:`transact`: a clean abort (or
-nothing sent) is ABORTED, and the engine rebuilds the task (fence, restore, seek); a
+nothing sent) is ABORTED, and the engine rolls the task back (a new producer, its stores
+back to the last commit in memory, a seek: ``engine/assign.py`` ``rebuild_task``); a
 fenced or fatal producer, or a commit whose outcome is unknown, is UNUSABLE, and the
 partition goes back to the group. docs/engine.md tells the whole story.
 """
@@ -64,7 +65,7 @@ class CommitOutcome(enum.Enum):
     """What became of one transaction."""
 
     COMMITTED = "committed"
-    #: Rolled back (or never begun); the processor ran ahead and must be rebuilt.
+    #: Rolled back (or never begun); the processor ran ahead and must be rolled back.
     ABORTED = "aborted"
     #: The producer is fenced or fatal; the partition must be given back to the group.
     UNUSABLE = "unusable"
@@ -135,7 +136,7 @@ async def commit(task: Committing, taken: Taken) -> CommitOutcome:
             task.metrics.producer_fenced()
         return CommitOutcome.UNUSABLE
     except TransactionAborted as aborted:
-        log.warning("transaction aborted; partition will be rebuilt",
+        log.warning("transaction aborted; partition will be rolled back",
                     extra={**task.log_context(), "error": repr(aborted.__cause__)})
         return _aborted(task, time.monotonic() - started)
     # 8. advance

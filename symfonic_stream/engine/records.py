@@ -129,7 +129,9 @@ class Processor(Protocol):
     grace expiry); a bounded source (a replay) ends with :meth:`end_of_input`. At each
     commit the stores write what changed (:mod:`symfonic_stream.state.store`). Nothing
     here does I/O. A processor's memory runs ahead of what has committed: when a
-    transaction aborts, the engine discards it, builds a fresh one and restores it.
+    transaction aborts, its stores roll back to the last commit and :meth:`restored` is
+    called again (a value changes only after the ``get`` that returned it: that is when
+    its store keeps the value to roll back to, :mod:`symfonic_stream.state.store`).
     """
 
     @property

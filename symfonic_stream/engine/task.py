@@ -103,6 +103,7 @@ class StreamTask:
         self._wake = asyncio.Event()  # cuts a linger short
         self._failure: CommitOutcome | None = None  # until :meth:`reset`
         self._failure_reported = False
+        self._track_uncommitted()
 
     @property
     def partition(self) -> int:
@@ -206,7 +207,7 @@ class StreamTask:
         return self.failure() or CommitOutcome.COMMITTED
 
     def reset(self, state: TaskState, next_offset: int, group_offset: int | None = None) -> None:
-        """After a failure: a processor rebuilt from the changelog, the committed offset."""
+        """After a failure: the processor rolled back (or rebuilt), the committed offset."""
         if self._committer is not None and not self._committer.done():
             raise RuntimeError("reset while a transaction is in flight")
         self._committer = None
@@ -220,6 +221,11 @@ class StreamTask:
         self.disk = state.disk
         self.next_offset = next_offset
         self.group_offset = group_offset
+        self._track_uncommitted()
+
+    def _track_uncommitted(self) -> None:
+        for store in self.stores:  # (rolled back by ``engine.assign.rebuild_task``)
+            store.track_uncommitted()
 
     async def close(self) -> bool:
         """Commit what is pending (the partition is still ours), and tell the group where
@@ -260,6 +266,8 @@ class StreamTask:
         """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
         telling the group so; ``changelog_offset``: its ``changes`` to the changelog are
         before it) committed."""
+        for store in self.stores:
+            store.committed()
         if changelog_offset is not None:
             self.changelog_offset = max(self.changelog_offset or 0, changelog_offset)
             if self.disk is not None and changes:

@@ -13,6 +13,15 @@ more :class:`StateStore` s, as Kafka Streams' key-value stores with a changelog:
   stores (:meth:`StateStore.restore`), each taking the records under its own prefix.
 * ``schedule`` / ``due``: a deadline per key (a gap timeout, a closed run's grace), kept in
   a heap, so a punctuation costs what is due, never the number of keys.
+* **Uncommitted changes roll back in memory** (a task's stores, :meth:`track_uncommitted`).
+  The first time a key is read or written after a commit point, the store keeps its
+  *before-image*, the value encoded as the changelog would carry it; a transaction that
+  aborts (or a processor that raises) puts every key back to its image
+  (:meth:`roll_back`), as Quix Streams' ``PartitionTransaction`` drops its cache on abort.
+  Images are taken on ``get``, not on a write, because processors change values in place:
+  a value changes only after the ``get`` that returned it (``items`` is a snapshot for
+  reading). Two sets of images: those of the transaction being committed (taken at its
+  step 2, dropped when it commits) and those since, so processing goes on during a commit.
 
 Several stores of one task share its changelog partition: every key carries its store's
 prefix (``<name>/``), so no store can read another's record, whatever the key holds.
@@ -35,6 +44,9 @@ Changes = MutableMapping[bytes, bytes | None]
 #: re-inserting them would fill a dict of a million keys with dead entries until it
 #: resizes, tens of milliseconds inside one punctuation (bench/soak.py saw 108 ms).
 _FIRED = float("-inf")
+
+#: Before-images: key → its encoded value before the uncommitted changes (None: absent).
+Images = dict[str, bytes | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +71,18 @@ class StateStore(Generic[V]):
         # Deadlines: the current one per key, and a heap that may hold stale entries.
         self._deadline: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
+        # Rolling back: off for a store outside the engine (offline, tests of processors).
+        self._tracking = False
+        self._images: Images = {}  # since the last commit step 2
+        self._images_taken: Images = {}  # of the transaction being committed
 
     # -- reading and writing -----------------------------------------------------------
 
     def get(self, key: str) -> V | None:
-        return self._values.get(key)
+        value = self._values.get(key)
+        if self._tracking and key not in self._images:
+            self._images[key] = None if value is None else self._codec.encode(value)
+        return value
 
     def __contains__(self, key: str) -> bool:
         return key in self._values
@@ -72,10 +91,13 @@ class StateStore(Generic[V]):
         return len(self._values)
 
     def items(self) -> list[tuple[str, V]]:
-        """Every key and value, in the order the keys were first put (a snapshot)."""
+        """Every key and value, in the order the keys were first put (a snapshot for
+        reading: ``get`` a value before changing it)."""
         return list(self._values.items())
 
     def put(self, key: str, value: V) -> None:
+        if self._tracking and key not in self._images:
+            self.get(key)  # its image, before it is replaced
         self._values[key] = value
         self._dirty.add(key)
 
@@ -86,6 +108,8 @@ class StateStore(Generic[V]):
 
     def delete(self, key: str) -> None:
         """Forget ``key`` (a tombstone at the next commit) and its deadline."""
+        if self._tracking and key not in self._images:
+            self.get(key)
         if self._values.pop(key, None) is not None or key in self._dirty:
             self._dirty.add(key)
         self._deadline.pop(key, None)
@@ -93,13 +117,57 @@ class StateStore(Generic[V]):
     # -- the changelog -----------------------------------------------------------------
 
     def write_changes(self, changes: Changes) -> None:
-        """Commit step 2: each dirty key's latest value (or a tombstone) into ``changes``."""
+        """Commit step 2: each dirty key's latest value (or a tombstone) into ``changes``.
+
+        The images so far become the transaction's; each written value is the image of its
+        key for what follows (no second encoding when the key changes again)."""
         encode = self._codec.encode
         prefix = self.prefix
+        following: Images = {}
         for key in self._dirty:
             value = self._values.get(key)
-            changes[prefix + key.encode()] = None if value is None else encode(value)
+            encoded = None if value is None else encode(value)
+            changes[prefix + key.encode()] = encoded
+            following[key] = encoded
         self._dirty.clear()
+        if self._tracking:
+            taken = self._images_taken
+            for key, image in self._images.items():  # (none unless a commit failed to end)
+                taken.setdefault(key, image)
+            self._images = following
+
+    # -- rolling back ------------------------------------------------------------------
+
+    def track_uncommitted(self) -> None:
+        """Keep before-images from now on (an engine task's stores), none kept so far."""
+        self._tracking = True
+        self._images = {}
+        self._images_taken = {}
+
+    def committed(self) -> None:
+        """Commit step 8: the transaction's changes are the changelog's; its images go."""
+        self._images_taken = {}
+
+    def roll_back(self) -> int:
+        """Every key back to its value at the last commit; the keys put back.
+
+        Deadlines are dropped: the processor's ``restored`` schedules them again, as after a
+        restore. Raises when the store keeps no images (it could not know what to undo)."""
+        if not self._tracking:
+            raise RuntimeError(f"store {self.name!r} keeps no before-images")
+        decode, values = self._codec.decode, self._values
+        # The newest images first, so that each key ends at its oldest: the committed value.
+        undone = {**self._images, **self._images_taken}
+        for key, image in undone.items():
+            if image is None:
+                values.pop(key, None)
+            else:
+                values[key] = decode(image)
+        self._images, self._images_taken = {}, {}
+        self._dirty.clear()
+        self._deadline.clear()
+        self._heap.clear()
+        return len(undone)
 
     @property
     def dirty(self) -> int:

@@ -166,7 +166,7 @@ async def test_a_record_the_processor_raises_on_is_dead_lettered_and_the_partiti
         names.dead_letter, group=group, source=source, processes=[]
     )
     copied = await read_to_committed_end(output, group=group, source=source, processes=[])
-    # Raised once; the rebuilt processor never saw the record again.
+    # Raised once; rolled back, the processor never saw the record again.
     assert sum(p.raised for p in processors) == 1
     assert [r.value for r in copied] == [b"v0", b"v1", b"v2"]  # once each, in order
     headers = dict(letter.headers)

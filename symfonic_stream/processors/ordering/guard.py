@@ -153,8 +153,11 @@ class OrderingGuard:
 
     def flush(self, out: Collector) -> None:
         """End of input (offline, a replay's range): every hole still open becomes a gap."""
-        for run_id, run in self.runs.items():  # in the order runs were first seen
-            while run.buffer:
+        for run_id, seen in self.runs.items():  # in the order runs were first seen
+            if not seen.buffer:
+                continue
+            run = self.runs.get(run_id)  # (changed only after a get: state/store.py)
+            while run is not None and run.buffer:
                 self.fill_first_hole(run_id, run, 0.0, out)
 
     def forget_all(self) -> None:
