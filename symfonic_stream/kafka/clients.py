@@ -73,7 +73,10 @@ def group_consumer_kwargs(settings: Settings, group_id: str) -> dict[str, Any]:
         # aiokafka defaults the rebalance timeout to the session timeout (10 s); revoking
         # finishes the transaction in flight, which may take longer than a heartbeat gap.
         "session_timeout_ms": 10_000,
-        "heartbeat_interval_ms": 3_000,
+        # A member learns that the group rebalances at its next heartbeat, so a leaving
+        # instance's partitions wait up to one interval for the others to rejoin: 3 s (the
+        # Java default) left them 3.1 s without output in bench.rebalance (docs/benchmarks.md).
+        "heartbeat_interval_ms": 1_000,
         "rebalance_timeout_ms": 30_000,
     }
 
