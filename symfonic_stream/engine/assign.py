@@ -223,13 +223,15 @@ async def rebuild_task(
     include that transaction, or neither.
     """
     await task.producer.close()
+    # (The producer before the roll back: once reset, the task could be handed records.)
+    task.producer = await start_producer(settings, topology, task.tp)
     try:
         undone = _roll_back(task)
     except Exception:
         log.exception("rolling back in memory failed; restoring the task",
                       extra=task.log_context())
+        await task.producer.close()
     else:
-        task.producer = await start_producer(settings, topology, task.tp)
         log.info("rolled back to the last commit", extra={**task.log_context(), "keys": undone})
         consumer.seek(task.tp, task.next_offset)
         return
