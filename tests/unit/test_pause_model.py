@@ -92,13 +92,15 @@ class PauseMachine(RuleBasedStateMachine):
         self.tickets: dict[Key, TicketModel] = {}
 
     @staticmethod
-    def _router() -> PauseRouter:
-        return PauseRouter(NAMES, RULES, tenant_queues=False, grace_s=GRACE,
-                           max_lifetime_s=ROUTER_LIFETIME)
+    def _router(tracked: bool = True) -> PauseRouter:
+        router = PauseRouter(NAMES, RULES, tenant_queues=False, grace_s=GRACE,
+                             max_lifetime_s=ROUTER_LIFETIME)
+        return _tracked(router) if tracked else router
 
     @staticmethod
-    def _validator() -> ResumeValidator:
-        return ResumeValidator(NAMES, grace_s=GRACE, max_lifetime_s=VALIDATOR_LIFETIME)
+    def _validator(tracked: bool = True) -> ResumeValidator:
+        validator = ResumeValidator(NAMES, grace_s=GRACE, max_lifetime_s=VALIDATOR_LIFETIME)
+        return _tracked(validator) if tracked else validator
 
     # -- feeding the processors, as the engine would (one commit per step) -----------
 
@@ -132,6 +134,8 @@ class PauseMachine(RuleBasedStateMachine):
     def _commit(processor: Any, out: Collector, log: dict[bytes, bytes | None]) -> None:
         write_changes(processor, out)
         log.update(out.state)
+        for store in processor.stores:
+            store.committed()
 
     # -- the rules -----------------------------------------------------------------
 
@@ -220,6 +224,43 @@ class PauseMachine(RuleBasedStateMachine):
         self.runs = {r: m for r, m in self.runs.items() if m.deadline() > self.now}
         self.tickets = {k: t for k, t in self.tickets.items() if t.deadline() > self.now}
 
+    @rule(run_id=run_ids, tenant=tenants, interrupt_id=interrupt_ids, token=tokens,
+          ts=offsets, lifetime=lifetimes, step=steps)
+    def aborted(self, run_id: str, tenant: str | None, interrupt_id: str, token: str,
+                ts: float, lifetime: float, step: float) -> None:
+        """A pause, its registration, an answer to it and a later punctuation, and every
+        transaction of them aborts: both processors roll back, and nothing of it happened
+        (the model does not move; the rules after it check the outputs against it)."""
+        timestamp = self.now + ts
+        pending = interrupt("ask_user", interrupt_id=interrupt_id, run_id=run_id,
+                            token=token, expires_at=timestamp + lifetime)
+        event = raw("ask_user", 0, run_id, interrupt=pending, timestamp=timestamp,
+                    scope={"tenant": tenant, "principal": None})
+        routed = Collector()
+        self.router.process(self._record(NAMES.agent_events, run_id, orjson.dumps(event)),
+                            self.now, routed)
+        write_changes(self.router, routed)  # (taken by a transaction, then aborted)
+        validated = Collector()
+        for r in [o for o in routed.outputs if o.record_type == "registration"]:
+            self.validator.process(self._record(NAMES.pause_registrations,
+                                                (r.key or b"").decode(), r.value or b"",
+                                                r.headers), self.now, validated)
+        request = {"ticket_id": interrupt_id, "token": token, "answer": "yes",
+                   "responder": "r"}
+        self.validator.process(
+            self._record(NAMES.pause_registrations, interrupt_id, orjson.dumps(request),
+                         (("symfonic-record-type", b"answer"),)), self.now, validated)
+        for processor in (self.router, self.validator):
+            processor.punctuate(self.now + step, Collector())
+        for processor, log, fresh in ((self.router, self.router_log, self._router),
+                                      (self.validator, self.validator_log, self._validator)):
+            for store in processor.stores:
+                store.roll_back()
+            processor.restored()
+            rebuilt = fresh(False)
+            restore_from(rebuilt, dict(log))
+            assert _contents(processor) == _contents(rebuilt)
+
     @precondition(lambda self: self.runs or self.tickets)
     @rule()
     def restart(self) -> None:
@@ -233,6 +274,19 @@ class PauseMachine(RuleBasedStateMachine):
     def remembered(self) -> None:
         assert self.router.active_runs == len(self.runs)
         assert self.validator.active_runs == len(self.tickets)
+
+
+def _tracked(processor: Any) -> Any:
+    """Its stores keep before-images, as an engine task's do (state/store.py)."""
+    for store in processor.stores:
+        store.track_uncommitted()
+    return processor
+
+
+def _contents(processor: Any) -> list[Any]:
+    """Every store's keys, encoded values and deadlines."""
+    return [sorted((key, store._codec.encode(value), store.deadline(key))
+                   for key, value in store.items()) for store in processor.stores]
 
 
 PauseMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
