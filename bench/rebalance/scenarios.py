@@ -167,7 +167,9 @@ async def _timed(deployment: Deployment, event: Event, act: Callable[[], object]
                  hold_s: float) -> Event:
     before = deployment.restored() + sum(metric_sum(i, RESTORED) for i in deployment.gone)
     event.at = time.time()
-    act()
+    # In a thread: a SIGTERMed instance is waited for until it exits, and the probes'
+    # publisher and reader share this event loop (blocked, they would time their own stall).
+    await asyncio.to_thread(act)
     await deployment.settled()
     await asyncio.sleep(hold_s)  # the deployment runs like this for a while
     after = deployment.restored() + sum(metric_sum(i, RESTORED) for i in deployment.gone)
