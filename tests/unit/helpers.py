@@ -72,6 +72,13 @@ def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     processor.restored()
 
 
+def store_contents(processor: Any) -> list[Any]:
+    """Every store's keys, values as its changelog carries them, and deadlines: what a
+    rolled-back processor must share with one restored from the changelog."""
+    return [sorted((key, store._codec.encode(value), store.deadline(key))
+                   for key, value in store.items()) for store in processor.stores]
+
+
 def package_sources(package: Path, suffixes: tuple[str, ...] = (".py",)) -> list[Path]:
     """Every ``.py`` file (or file of ``suffixes``) of the package, through
     ``symfonic_stream/consumers``, the link to the top-level ``consumers/`` (``Path.rglob``

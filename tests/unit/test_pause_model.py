@@ -36,7 +36,7 @@ from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import parse_rules
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from tests.unit.helpers import interrupt, raw, restore_from, write_changes
+from tests.unit.helpers import interrupt, raw, restore_from, store_contents, write_changes
 
 NAMES = TopicNames("m")
 RULES = parse_rules("rules: []")  # every ticket to the default queue
@@ -259,7 +259,7 @@ class PauseMachine(RuleBasedStateMachine):
             processor.restored()
             rebuilt = fresh(False)
             restore_from(rebuilt, dict(log))
-            assert _contents(processor) == _contents(rebuilt)
+            assert store_contents(processor) == store_contents(rebuilt)
 
     @precondition(lambda self: self.runs or self.tickets)
     @rule()
@@ -281,12 +281,6 @@ def _tracked(processor: Any) -> Any:
     for store in processor.stores:
         store.track_uncommitted()
     return processor
-
-
-def _contents(processor: Any) -> list[Any]:
-    """Every store's keys, encoded values and deadlines."""
-    return [sorted((key, store._codec.encode(value), store.deadline(key))
-                   for key, value in store.items()) for store in processor.stores]
 
 
 PauseMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,

@@ -17,11 +17,10 @@ from hypothesis import strategies as st
 
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import encode_pending, encode_run
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
 from symfonic_stream.state.store import Codec, StateStore, write_changes
-from tests.unit.helpers import restore_from
+from tests.unit.helpers import restore_from, store_contents
 from tests.unit.test_guard import Harness, damaged_delivery, expected_records
 
 LIST: Codec[list[str]] = Codec(lambda v: ",".join(v).encode(), lambda b: b.decode().split(","))
@@ -135,11 +134,11 @@ def _projector(limits: GuardLimits) -> ProjectorProcessor:
 
 
 def _contents(processor: ProjectorProcessor) -> tuple[Any, ...]:
+    """The stores, and what the guard derives from them (each run's buffer, the counts)."""
     guard = processor.guard
-    runs = {key: (encode_run(run), sorted(run.buffer), guard.runs.deadline(key))
-            for key, run in guard.runs.items()}
-    waiting = {key: encode_pending(pending) for key, pending in guard.waiting.items()}
-    return runs, waiting, guard.buffered, guard.buffered_bytes, list(guard.waiting_runs)
+    buffers = {key: sorted(run.buffer) for key, run in guard.runs.items()}
+    return (store_contents(processor), buffers, guard.buffered, guard.buffered_bytes,
+            list(guard.waiting_runs))
 
 
 @settings(max_examples=150, deadline=None)
