@@ -103,7 +103,7 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
     from symfonic_stream.engine.commit import append_all
     from symfonic_stream.engine.commit_metrics import report_commit
     from symfonic_stream.engine.records import Collector, to_input
-    from symfonic_stream.kafka.producer import TaskProducer
+    from symfonic_stream.kafka.producer import ProcessProducer
     from symfonic_stream.kafka.record_batches import TransactionBatches
     from symfonic_stream.observability.metrics import ConsumerMetrics
     from symfonic_stream.state.store import write_changes
@@ -111,7 +111,7 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
     fetched = _fetched(pairs)
     settings = Settings(partitions=4)
     topology = projector_topology("typed", settings)
-    producer = TaskProducer(settings, "bench-instructions", 0)  # never started: no network
+    producer = ProcessProducer(settings, "bench-instructions")  # never started: no network
     for topic in topology.output_topics:
         producer._partition_counts[topic] = settings.partitions  # what learn_partitions asks
     metrics = ConsumerMetrics("typed", CollectorRegistry())
@@ -128,7 +128,7 @@ async def _task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool
             write_changes(processor.stores, out.state)
             batches = TransactionBatches(producer._producer,
                                          native=native and producer.native_batches)
-            append_all(topology, producer, batches, out)
+            append_all(topology, producer, batches, 0, out)
             for _, batch in batches.in_send_order():
                 batch._build()
                 written += batch.record_count()

@@ -11,7 +11,7 @@
    restore path, ``processor.restore(key, value)``) under ``tracemalloc``, and separately
    without it, reading the process RSS before and after.
 3. Restore time: the records are written to partition 0 of the typed projector's changelog
-   topic through the engine's own :class:`TaskProducer` (transactions of 10,000 state
+   topic through the engine's own :class:`ProcessProducer` (transactions of 10,000 state
    records, as commits write them), then
    :func:`~symfonic_stream.state.restore.restore_stores` replays them into a fresh
    processor, timed. Finally ``symfonic-stream run typed`` is started on that prefix and
@@ -43,7 +43,7 @@ from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import start_producer
 from symfonic_stream.engine.records import InputRecord
-from symfonic_stream.kafka.producer import TaskProducer
+from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.processors.ordering.run_state import (
     Pending,
     RunState,
@@ -169,7 +169,7 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
     """The state records into changelog partition 0, the engine's way; returns seconds."""
     topology = projector_topology("typed", settings)
     assert topology.changelog_topic is not None
-    producer = TaskProducer(settings, topology.transactional_id(0), 0)
+    producer = ProcessProducer(settings, topology.transactional_id(0))
     await producer.start()
     started = time.monotonic()
     try:

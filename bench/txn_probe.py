@@ -35,7 +35,7 @@ from symfonic_stream.engine.commit import transact
 from symfonic_stream.engine.records import Collector, OutputRecord
 from symfonic_stream.kafka import producer as producer_module
 from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
-from symfonic_stream.kafka.producer import TaskProducer
+from symfonic_stream.kafka.producer import ProcessProducer
 
 #: (AddPartitionsToTxn retry delay, other retries' delay) in seconds, per configuration.
 DELAYS = {
@@ -70,7 +70,7 @@ async def _run_transactions(
     settings: Settings, delays: tuple[float, float], transactions_n: int, records: int
 ) -> tuple[list[float], int, int]:
     topology = copier_topology(settings)
-    producer = TaskProducer(settings, topology.transactional_id(0), 0)  # the engine's delays
+    producer = ProcessProducer(settings, topology.transactional_id(0))  # the engine's delays
     aiokafka_sender.BACKOFF_OVERRIDE = delays[0]
     producer._producer._sender._retry_backoff = delays[1]  # what retry_backoff_ms sets
     add_partitions = _RefusalCounter("AddPartitionsToTxnHandler")
@@ -85,7 +85,7 @@ async def _run_transactions(
             for _ in range(records):
                 out.emit(OutputRecord(output, b"run-1", VALUE, "copy"))
             started = time.perf_counter()
-            await transact(producer, topology, out, {source: n + 1})
+            await transact(producer, topology, [(0, out)], {source: n + 1})
             seconds.append(time.perf_counter() - started)
     finally:
         add_partitions.close()

@@ -3,19 +3,26 @@
 Before a task consumes its partition, in this order (the engine then seeks and resumes it,
 under its lock):
 
-1. **fence**: start the task's producer: its InitProducerId bumps the epoch of the task's
-   transactional id, fencing any zombie still holding the partition and finishing whatever
-   transaction it left open. From here on nobody else writes the task's outputs,
-   changelog or offsets.
-2. **restore**: a fresh processor's stores are replayed from the changelog
+1. **fence**: InitProducerId of the partition's transactional id
+   (:mod:`symfonic_stream.kafka.id_fencing`): a process that died holding the partition
+   wrote through the id of its lowest partition, and its open transaction is aborted by
+   whoever is assigned that one. A zombie that still runs is fenced by its generation
+   (commit step 6), which the group ended before assigning the partition here.
+2. **wait for stable offsets**: the group's committed offsets, asked with
+   ``require_stable`` (:func:`~symfonic_stream.kafka.group_fencing.fetch_stable_offsets`):
+   while a transaction of the previous owner still holds offsets of the partition, the
+   coordinator says so, and the set-up waits for it to end. From here on the committed
+   offsets are final, and nobody else writes the task's outputs, changelog or offsets.
+3. **restore**: a fresh processor's stores are replayed from the changelog
    (:mod:`symfonic_stream.state.restore`), then told so (``restored``).
-3. **position**: where to resume: the position the changelog restored, unless the
+4. **position**: where to resume: the position the changelog restored, unless the
    group's committed offset was moved by someone else since (:func:`.position.resume_offset`);
    without a position (a stateless consumer, or ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS=0``), the
-   group's committed offset, the beginning when never committed; both final now that step 1
-   resolved every transaction that could still move them. For a task without a group, the
-   position its own store restored (or its range's start).
-4. **settle**: one full garbage collection, then what is alive is frozen out of later
+   group's committed offset, the beginning when never committed. A restore that disagrees
+   with the group (it read before the last transaction's markers reached the changelog) is
+   read again. For a task without a group, the position its own store restored (or its
+   range's start).
+5. **settle**: one full garbage collection, then what is alive is frozen out of later
    ones (:mod:`symfonic_stream.engine.heap`): the restored state lives as long as its task.
 
 aio-libs/aiokafka#738: aiokafka lets the fetcher run before ``on_partitions_assigned``
@@ -28,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,7 +53,9 @@ from symfonic_stream.engine.restoring import (
 from symfonic_stream.engine.topology import RangeSource, Topology
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.admin import partition_counts
-from symfonic_stream.kafka.producer import TaskProducer
+from symfonic_stream.kafka.group_fencing import OffsetsUnstable, fetch_stable_offsets
+from symfonic_stream.kafka.id_fencing import fence_ids
+from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.kafka.retry import OnWait
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.position import KEY as POSITION
@@ -60,6 +69,8 @@ log = logging.getLogger(__name__)
 
 #: How long start-up waits for missing topics to appear before giving up.
 TOPIC_WAIT_S = 10.0
+#: Between two asks for offsets a transaction still holds (step 2).
+UNSTABLE_RETRY_S = 0.05
 
 
 class EngineError(Exception):
@@ -72,9 +83,8 @@ class Superseded(Exception):
 
 @dataclass(slots=True)
 class Prepared:
-    """One task after steps 1-3: fenced, restored, and where to resume."""
+    """One task after steps 1-4: fenced, restored, and where to resume."""
 
-    producer: TaskProducer
     state: TaskState
     offset: int
     #: The group's committed offset (None: never committed, or no group).
@@ -128,51 +138,56 @@ async def prepare_tasks(
     kept: KeptTasks | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
+    fence: bool = True,
 ) -> dict[TopicPartition, Prepared]:
-    """Steps 1-4 for ``tps`` (a partition ``kept`` holds restores only its tail). On any
-    failure every producer started here is closed."""
-    producers: dict[TopicPartition, TaskProducer] = {}
-    try:
-        # 1. fence: every partition's InitProducerId runs concurrently.
-        started = await asyncio.gather(
-            *(start_producer(settings, topology, tp) for tp in tps), return_exceptions=True
-        )
-        for tp, result in zip(tps, started, strict=True):
-            if isinstance(result, TaskProducer):
-                producers[tp] = result
-        for result in started:
-            if isinstance(result, BaseException):
-                raise result
+    """Steps 1-5 for ``tps`` (a partition ``kept`` holds restores only its tail; ``fence``
+    False: partitions this process owns still, after a failure)."""
+    # 1. fence: every partition's InitProducerId runs concurrently.
+    if fence:
+        await fence_ids(consumer._client, [topology.transactional_id(tp.partition) for tp in tps],
+                        transaction_timeout_ms=settings.transaction_timeout_ms,
+                        timeout_s=settings.transaction_timeout_ms / 1000)
+        fault_point("init_producer")
         _check(cancelled)
-        # 2. restore (only the tail of what was kept)
-        states = await restore_tasks(settings, topology, tps, metrics, kept=kept,
-                                     cancelled=cancelled, on_progress=on_progress)
+    # 2. wait for stable offsets
+    groups = await _group_offsets(settings, consumer, topology, tps, cancelled)
+    # 3. restore (only the tail of what was kept)
+    states = await restore_tasks(settings, topology, tps, metrics, kept=kept,
+                                 cancelled=cancelled, on_progress=on_progress)
+    _check(cancelled)
+    # 4. position
+    disagree = [tp for tp in tps if disagrees(states[tp].position, groups[tp])]
+    if disagree:
+        await restore_again(settings, topology, disagree, states, groups, metrics,
+                            cancelled=cancelled, on_progress=on_progress)
         _check(cancelled)
-        # 3. position
-        groups = await _group_offsets(consumer, topology, tps)
-        disagree = [tp for tp in tps if disagrees(states[tp].position, groups[tp])]
-        if disagree:
-            await restore_again(settings, topology, disagree, states, groups, metrics,
-                                cancelled=cancelled, on_progress=on_progress)
-            _check(cancelled)
-        offsets = await _positions(consumer, topology,
-                                   {tp: states[tp].position for tp in tps}, groups)
-        _check(cancelled)
-        # 4. settle
-        heap.settle()
-    except BaseException:
-        await asyncio.gather(*(producer.close() for producer in producers.values()))
-        raise
-    return {tp: Prepared(producers[tp], states[tp], offsets[tp], groups[tp]) for tp in tps}
+    offsets = await _positions(consumer, topology,
+                               {tp: states[tp].position for tp in tps}, groups)
+    _check(cancelled)
+    # 5. settle
+    heap.settle()
+    return {tp: Prepared(states[tp], offsets[tp], groups[tp]) for tp in tps}
 
 
 async def _group_offsets(
-    consumer: AIOKafkaConsumer, topology: Topology, tps: list[TopicPartition]
+    settings: Settings, consumer: AIOKafkaConsumer, topology: Topology,
+    tps: list[TopicPartition], cancelled: Callable[[], bool],
 ) -> dict[TopicPartition, int | None]:
-    """The group's committed offset of each partition (None for a task without a group)."""
+    """Step 2: the group's committed offset of each partition, once no transaction holds
+    one any more (None for a task without a group)."""
     if not topology.source.grouped:
         return dict.fromkeys(tps)
-    return await committed_offsets(consumer, tps)
+    deadline = time.monotonic() + settings.transaction_timeout_ms / 1000
+    while True:
+        try:
+            return await fetch_stable_offsets(consumer, tps)
+        except OffsetsUnstable as unstable:
+            if time.monotonic() > deadline:
+                raise
+            log.info("waiting for a transaction that holds offsets to end",
+                     extra={"partitions": sorted(tp.partition for tp in unstable.partitions)})
+        _check(cancelled)
+        await asyncio.sleep(UNSTABLE_RETRY_S)
 
 
 async def _positions(
@@ -210,27 +225,19 @@ async def rebuild_task(
     metrics: ConsumerMetrics,
     on_progress: Callable[[], None],
 ) -> None:
-    """After a failed transaction: a new producer, the task back at its last commit, and a
-    seek there.
+    """After a failed transaction or processor: the task back at its last commit, and a
+    seek there. (The committer took a new producer: ``engine/committer.py``.)
 
-    Always a new producer: an error aiokafka calls abortable leaves the old one's broker
-    transaction open, and its next commit would commit the aborted records too (docs/
-    engine.md, "aiokafka, read closely"); the new one's InitProducerId ends that
-    transaction. The stores roll back in memory (:func:`_roll_back`): no restore. Only when
-    that fails, steps 1-3 again, whole: the new producer's InitProducerId also waits until
-    the markers of our last committed transaction are written (the broker answers EndTxn
-    before writing them, KAFKA-5477), so the changelog's stable end and the position both
-    include that transaction, or neither.
+    The stores roll back in memory (:func:`_roll_back`): no restore. Only when that fails,
+    steps 2-4 again, whole: the offsets and the changelog then both include the last
+    committed transaction, or neither (a restore that read before its markers disagrees
+    with the group, and is read again).
     """
-    await task.producer.close()
-    # (The producer before the roll back: once reset, the task could be handed records.)
-    task.producer = await start_producer(settings, topology, task.tp)
     try:
         undone = _roll_back(task)
     except Exception:
         log.exception("rolling back in memory failed; restoring the task",
                       extra=task.log_context())
-        await task.producer.close()
     else:
         log.info("rolled back to the last commit", extra={**task.log_context(), "keys": undone})
         consumer.seek(task.tp, task.next_offset)
@@ -238,8 +245,7 @@ async def rebuild_task(
     if task.disk is not None:  # it holds what was committed: the rebuild loads it again
         task.disk.close()
     prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
-                                    on_progress=on_progress))[task.tp]
-    task.producer = prepared.producer
+                                    on_progress=on_progress, fence=False))[task.tp]
     task.reset(prepared.state, prepared.offset, prepared.group_offset)
     consumer.seek(task.tp, task.next_offset)
 
@@ -253,23 +259,12 @@ def _roll_back(task: StreamTask) -> int:
     return undone
 
 
-async def committed_offsets(
-    consumer: AIOKafkaConsumer, tps: Iterable[TopicPartition]
-) -> dict[TopicPartition, int | None]:
-    """The group's committed offset of each partition (None: never committed; a task then
-    starts at the beginning, auto_offset_reset=earliest)."""
-    tps = list(tps)
-    committed = await asyncio.gather(*(consumer.committed(tp) for tp in tps))
-    return {tp: None if off is None else int(off) for tp, off in zip(tps, committed, strict=True)}
-
-
-async def start_producer(
-    settings: Settings, topology: Topology, tp: TopicPartition
-) -> TaskProducer:
-    """Step 1 for ``tp``: a started producer, every earlier transaction of its id finished."""
-    producer = TaskProducer(settings, topology.transactional_id(tp.partition), tp.partition)
+async def start_producer(settings: Settings, topology: Topology, partition: int
+                         ) -> ProcessProducer:
+    """The process's producer, with the transactional id of ``partition`` (one it owns):
+    every earlier transaction of that id finished."""
+    producer = ProcessProducer(settings, topology.transactional_id(partition))
     await producer.start()
-    fault_point("init_producer")
     return producer
 
 

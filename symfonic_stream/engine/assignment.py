@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assign import Prepared, Superseded, prepare_tasks
 from symfonic_stream.engine.assignor import WARM_LAG, Warmth
+from symfonic_stream.engine.committer import Committer
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
 from symfonic_stream.engine.restoring import KeptTasks, open_state
@@ -50,6 +51,7 @@ class Assignments:
     _stopping: asyncio.Event
     _taken: asyncio.Event
     _on_demand: OnDemandTopics | None
+    committer: Committer
     _rejoin: bool
     #: The partitions owned until the last revocation (what this member says it owned).
     _owned: frozenset[int] = frozenset()
@@ -111,7 +113,6 @@ class Assignments:
             return
         async with self._lock:
             if epoch != self._epoch or self._stopping.is_set():
-                await asyncio.gather(*(p.producer.close() for p in prepared.values()))
                 return
             for tp, ready in prepared.items():
                 consumer.seek(tp, ready.offset)
@@ -125,12 +126,9 @@ class Assignments:
     def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
         settings = self.settings
         return StreamTask(
-            self.topology, tp.partition, ready.producer, ready.state, ready.offset,
+            self.topology, tp.partition, self.committer, ready.state, ready.offset,
             metrics=self.metrics, max_record_bytes=settings.max_record_bytes,
-            max_records=settings.batch_max_records, linger_s=settings.batch_max_latency_ms / 1000,
-            on_taken=self._taken, on_demand=self._on_demand,
-            group_offset=ready.group_offset,
-            group_interval_s=settings.group_offset_interval_ms / 1000,
+            on_demand=self._on_demand, group_offset=ready.group_offset,
         )
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
@@ -149,6 +147,8 @@ class Assignments:
             self._to_set_up.clear()
             tasks = [self.tasks.pop(tp) for tp in list(self.tasks) if tp in revoked]
             clean = await asyncio.gather(*(task.close() for task in tasks))
+            if not self.tasks:  # its id may be the next owner's to fence
+                await self.committer.close()
             for task, closed in zip(tasks, clean, strict=True):
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
                 self._keep(task, closed)

@@ -79,7 +79,9 @@ class BoundedEngine(Engine):
     def _finished(self) -> bool:
         if self._to_set_up or len(self.tasks) < len(self.bounded.ranges):
             return False
-        done = all(t.input_done and t.idle and t.failure() is None for t in self.tasks.values())
+        # (``failed``, not ``failure()``: that reports a failure once, and the loop's
+        # ``_settle_failures`` must be the one it is reported to.)
+        done = all(t.input_done and t.idle and not t.failed for t in self.tasks.values())
         if done:
             self.progress()  # kept: the tasks are closed on the way out
         return done

@@ -4,9 +4,10 @@ act on failed transactions, follow the group's rebalances.
 A newcomer follows one record in four files: here it is fetched (:meth:`Engine._loop`);
 :mod:`~symfonic_stream.engine.task` processes it into what is pending;
 :mod:`~symfonic_stream.engine.commit` commits it, with the state and the offset, in one
-transaction, through :mod:`~symfonic_stream.kafka.producer`. Partitions are set up by
-:mod:`~symfonic_stream.engine.assign` (fence, restore, position, settle). The whole lifecycle,
-with why each step is where it is, is in docs/engine.md.
+transaction (the process's one at a time: :mod:`~symfonic_stream.engine.committer`),
+through :mod:`~symfonic_stream.kafka.producer`. Partitions are set up by
+:mod:`~symfonic_stream.engine.assign` (fence, stable offsets, restore, position, settle).
+The whole lifecycle, with why each step is where it is, is in docs/engine.md.
 
 A consumer is a member of its group; aiokafka's eager protocol revokes every partition at
 every rebalance, and a revocation commits what is pending before the partition goes. A
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from typing import Any
@@ -31,10 +33,12 @@ from symfonic_stream.engine.assign import (
     RebalanceListener,
     check_topics,
     rebuild_task,
+    start_producer,
 )
 from symfonic_stream.engine.assignment import Assignments
 from symfonic_stream.engine.assignor import warm_up_assignor
 from symfonic_stream.engine.commit import CommitOutcome
+from symfonic_stream.engine.committer import Committer
 from symfonic_stream.engine.gauges import update_gauges
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
@@ -43,6 +47,7 @@ from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
+from symfonic_stream.kafka.group_fencing import GroupMetadata, group_metadata
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -94,14 +99,25 @@ class Engine(Assignments):
             OnDemandTopics(settings, topology.on_demand_topic)
             if topology.on_demand_topic is not None else None
         )
-        # Set by a task's committer when it takes pending records into a transaction.
+        # Set by the committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
+        #: The process's one transaction at a time, over every task (engine/committer.py).
+        self.committer = Committer(
+            functools.partial(start_producer, settings, topology), metrics,
+            linger_s=settings.batch_max_latency_ms / 1000, max_records=settings.batch_max_records,
+            member=self._member, on_taken=self._taken)
         #: Revoked partitions' state, kept and tailed (None: a stateless consumer, or off).
         self.kept: KeptTasks | None = (
             KeptTasks(settings, topology.changelog_topic, settings.state_keep_s)
             if topology.changelog_topic is not None and topology.source.grouped
             and settings.state_keep_s > 0 else None
         )
+
+    def _member(self) -> GroupMetadata | None:
+        """Whose generation fences the offsets of the next transaction (commit step 6)."""
+        if self._consumer is None or not self.topology.source.grouped:
+            return None
+        return group_metadata(self._consumer)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -188,6 +204,7 @@ class Engine(Assignments):
             self.tasks.clear()
             self._to_set_up.clear()
             await asyncio.gather(*(task.close() for task in tasks))
+            await self.committer.close()
             for task in tasks:
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
                 if task.disk is not None:
@@ -219,8 +236,7 @@ class Engine(Assignments):
             if room <= 0:
                 # Back-pressure: the transactions' worth waits; fetch more once a committer
                 # took some (and none lingers for records that cannot come).
-                for task in self.tasks.values():
-                    task.hurry()
+                self.committer.hurry()
                 self._taken.clear()
                 waited = time.monotonic()
                 with contextlib.suppress(TimeoutError):
@@ -310,9 +326,7 @@ class Engine(Assignments):
                 await self._drop(consumer, task)
 
     def _maybe_punctuate(self, consumer: AIOKafkaConsumer) -> None:
-        """Every turn: an idle task may tell its group; every interval, the timers."""
-        for task in self.tasks.values():
-            task.tell_group_when_due()
+        """Every interval: the timers."""
         if not self.punctuates or time.monotonic() < self._next_punctuation:
             return
         self._next_punctuation = time.monotonic() + self._punctuate_every

@@ -56,7 +56,8 @@ KeptTasks = KeptState[TaskState]
 def keeps_position(settings: Settings, topology: Topology) -> bool:
     """Whether the topology's tasks keep their position in their changelog: a replay's
     always (it has no group), a group's when it has a changelog and
-    ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` is not 0."""
+    ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` is not 0 (the setting's one meaning since every
+    transaction tells the group: docs/engine.md, "The position in the changelog")."""
     if not topology.source.grouped:
         return True
     return topology.changelog_topic is not None and settings.group_offset_interval_ms > 0

@@ -1,11 +1,9 @@
 """Fencing by consumer-group generation (KIP-447): the two requests aiokafka 0.14 cannot make.
 
-The engine fences by transactional id, one producer per input partition
-(``kafka/producer.py``). One producer for all of a process's partitions, as Kafka Streams'
-``exactly_once_v2`` and Quix Streams have, cuts the transactions per second by the number of
-partitions, and with them most of the broker's and the consumer's CPU at a trickle
-(docs/benchmarks.md, "Where the latency goes"). It is safe only with two requests aiokafka
-0.14 does not make (it sends TxnOffsetCommit v0 and OffsetFetch up to v3):
+The engine writes through one producer for all of a process's partitions, as Kafka Streams'
+``exactly_once_v2`` and Quix Streams do (``engine/committer.py``): its transactions per
+second do not grow with the partitions. It is safe only with two requests aiokafka 0.14
+does not make (it sends TxnOffsetCommit v0 and OffsetFetch up to v3):
 
 * **TxnOffsetCommit v3** carries the member's generation and id, so the group coordinator
   refuses the offsets of a zombie whose partitions were reassigned (``ILLEGAL_GENERATION``,
@@ -15,7 +13,8 @@ partitions, and with them most of the broker's and the consumer's CPU at a trick
   transaction's end instead of reading what it would then process twice.
 
 Both are here, checked against every broker of the test matrix by
-``tests/integration/test_group_fencing.py``; the engine does not use them yet.
+``tests/integration/test_group_fencing.py``; the engine's commit (step 6) and set-up
+(step 2) use them.
 """
 
 from __future__ import annotations
@@ -150,6 +149,14 @@ class GroupMetadata:
     member_id: str
     group_instance_id: str | None = None
 
+    @property
+    def in_generation(self) -> bool:
+        """Whether it is a member of a generation. aiokafka forgets both when it learns its
+        membership was lost, and then calls the revocation listener; offsets sent with
+        generation -1 are taken without any check (a commit from outside the group), so a
+        zombie's would be too."""
+        return self.generation_id >= 0 and bool(self.member_id)
+
 
 class GenerationFenced(Exception):
     """The group coordinator refused offsets: the member's generation is over (a rebalance
@@ -221,6 +228,9 @@ async def send_offsets_fenced(
     TxnOffsetCommit it sends is replaced, for this producer. Raises :class:`GenerationFenced`
     when the coordinator refuses the generation; the transaction must then be aborted.
     """
+    if not member.in_generation:
+        raise GenerationFenced(f"member of group {member.group_id!r} without a generation: "
+                               "its membership was lost")
     sender: Any = producer._sender
 
     async def txn_offset_commit(pending: Any, group_id: str) -> bool | None:

@@ -1,9 +1,11 @@
-"""One task's transactional producer: the aiokafka calls the commit protocol is made of.
+"""A process's transactional producer: the aiokafka calls the commit protocol is made of.
 
 :mod:`symfonic_stream.engine.commit` says what happens in a transaction and in which order;
-this module does each step against aiokafka and bounds every wait. Fencing is by
-transactional id (``Topology.transactional_id``), one producer per input partition, as Kafka
-Streams did before KIP-447: aiokafka cannot fence by group generation. The aiokafka
+this module does each step against aiokafka and bounds every wait. One producer writes every
+transaction of a process, for all its partitions (``exactly_once_v2``, KIP-447): a zombie is
+fenced by its group generation, which the offsets of every transaction carry
+(:mod:`symfonic_stream.kafka.group_fencing`), and a dead process's open transaction by the
+epoch of its transactional id (:mod:`symfonic_stream.kafka.id_fencing`). The aiokafka
 behaviours worked around here, each explained in docs/engine.md ("aiokafka, read closely"):
 
 * a failed send is not reported to the transaction: every future is awaited before EndTxn;
@@ -29,6 +31,7 @@ from aiokafka.producer import sender as aiokafka_sender
 
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import transactional_producer_kwargs
+from symfonic_stream.kafka.group_fencing import GenerationFenced, GroupMetadata, send_offsets_fenced
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.kafka.record_batches import NATIVE_BATCHES, Sends, TransactionBatches
 
@@ -90,11 +93,19 @@ def _retrieve_parked_errors(producer: Any) -> None:
             future.exception()
 
 
-class TaskProducer:
-    """The transactional producer of one task (one input partition)."""
+def _generation_over(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, GenerationFenced):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
-    def __init__(self, settings: Settings, transactional_id: str, partition: int) -> None:
-        self.partition = partition
+
+class ProcessProducer:
+    """The transactional producer of one process (every input partition it owns)."""
+
+    def __init__(self, settings: Settings, transactional_id: str) -> None:
         self.transactional_id = transactional_id
         self._timeout = settings.transaction_timeout_ms / 1000
         _shorten_add_partitions_retry()
@@ -139,10 +150,12 @@ class TaskProducer:
         await self._producer.begin_transaction()
         return TransactionBatches(self._producer, native=self.native_batches)
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        await asyncio.wait_for(
-            self._producer.send_offsets_to_transaction(dict(offsets), group_id), self._timeout
-        )
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
+                           member: GroupMetadata | None = None) -> None:
+        """The offsets into the transaction; with ``member``, fenced by its generation."""
+        sending = (self._producer.send_offsets_to_transaction(dict(offsets), group_id)
+                   if member is None else send_offsets_fenced(self._producer, offsets, member))
+        await asyncio.wait_for(sending, self._timeout)
 
     async def await_sends(self, sends: Sends) -> None:
         if sends:
@@ -172,6 +185,8 @@ class TaskProducer:
             ) from exc
         log.warning("transaction aborted",
                     extra={"transactional_id": self.transactional_id, "error": repr(exc)})
+        if _generation_over(exc):  # aborted, but the partitions are another member's now
+            raise ProducerUnusable(f"the group's generation is over: {exc}", fenced=True) from exc
         return TransactionAborted(f"transaction of {self.transactional_id} aborted")
 
     async def learn_partitions(self, topics: Iterable[str]) -> None:
@@ -186,11 +201,11 @@ class TaskProducer:
         """Each output topic's partition count, as learnt (:meth:`learn_partitions`)."""
         return self._partition_counts
 
-    def partition_for(self, topic: str, key: bytes | None) -> int:
+    def partition_for(self, topic: str, key: bytes | None, keyless: int = 0) -> int:
         """The default partitioner's choice for ``key`` (``topic`` learnt first); a keyless
-        record (copied or dead-lettered as it arrived) goes to the input partition's
-        number, modulo: Kafka promises no order between keyless records, and one
-        transaction's stay in one batch.
+        record (copied or dead-lettered as it arrived) goes to ``keyless`` (its input
+        partition's number), modulo: Kafka promises no order between keyless records, and
+        one transaction's stay in one batch.
         """
         if key is not None:
             cached = self._partitions.get((topic, key))
@@ -198,7 +213,7 @@ class TaskProducer:
                 return cached
         count = self._partition_counts[topic]
         if key is None:
-            return self.partition % count
+            return keyless % count
         if len(self._partitions) >= _PARTITION_CACHE_MAX:
             self._partitions.clear()
         partition = self._partitions[(topic, key)] = partition_for_key(key, count)

@@ -3,11 +3,10 @@
 A task with a changelog writes its next input offset into it at commit step 2 of every
 transaction, beside its state, so the position and the outputs commit together. A replay
 has no group: its tasks also keep what they have done so far, for the replay's summary. A
-consumer's group is told its committed offset (TxnOffsetCommit, inside a transaction) at
-most every ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS``, or once the task went quiet: two requests
-and a marker less per transaction, a third of the broker's work at a trickle
-(docs/engine.md, "The position in the changelog"). Set-up resumes at the changelog's
-position unless someone else moved the group's offset since (:func:`resume_offset`).
+consumer's group is told the same offset in the same transaction (TxnOffsetCommit, commit
+step 6), and the record carries it: set-up resumes at the changelog's position unless the
+two disagree, when the restore missed the changelog's tail or someone else moved the
+group's offset (:func:`resume_offset`, docs/engine.md, "The position in the changelog").
 """
 
 from __future__ import annotations

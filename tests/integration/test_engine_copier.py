@@ -17,7 +17,7 @@ from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.engine.commit import transact
 from symfonic_stream.engine.dead_letters import truncate_detail
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.kafka.producer import TaskProducer
+from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,
     HEADER_DETAIL,
@@ -192,7 +192,7 @@ async def test_transactions_are_never_refused_by_the_brokers_partition_check(
         handler = getattr(aiokafka_sender, name)
         monkeypatch.setattr(handler, "handle_response", _counting(
             handler.handle_response, name, refused))
-    producer = TaskProducer(settings, topology.transactional_id(0), 0)
+    producer = ProcessProducer(settings, topology.transactional_id(0))
     await producer.start()
     source = TopicPartition(topology.source_topic, 0)
     caplog.set_level(logging.WARNING, logger="aiokafka.producer.sender")
@@ -203,7 +203,7 @@ async def test_transactions_are_never_refused_by_the_brokers_partition_check(
                 refused.clear()
             out = Collector()
             out.emit(OutputRecord(topology.output_topics[0], b"run-1", b"v%d" % n, "copy"))
-            await transact(producer, topology, out, {source: n + 1})
+            await transact(producer, topology, [(0, out)], {source: n + 1})
     finally:
         await producer.close()
     retried = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]

@@ -18,7 +18,7 @@ from aiokafka import TopicPartition
 from symfonic_stream.app.topologies import copier_topology
 from symfonic_stream.engine.commit import transact
 from symfonic_stream.engine.records import Collector, OutputRecord
-from symfonic_stream.kafka.producer import ProducerUnusable, TaskProducer
+from symfonic_stream.kafka.producer import ProcessProducer, ProducerUnusable
 from symfonic_stream.models.names import TopicNames
 
 from .conftest import read_to_end
@@ -69,23 +69,23 @@ async def test_zombie_transaction_is_aborted_and_never_visible(
     output = names.copier_output
     source_tp = TopicPartition(names.agent_events, 0)
 
-    zombie = TaskProducer(settings, topology.transactional_id(0), 0)
+    zombie = ProcessProducer(settings, topology.transactional_id(0))
     await zombie.start()
     # The zombie is mid-transaction: records sent and acknowledged, not committed.
     producer = zombie._producer
     await producer.begin_transaction()
     sent = await producer.send(output, key=b"k", value=b"zombie-1")
     await sent
-    successor = TaskProducer(settings, topology.transactional_id(0), 0)
+    successor = ProcessProducer(settings, topology.transactional_id(0))
     assert successor.transactional_id == zombie.transactional_id
     try:
         await successor.start()  # InitProducerId: fences the zombie, aborts its transaction
-        await transact(successor, topology, _out(output, b"owner-1"), {source_tp: 7})
+        await transact(successor, topology, [(0, _out(output, b"owner-1"))], {source_tp: 7})
         with pytest.raises(ProducerUnusable) as fenced:
-            await transact(zombie, topology, _out(output, b"zombie-2"), {source_tp: 9})
+            await transact(zombie, topology, [(0, _out(output, b"zombie-2"))], {source_tp: 9})
         assert fenced.value.fenced
         assert not zombie.usable
-        await transact(successor, topology, _out(output, b"owner-2"), {source_tp: 8})
+        await transact(successor, topology, [(0, _out(output, b"owner-2"))], {source_tp: 8})
     finally:
         await zombie.close()
         await successor.close()
@@ -114,7 +114,7 @@ async def test_engine_recovers_when_a_newer_producer_fences_it(
         await produce(names.agent_events, first, partition=0)
         await wait_caught_up(topology.group_id, names.agent_events)
         # Another instance claims partition 0's transactional id: ours is now a zombie.
-        usurper = TaskProducer(settings, topology.transactional_id(0), 0)
+        usurper = ProcessProducer(settings, topology.transactional_id(0))
         await usurper.start()
         try:
             await produce(names.agent_events, second, partition=0)

@@ -98,3 +98,20 @@ class Verdicts(Collector):
 
     def emit(self, record: OutputRecord) -> None:
         (self.reviews if record.topic.endswith(".review-tickets") else self.outputs).append(record)
+
+
+def committer_for(producer: Any, **settings: Any) -> Any:
+    """A process committer (engine/committer.py) whose every producer is ``producer``, a
+    stand-in: a closed one is opened again when the committer takes a new one."""
+    from prometheus_client import CollectorRegistry
+
+    from symfonic_stream.engine.committer import Committer
+    from symfonic_stream.observability.metrics import ConsumerMetrics
+
+    async def new_producer(partition: int) -> Any:
+        producer.closed = False
+        producer.started_for = partition
+        return producer
+
+    metrics = settings.pop("metrics", None) or ConsumerMetrics("copier", CollectorRegistry())
+    return Committer(new_producer, metrics, **settings)

@@ -235,7 +235,7 @@ async def test_a_task_producer_shortens_aiokafkas_add_partitions_retry(
     # renames it must fail here, not slow every other transaction down unnoticed.
     from aiokafka.producer import sender
 
-    from symfonic_stream.kafka.producer import ADD_PARTITIONS_RETRY_S, TaskProducer
+    from symfonic_stream.kafka.producer import ADD_PARTITIONS_RETRY_S, ProcessProducer
 
     aiokafkas = _aiokafkas_own_backoff_override()
     assert aiokafkas != ADD_PARTITIONS_RETRY_S == 0.002
@@ -247,7 +247,7 @@ async def test_a_task_producer_shortens_aiokafkas_add_partitions_retry(
     # From aiokafka's own value (whatever an earlier test left), restored after the test.
     monkeypatch.setattr(sender, "BACKOFF_OVERRIDE", aiokafkas)
     settings = Settings()
-    producer = TaskProducer(settings, "copier-0", 0)  # connects on start
+    producer = ProcessProducer(settings, "copier-0")  # connects on start
     try:
         assert sender.BACKOFF_OVERRIDE == ADD_PARTITIONS_RETRY_S
     finally:

@@ -1,13 +1,13 @@
-"""A stateful task's position in its changelog, and when its group is told its offset.
+"""A stateful task's position in its changelog, and the offsets its group is told.
 
-Where a task resumes is :func:`resume_offset` (pure). When a transaction also commits the
-offset to the group is the task's decision, tested here with a producer stand-in that
-records the offsets it is given: the broker side is tests/integration/test_engine_position.py.
+Where a task resumes is :func:`resume_offset` (pure). Every transaction tells the group the
+offset of every task in it (commit step 6: that is what fences a zombie by generation),
+tested here with a producer stand-in that records the offsets it is given: the broker side
+is tests/integration/test_engine_position.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +19,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.engine.commit import CommitOutcome
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.restoring import TaskState, keeps_position
-from symfonic_stream.engine.task import QUIET_S, StreamTask
+from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.position import (
@@ -29,6 +29,8 @@ from symfonic_stream.state.position import (
     position_store,
     resume_offset,
 )
+
+from .helpers import committer_for
 
 SOURCE = "agent-events"
 
@@ -107,11 +109,11 @@ class OffsetsProducer:
     """Commits every transaction at once; records the offsets each one sent the group."""
 
     transactional_id = "group-agent-events-0"
-    partition = 0
+    usable = True
 
     def __init__(self) -> None:
         self.transactions: list[list[tuple[str, bytes | None, bytes | None]]] = []
-        self.offsets: list[int | None] = []
+        self.offsets: list[dict[int, int] | None] = []
 
     async def begin(self) -> _Recorder:
         self.transactions.append([])
@@ -121,15 +123,16 @@ class OffsetsProducer:
     async def learn_partitions(self, topics: Any) -> None:
         pass
 
-    def partition_for(self, topic: str, key: bytes | None) -> int:
+    def partition_for(self, topic: str, key: bytes | None, keyless: int = 0) -> int:
         return 0
 
     @property
     def partition_counts(self) -> dict[str, int]:
         return {}
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        self.offsets[-1] = offsets[TopicPartition(SOURCE, 0)]
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
+                           member: Any = None) -> None:
+        self.offsets[-1] = {tp.partition: offset for tp, offset in offsets.items()}
 
     async def await_sends(self, sends: list[Any]) -> None:
         pass
@@ -168,22 +171,25 @@ def _topology(changelog: str | None, source: Source | None = None) -> Topology:
     )
 
 
-def _task(interval_s: float, group_offset: int | None = None) -> tuple[StreamTask,
-                                                                        OffsetsProducer]:
+def _tasks(partitions: int = 1, group_offset: int | None = None
+           ) -> tuple[list[StreamTask], OffsetsProducer]:
+    """Tasks of ``partitions`` partitions sharing one committer, as an engine's do."""
     producer = OffsetsProducer()
-    position = position_store()
-    position.put(KEY, Progress(0, group_offset=group_offset))  # as set-up seeds it
-    task = StreamTask(
-        _topology("changelog"), 0, producer,  # type: ignore[arg-type]
-        TaskState(_Copy(), position), 0,
-        metrics=ConsumerMetrics("typed", CollectorRegistry()), max_record_bytes=1_000_000,
-        group_offset=group_offset, group_interval_s=interval_s,
-    )
-    return task, producer
+    committer = committer_for(producer)
+    tasks = []
+    for partition in range(partitions):
+        position = position_store()
+        position.put(KEY, Progress(0, group_offset=group_offset))  # as set-up seeds it
+        tasks.append(StreamTask(
+            _topology("changelog"), partition, committer, TaskState(_Copy(), position), 0,
+            metrics=ConsumerMetrics("typed", CollectorRegistry()), max_record_bytes=1_000_000,
+            group_offset=group_offset,
+        ))
+    return tasks, producer
 
 
-def _records(first: int, count: int) -> list[Any]:
-    return [ConsumerRecord(SOURCE, 0, first + i, 0, 0, b"run-1", b"v", None, 0, 1, ())
+def _records(first: int, count: int, partition: int = 0) -> list[Any]:
+    return [ConsumerRecord(SOURCE, partition, first + i, 0, 0, b"run-1", b"v", None, 0, 1, ())
             for i in range(count)]
 
 
@@ -193,70 +199,25 @@ def _positions(producer: OffsetsProducer) -> list[Progress]:
             for topic, key, value in written if topic == "changelog" and key == b"position/next"]
 
 
-async def test_every_transaction_moves_the_position_and_the_group_waits_for_the_interval(
-) -> None:
-    task, producer = _task(interval_s=3600)
-    task.absorb(_records(0, 3))
-    assert await task.flush() is CommitOutcome.COMMITTED
-    task.absorb(_records(3, 2))
-    assert await task.flush() is CommitOutcome.COMMITTED
-    assert producer.offsets == [None, None]  # no TxnOffsetCommit yet
-    assert [(p.next_offset, p.group_offset) for p in _positions(producer)] == [(3, None),
-                                                                               (5, None)]
-    assert task.next_offset == 5 and task.group_offset is None
-
-    await task.close()  # a revocation or a stop tells the group, in one more transaction
-    assert producer.offsets == [None, None, 5]
-    assert producer.transactions[-1] == [("changelog", b"position/next",
-                                          PROGRESS_CODEC.encode(Progress(5, group_offset=5)))]
-    assert task.group_offset == 5
+async def test_one_transaction_tells_the_group_every_tasks_offset_and_each_position() -> None:
+    (first, second), producer = _tasks(partitions=2)
+    first.absorb(_records(0, 3))
+    second.absorb(_records(0, 2, partition=1))
+    assert await first.flush() is CommitOutcome.COMMITTED
+    assert producer.offsets == [{0: 3, 1: 2}]  # one transaction, both offsets
+    assert sorted((p.next_offset, p.group_offset) for p in _positions(producer)) == [
+        (2, 2), (3, 3)]
+    assert (first.group_offset, second.group_offset) == (3, 2)
 
 
-async def test_once_the_interval_passed_the_next_transaction_tells_the_group() -> None:
-    task, producer = _task(interval_s=0.05, group_offset=0)
-    task.absorb(_records(0, 2))
+async def test_a_punctuation_names_its_task_at_the_offset_it_already_had() -> None:
+    """Every write of a partition commits with the generation that owns it: a transaction
+    of timers alone still names its task's offset."""
+    (task,), producer = _tasks(group_offset=0)
+    task.absorb(_records(0, 4))
     assert await task.flush() is CommitOutcome.COMMITTED
-    await asyncio.sleep(0.06)
-    task.absorb(_records(2, 2))
+    task.processor.punctuate = lambda now, out: out.emit(  # type: ignore[method-assign]
+        OutputRecord(topic="out", key=b"run-1", value=b"timeout", record_type="copy"))
+    task.punctuate(0.0)
     assert await task.flush() is CommitOutcome.COMMITTED
-    assert producer.offsets == [None, 4]
-    assert _positions(producer)[-1] == Progress(4, group_offset=4)
-    task.absorb(_records(4, 1))  # the interval starts again
-    assert await task.flush() is CommitOutcome.COMMITTED
-    assert producer.offsets == [None, 4, None]
-
-
-async def test_an_idle_task_tells_its_lagging_group_once_quiet() -> None:
-    task, producer = _task(interval_s=3600, group_offset=0)
-    task.absorb(_records(0, 2))
-    assert await task.flush() is CommitOutcome.COMMITTED
-    task.tell_group_when_due()  # the engine's loop, right after the commit: not quiet yet
-    assert task.idle and len(producer.transactions) == 1
-    await asyncio.sleep(QUIET_S + 0.01)
-    task.tell_group_when_due()
-    assert await task.flush() is CommitOutcome.COMMITTED
-    assert producer.offsets == [None, 2]  # a transaction of the offset alone
-    assert [t for t, _, _ in producer.transactions[-1]] == ["changelog"]
-    await asyncio.sleep(QUIET_S + 0.01)
-    task.tell_group_when_due()  # the group is where the position is: nothing to tell
-    assert await task.flush() is CommitOutcome.COMMITTED
-    assert len(producer.transactions) == 2
-
-
-async def test_the_group_is_never_told_while_a_transaction_is_in_flight() -> None:
-    task, producer = _task(interval_s=0.0, group_offset=0)
-    gate = asyncio.Event()
-    committed = producer.commit
-
-    async def held() -> None:
-        await gate.wait()
-        await committed()
-
-    producer.commit = held  # type: ignore[method-assign]
-    task.absorb(_records(0, 3))
-    await asyncio.sleep(0.01)  # transaction 0 is waiting to commit; next_offset is still 0
-    task.tell_group_when_due()  # would carry offset 0, behind the one in flight
-    gate.set()
-    assert await task.flush() is CommitOutcome.COMMITTED
-    assert producer.offsets == [3]
-    assert len(producer.transactions) == 1
+    assert producer.offsets == [{0: 4}, {0: 4}]

@@ -1,6 +1,7 @@
 """A stream task's pipeline: records are processed as they arrive, while the previous
 transaction runs; the next transaction begins only after it committed and carries
-everything processed meanwhile; a failed transaction drops what was processed meanwhile.
+everything processed meanwhile, by every task of the process; a failed transaction drops
+what was processed meanwhile.
 
 The producer here is a stand-in whose transactions finish when the test says so: what is
 tested is the order of processing and transactions, not Kafka (the engine's transactions
@@ -19,12 +20,16 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
+from symfonic_stream.engine.committer import Committer
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
 from symfonic_stream.engine.restoring import TaskState
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.producer import ProducerUnusable, TransactionAborted
 from symfonic_stream.observability.metrics import ConsumerMetrics
+from symfonic_stream.state.store import Codec, StateStore
+
+from .helpers import committer_for
 
 SOURCE = "agent-events"
 
@@ -78,8 +83,12 @@ class _Values(list[bytes | None]):
     def append_outputs(self, records: list[OutputRecord], *_: Any) -> None:
         super().extend(record.value for record in records if record.topic == "out")
 
-    def append_state(self, *_: Any) -> None:
-        pass
+    #: The changelog keys the transaction carries.
+    state_keys: list[bytes]
+
+    def append_state(self, topic: str, partition: int, prefix: bytes,
+                     changes: dict[bytes, bytes | None]) -> None:
+        self.state_keys.extend(changes)
 
     async def send_all(self) -> None:
         pass
@@ -92,13 +101,15 @@ class GatedProducer:
     """Each transaction waits for its gate; ``fail`` decides how it ends."""
 
     transactional_id = "group-agent-events-0"
-    partition = 0
+    usable = True
 
     def __init__(self, timeline: Timeline) -> None:
         self.timeline = timeline
         self.gates: list[asyncio.Event] = []
         self.fail: dict[int, Exception] = {}
         self.committed: list[list[bytes | None]] = []
+        self.committed_state: list[list[bytes]] = []
+        self.offsets: list[dict[TopicPartition, int]] = []
         self.closed = False
         self.begun = asyncio.Event()
 
@@ -109,20 +120,22 @@ class GatedProducer:
         self.gates.append(asyncio.Event())
         self.begun.set()
         self._values = _Values()
+        self._values.state_keys = []
         return self._values
 
     async def learn_partitions(self, topics: Any) -> None:
         pass
 
-    def partition_for(self, topic: str, key: bytes | None) -> int:
+    def partition_for(self, topic: str, key: bytes | None, keyless: int = 0) -> int:
         return 0
 
     @property
     def partition_counts(self) -> dict[str, int]:
         return {}
 
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str) -> None:
-        pass
+    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
+                           member: Any = None) -> None:
+        self.offsets.append(dict(offsets))
 
     async def await_sends(self, sends: list[Any]) -> None:
         pass
@@ -134,6 +147,7 @@ class GatedProducer:
             self.timeline.append(f"failed {number}")
             raise RuntimeError("the broker says no")
         self.committed.append(list(self._values))
+        self.committed_state.append(list(self._values.state_keys))
         self.timeline.append(f"commit {number}")
 
     async def abort_after(self, exc: Exception, sends: list[Any]) -> TransactionAborted:
@@ -147,27 +161,36 @@ class GatedProducer:
         self.closed = True
 
 
-def _task(
-    timeline: Timeline, *, linger_s: float = 0.0, max_records: int = 1000
-) -> tuple[StreamTask, GatedProducer]:
+def _tasks(timeline: Timeline, partitions: int, *, linger_s: float = 0.0,
+           max_records: int = 1000) -> tuple[list[StreamTask], GatedProducer]:
+    """Tasks of one process: one committer, one producer."""
     topology = Topology(
         consumer="copier", group_id="group", source_topic=SOURCE, output_topics=("out",),
         dead_letter_topic="dlq", changelog_topic=None,
         processor_factory=lambda partition: RecordingProcessor(timeline),
     )
     producer = GatedProducer(timeline)
-    task = StreamTask(
-        topology, 0, producer,  # type: ignore[arg-type]
-        TaskState(RecordingProcessor(timeline), None), 0,
-        metrics=ConsumerMetrics("copier", CollectorRegistry()), max_record_bytes=1_000_000,
-        max_records=max_records, linger_s=linger_s,
-    )
+    metrics = ConsumerMetrics("copier", CollectorRegistry())
+    committer = committer_for(producer, linger_s=linger_s, max_records=max_records,
+                              metrics=metrics)
+    tasks = [StreamTask(topology, partition, committer,
+                        TaskState(RecordingProcessor(timeline), None), 0,
+                        metrics=metrics, max_record_bytes=1_000_000)
+             for partition in range(partitions)]
+    return tasks, producer
+
+
+def _task(
+    timeline: Timeline, *, linger_s: float = 0.0, max_records: int = 1000
+) -> tuple[StreamTask, GatedProducer]:
+    (task,), producer = _tasks(timeline, 1, linger_s=linger_s, max_records=max_records)
     return task, producer
 
 
-def _records(first: int, values: list[bytes]) -> list[Any]:
+def _records(first: int, values: list[bytes], partition: int = 0) -> list[Any]:
     return [
-        ConsumerRecord(SOURCE, 0, first + i, 0, 0, b"run-1", value, None, 0, len(value), ())
+        ConsumerRecord(SOURCE, partition, first + i, 0, 0, b"run-1", value, None, 0,
+                       len(value), ())
         for i, value in enumerate(values)
     ]
 
@@ -279,7 +302,7 @@ async def test_after_a_commit_the_next_transaction_begins_once_its_first_record_
     timeline = Timeline()
     task, producer = _task(timeline, linger_s=0.3)
     task.absorb(_records(0, [b"a"]))
-    task.hurry()  # skip the first linger; what follows is about the later transactions
+    task.committer.hurry()  # skip the first linger; what follows is about the later transactions
     await _until_begun(producer, 1)
     task.absorb(_records(1, [b"b"]))
     await asyncio.sleep(0.35)  # b lingered while transaction 0 was still open
@@ -361,7 +384,7 @@ async def test_the_first_record_waits_the_linger_for_more_unless_the_batch_is_fu
 
     task.absorb(_records(8, [b"i"]))
     await asyncio.sleep(0.05)
-    task.hurry()  # the engine ran out of room to fetch
+    task.committer.hurry()  # the engine ran out of room to fetch
     async with asyncio.timeout(0.1):
         await _until_begun(producer, 4)
     producer.gates[3].set()
@@ -380,14 +403,15 @@ async def test_timers_write_into_what_is_pending_and_close_commits_it() -> None:
 
     closing = asyncio.create_task(task.close())
     await asyncio.sleep(0.01)
-    assert not producer.closed  # closing commits what is pending first
+    assert not closing.done()  # closing commits what is pending first
     producer.gates[0].set()
     await _until_begun(producer, 2)
     producer.gates[1].set()
-    await closing
-    assert producer.closed
+    assert await closing
     assert producer.committed == [[b"a"], [b"b"]]
     assert task.next_offset == 2
+    await task.committer.close()  # (the engine's, once no task is left)
+    assert producer.closed
 
 
 async def test_close_commits_what_is_pending_without_waiting_out_the_linger() -> None:
@@ -403,7 +427,82 @@ async def test_close_commits_what_is_pending_without_waiting_out_the_linger() ->
     async with asyncio.timeout(1):
         await closing
     assert producer.committed == [[b"a", b"b"]]
-    assert producer.closed and task.next_offset == 2
+    assert task.next_offset == 2
+
+
+async def test_one_transaction_carries_every_task_and_its_failure_fails_them_all() -> None:
+    """One producer, one transaction at a time for the process (exactly_once_v2): what
+    two tasks processed goes out together, with both offsets; an abort rolls both back and
+    counts once, and the next transaction takes a new producer."""
+    timeline = Timeline()
+    (first, second), producer = _tasks(timeline, 2)
+    first.absorb(_records(0, [b"a"]))
+    second.absorb(_records(0, [b"x", b"y"], partition=1))
+    await _until_begun(producer, 1)
+    producer.gates[0].set()
+    assert await first.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a", b"x", b"y"]]
+    assert producer.offsets == [{TopicPartition(SOURCE, 0): 1, TopicPartition(SOURCE, 1): 2}]
+    assert producer.started_for == 0  # the id of its lowest partition
+
+    producer.fail[1] = TransactionAborted("no")
+    first.absorb(_records(1, [b"b"]))
+    second.absorb(_records(2, [b"z"], partition=1))
+    await _until_begun(producer, 2)
+    producer.gates[1].set()
+    assert await first.flush() is Outcome.ABORTED
+    assert second.failure() is Outcome.ABORTED
+    assert _aborts(first) == 1  # one transaction aborted
+    assert producer.closed  # replaced before the next transaction
+    assert (first.next_offset, second.next_offset) == (1, 2)
+
+
+class RememberingProcessor(RecordingProcessor):
+    """Remembers each record's value in a state store (one changelog key per record)."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        super().__init__(timeline)
+        self.seen: StateStore[bytes] = StateStore("seen", Codec(bytes, bytes))
+        self.stores = (self.seen,)  # type: ignore[assignment]
+
+    def process(self, record: InputRecord, now: float, out: Collector) -> None:
+        super().process(record, now, out)
+        self.seen.put(str(record.offset), record.value or b"")
+
+
+async def test_records_processed_while_the_producer_starts_go_with_their_state_next(
+) -> None:
+    """The producer starts before the take: a transaction's state changes (step 2) are
+    those of the records it carries, never of records processed while it waited (their
+    state would commit ahead of their outputs)."""
+    timeline = Timeline()
+    topology = Topology(
+        consumer="typed", group_id="group", source_topic=SOURCE, output_topics=("out",),
+        dead_letter_topic="dlq", changelog_topic="changelog",
+        processor_factory=lambda partition: RememberingProcessor(timeline))
+    producer = GatedProducer(timeline)
+    starting = asyncio.Event()
+
+    async def slow_start(partition: int) -> GatedProducer:
+        await starting.wait()
+        producer.closed = False
+        return producer
+
+    committer = Committer(slow_start, ConsumerMetrics("typed", CollectorRegistry()))
+    processor = RememberingProcessor(timeline)
+    processor.seen.track_uncommitted()
+    task = StreamTask(topology, 0, committer, TaskState(processor, None), 0,
+                      metrics=ConsumerMetrics("typed", CollectorRegistry()),
+                      max_record_bytes=1_000_000)
+    task.absorb(_records(0, [b"a"]))
+    await asyncio.sleep(0.01)  # the committer waits for its producer
+    task.absorb(_records(1, [b"b"]))
+    starting.set()
+    await _until_begun(producer, 1)
+    producer.gates[0].set()
+    assert await task.flush() is Outcome.COMMITTED
+    assert producer.committed == [[b"a", b"b"]]  # both waited for the producer
+    assert sorted(producer.committed_state[0]) == [b"seen/0", b"seen/1"]
 
 
 def _aborts(task: StreamTask) -> float:

@@ -45,7 +45,7 @@ from symfonic_stream.engine.bounded import BoundedEngine
 from symfonic_stream.engine.topology import RangeSource, Topology
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
-from symfonic_stream.kafka.producer import TaskProducer
+from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.kafka.specs import TopicSpec
 from symfonic_stream.models.names import ProjectionName, TopicNames
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -251,7 +251,7 @@ async def _until_readable(
     """A fresh InitProducerId per task returns once its last transaction's markers are
     written: then everything it committed is readable read_committed."""
     async def settle(partition: int) -> None:
-        producer = TaskProducer(settings, topology.transactional_id(partition), partition)
+        producer = ProcessProducer(settings, topology.transactional_id(partition))
         await producer.start()
         await producer.close()
 
