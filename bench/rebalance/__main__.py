@@ -33,7 +33,9 @@ def report(outcome: Outcome) -> str:
 
 def report_partitions(outcome: PartitionsOutcome) -> str:
     return (f"{outcome.partitions} partitions, one instance: first output "
-            f"{outcome.first_output_s:.2f} s after start; at {outcome.rate:.0f} events/s, "
+            f"{outcome.first_output_s:.2f} s after start, "
+            f"{outcome.first_output_s - outcome.assigned_s:.2f} s after its partitions were "
+            f"assigned; at {outcome.rate:.0f} events/s, "
             f"{outcome.transactions_per_s:.1f} transactions/s")
 
 

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 NewProducer = Callable[[int], Awaitable[ProcessProducer]]
 
 
-class StreamTask(Committing, Protocol):
+class PendingTask(Committing, Protocol):
     """What the committer needs of a task (``engine/task.py``)."""
 
     @property
@@ -71,12 +71,12 @@ class Committer:
         self._member = member
         self._on_taken = on_taken  # set when it takes (room to fetch more)
         self.producer: ProcessProducer | None = None
-        self._waiting: dict[TopicPartition, StreamTask] = {}  # tasks with something pending
+        self._waiting: dict[TopicPartition, PendingTask] = {}  # tasks with something pending
         self._in_flight: frozenset[TopicPartition] = frozenset()
         self._run: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()  # cuts a linger short
 
-    def pending(self, task: StreamTask) -> None:
+    def pending(self, task: PendingTask) -> None:
         """``task`` has something pending (again): commit it with the next transaction."""
         self._waiting.setdefault(task.tp, task)
         if task.pending_records >= self._max_records:
@@ -90,15 +90,15 @@ class Committer:
         """End a linger now (the engine stopped fetching, or a partition is given back)."""
         self._wake.set()
 
-    def carries(self, task: StreamTask) -> bool:
+    def carries(self, task: PendingTask) -> bool:
         """Whether the transaction in flight carries what ``task`` processed."""
         return task.tp in self._in_flight
 
-    def waits_for(self, task: StreamTask) -> bool:
+    def waits_for(self, task: PendingTask) -> bool:
         """Whether ``task`` has something pending here or in flight."""
         return task.tp in self._waiting or self.carries(task)
 
-    def forget(self, task: StreamTask) -> None:
+    def forget(self, task: PendingTask) -> None:
         """``task`` dropped what was pending (a failure): room to fetch again."""
         self._waiting.pop(task.tp, None)
         if self._on_taken is not None:
@@ -164,7 +164,7 @@ class Committer:
                 await self._drop_producer()
         self._wake.clear()  # (a hurry is for what was pending then)
 
-    async def _start_producer(self, tasks: Iterable[StreamTask]) -> bool:
+    async def _start_producer(self, tasks: Iterable[PendingTask]) -> bool:
         """A usable producer, started with the id of the lowest of ``tasks``' partitions
         when there is none; False when it could not be started."""
         if self.producer is not None and self.producer.usable:
