@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from types import UnionType
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -65,14 +66,19 @@ def _shorten_add_partitions_retry() -> None:
     aiokafka_sender.BACKOFF_OVERRIDE = ADD_PARTITIONS_RETRY_S
 
 
-def is_fenced(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) says a newer producer took over the id."""
+def _caused_by(exc: BaseException, kinds: type[BaseException] | UnionType) -> bool:
+    """Whether ``exc``, or what caused it, is one of ``kinds``."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, ProducerFenced | InvalidProducerEpoch):
+        if isinstance(seen, kinds):
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+def is_fenced(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says a newer producer took over the id."""
+    return _caused_by(exc, ProducerFenced | InvalidProducerEpoch)
 
 
 def _consume_exception(future: asyncio.Future[Any]) -> None:
@@ -91,15 +97,6 @@ def _retrieve_parked_errors(producer: Any) -> None:
     for future in futures:
         if future is not None and future.done() and not future.cancelled():
             future.exception()
-
-
-def _generation_over(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, GenerationFenced):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
 
 
 class ProcessProducer:
@@ -185,7 +182,7 @@ class ProcessProducer:
             ) from exc
         log.warning("transaction aborted",
                     extra={"transactional_id": self.transactional_id, "error": repr(exc)})
-        if _generation_over(exc):  # aborted, but the partitions are another member's now
+        if _caused_by(exc, GenerationFenced):  # aborted; the partitions are another's now
             raise ProducerUnusable(f"the group's generation is over: {exc}", fenced=True) from exc
         return TransactionAborted(f"transaction of {self.transactional_id} aborted")
 
