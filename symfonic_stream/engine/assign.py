@@ -5,7 +5,7 @@ under its lock):
 
 1. **fence**: InitProducerId of the partition's transactional id
    (:mod:`symfonic_stream.kafka.id_fencing`): a process that died holding the partition
-   wrote through the id of its lowest partition, and its open transaction is aborted by
+   wrote through the id of one of its partitions, and its open transaction is aborted by
    whoever is assigned that one. A zombie that still runs is fenced by its generation
    (commit step 6), which the group ended before assigning the partition here.
 2. **wait for stable offsets**: the group's committed offsets, asked with

@@ -1,4 +1,4 @@
-"""One stream task: an input partition the engine owns, its processor, stores and producer.
+"""One stream task: an input partition the engine owns, its processor and its stores.
 
 Records are processed as soon as they are fetched (:meth:`StreamTask.absorb`) into what is
 *pending*; the process's *committer* (``engine/committer.py``) takes what every task has

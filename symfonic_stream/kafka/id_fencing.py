@@ -1,13 +1,14 @@
 """Fencing by transactional id, without a producer: one InitProducerId per id.
 
 A process writes through one transactional producer (``kafka/producer.py``), whose id is
-that of its lowest input partition (``Topology.transactional_id``). A process that dies
+that of one of its input partitions (``Topology.transactional_id``; the lowest in the first
+transaction the producer writes). A process that dies
 mid-transaction leaves that transaction open, and every partition it wrote to is held back
 from ``read_committed`` readers until the transaction times out (a minute by default) or
 somebody bumps the id's epoch. So whoever is assigned a partition bumps the epoch of the
 partition's id first: InitProducerId aborts what that id left open, and answers only once
-it is aborted. The dead process's id is its lowest partition's, which somebody is assigned
-next; a live process's producer is never fenced this way, since only the owner of a
+it is aborted. The dead process's id is one of its partitions', which somebody is
+assigned next; a live process's producer is never fenced this way, since only the owner of a
 partition fences its id, and a process closes its producer when its partitions are revoked.
 
 A full producer per id (what the engine did before) costs a connection, a metadata round and
