@@ -139,6 +139,7 @@ class Settings(BaseSettings):
     group_offset_interval_ms: int = Field(1000, ge=0)
     state_keep_s: float = Field(900.0, ge=0)
     state_dir: Path | None = None
+    state_cache_keys: int = Field(100_000, ge=0)
     group_instance_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$")
     compression: Compression = "none"
     event_loop: EventLoop = "uvloop"

@@ -26,8 +26,12 @@ def report(outcome: Outcome) -> str:
     lines.append(f"\n{outcome.runs:,} runs on {outcome.partitions} partitions, "
                  f"{outcome.instances} instances (+1 joining), persistent store "
                  f"{'on' if outcome.state_dir else 'off'}, static membership "
-                 f"{'on' if outcome.static else 'off'}: runs differing from the reference "
-                 f"**{outcome.runs_differing:,}** {outcome.example}")
+                 f"{'on' if outcome.static else 'off'}, cache keys "
+                 f"{'default' if outcome.cache_keys is None else outcome.cache_keys}: "
+                 f"runs differing from the reference **{outcome.runs_differing:,}** "
+                 f"{outcome.example}")
+    for tag, (now, peak) in sorted(outcome.rss_mib.items()):
+        lines.append(f"- {tag}: RSS {now:.0f} MiB with every run open (peak {peak:.0f} MiB)")
     return "\n".join(lines)
 
 
@@ -49,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="how long the deployment runs after each event")
     parser.add_argument("--state-dir", action="store_true",
                         help="each instance keeps its state on disk (SYMFONIC_STATE_DIR)")
+    parser.add_argument("--cache-keys", type=int, metavar="N",
+                        help="with --state-dir: SYMFONIC_STATE_CACHE_KEYS (values per store "
+                             "and partition kept in memory; 0: all, loaded at start)")
     parser.add_argument("--static", action="store_true",
                         help="static group membership (SYMFONIC_GROUP_INSTANCE_ID per instance)")
     parser.add_argument("--partitions-only", type=int, metavar="N",
@@ -66,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         state_dir = log_dir / "state" if args.state_dir else None
         outcome = asyncio.run(scale(base, args.runs, args.partitions, args.instances,
-                                    args.hold_s, log_dir, state_dir, args.static))
+                                    args.hold_s, log_dir, state_dir, args.static,
+                                    args.cache_keys))
         print(report(outcome))
         figures, ok = asdict(outcome), outcome.runs_differing == 0
     if args.json:

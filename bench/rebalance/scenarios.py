@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.consumers import Consumer
@@ -57,6 +58,10 @@ class Outcome:
     runs_differing: int = -1
     example: str = ""
     seconds: float = 0.0
+    #: ``SYMFONIC_STATE_CACHE_KEYS`` (None: the default).
+    cache_keys: int | None = None
+    #: Per live instance, with every run still open: (RSS, peak RSS) in MiB.
+    rss_mib: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def metric_sum(consumer: Consumer, name: str) -> float:
@@ -90,9 +95,10 @@ class Deployment:
     """The typed projector's instances of one run, on its own topic prefix."""
 
     def __init__(self, settings: Settings, log_dir: Path, state_dir: Path | None,
-                 static: bool = False) -> None:
+                 static: bool = False, cache_keys: int | None = None) -> None:
         self.settings = settings
         self._static = static
+        self._cache_keys = cache_keys
         self.names = TopicNames(settings.topic_prefix)
         self._log_dir = log_dir
         self._state_dir = state_dir
@@ -104,6 +110,8 @@ class Deployment:
         instance.log_path = self._log_dir / f"{self.settings.topic_prefix}-typed-{tag}.log"
         if self._state_dir is not None:  # a folder of its own, as a pod's volume is
             instance.env["SYMFONIC_STATE_DIR"] = str(self._state_dir / tag)
+            if self._cache_keys is not None:
+                instance.env["SYMFONIC_STATE_CACHE_KEYS"] = str(self._cache_keys)
         if self._static:  # its name, as a pod's
             instance.env["SYMFONIC_GROUP_INSTANCE_ID"] = tag
         self.live[tag] = instance.start()
@@ -137,6 +145,15 @@ class Deployment:
         """SIGKILL an instance and start another in its place (its folder too)."""
         self.kill(tag)
         return self.start(tag)
+
+    def memory(self) -> dict[str, tuple[float, float]]:
+        """Each live instance's RSS now and its peak, in MiB."""
+        found = {}
+        for tag, instance in self.live.items():
+            peak = instance.sample_rss()
+            now = psutil.Process(instance.pid).memory_info().rss
+            found[tag] = (round(now / 2**20, 1), round(peak / 2**20, 1))
+        return found
 
     def stop_all(self) -> None:
         for tag in list(self.live):
@@ -178,13 +195,15 @@ async def _timed(deployment: Deployment, event: Event, act: Callable[[], object]
 
 
 async def scale(base: Settings, runs: int, partitions: int, instances: int, hold_s: float,
-                log_dir: Path, state_dir: Path | None, static: bool) -> Outcome:
+                log_dir: Path, state_dir: Path | None, static: bool,
+                cache_keys: int | None = None) -> Outcome:
     """The whole run: load, events, close, check (the package's docstring)."""
     settings = prefix_settings(base, f"rb{uuid.uuid4().hex[:8]}", partitions)
-    outcome = Outcome(runs, partitions, instances, state_dir is not None, static)
+    outcome = Outcome(runs, partitions, instances, state_dir is not None, static,
+                      cache_keys=cache_keys)
     started = time.monotonic()
     await create_topics(settings)
-    deployment = Deployment(settings, log_dir, state_dir, static)
+    deployment = Deployment(settings, log_dir, state_dir, static, cache_keys)
     probes = Probes(settings, deployment.names)
     try:
         say(f"publishing {runs:,} open runs over {partitions} partitions")
@@ -202,11 +221,16 @@ async def scale(base: Settings, runs: int, partitions: int, instances: int, hold
             await _timed(deployment, Event("kill-restart"), lambda: deployment.replace("i0"),
                          hold_s),
         ]
+        outcome.rss_mib = deployment.memory()  # (every run still open)
         say("closing every run")
+        # The last event's window ends here: a million closing events, which the probes
+        # then wait behind, are not its stall (until this was fixed, its figures included
+        # them: every partition, the survivor's too, seemed to stall 4-7 s).
+        closing_at = time.time()
         await publish(settings, closing(runs))
         await caught_up(settings, deployment.names, within=3600)
         await probes.stop()
-        ends = [e.at for e in outcome.events[1:]] + [time.time()]
+        ends = [e.at for e in outcome.events[1:]] + [closing_at]
         for event, end in zip(outcome.events, ends, strict=True):
             event.stall_s = probes.stalls(event.at, end)
             event.outputs_before = probes.rate(event.at - RATE_WINDOW_S, event.at)

@@ -84,7 +84,13 @@ def open_state(settings: Settings, topology: Topology, tp: TopicPartition
     if start is None:  # nothing there, or nothing to trust: begin it afresh
         disk.destroy()
         disk = DiskState.open(folder, str(tp.partition))
-    else:
+        if disk is None:
+            return state, None
+    if settings.state_cache_keys > 0:  # values on disk (state/cached.py): nothing loaded
+        disk.attach(state.stores, settings.state_cache_keys)
+        log.info("state opened on its persistent store (values on disk)",
+                 extra={"partition": tp.partition, "checkpoint": start})
+    elif start is not None:
         loaded = disk.load(state.stores)
         log.info("state loaded from its persistent store",
                  extra={"partition": tp.partition, "records": loaded, "checkpoint": start})

@@ -236,13 +236,19 @@ class StreamTask:
         """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
         telling the group so; ``changelog_offset``: its ``changes`` to the changelog are
         before it) committed."""
+        written = changelog_offset is not None and self.disk is not None and bool(changes)
+        if written:  # (before the stores learn it committed: values on disk are read there)
+            assert self.disk is not None and changes is not None
+            self.disk.records(changes)
         for store in self.stores:
             store.committed()
         if changelog_offset is not None:
             self.changelog_offset = max(self.changelog_offset or 0, changelog_offset)
-            if self.disk is not None and changes:
-                self.disk.records(changes)
+            if written:
+                assert self.disk is not None
                 self.disk.mark(self.changelog_offset)
+        for store in self.stores:  # (once the database holds the commit: state/cached.py)
+            store.evict()
         if next_offset is None:
             return
         if self._failure is None:  # records got past whatever failed before

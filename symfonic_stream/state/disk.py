@@ -19,8 +19,14 @@ Why it may be thrown away: a database not written for longer than :data:`MAX_AGE
 might miss a tombstone the changelog's compaction has since removed (Kafka keeps them
 ``delete.retention.ms``, a day by default); one whose checkpoint lies before the
 changelog's start offset misses records. Either is deleted and the partition restored
-whole. Values live in memory while the partition is owned, as with the in-memory store:
-what the disk saves is the restore, not the memory.
+whole.
+
+What it saves depends on ``SYMFONIC_STATE_CACHE_KEYS``. At 0, values live in memory while
+the partition is owned, as with the in-memory store: the database is loaded into them at
+start, and what it saves is the restore, not the memory. Above 0, the values live here and
+each store keeps at most that many of them decoded in memory (:mod:`.cached`): state larger
+than memory, and a start that loads nothing (the processor's ``restored`` still walks the
+values, reading them from here). The checkpoint then also keeps each store's key count.
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from symfonic_stream.state.cached import DiskValues
 from symfonic_stream.state.store import StateStore, restore_record
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,19 @@ CHECKPOINT = b"\x00checkpoint"
 MAX_AGE_S = 12 * 3600.0
 #: Records buffered before they are written (without a checkpoint) during a long read.
 WRITE_EVERY = 20_000
+
+
+#: Each database's memtable (RocksDB flushes it to a file when full).
+WRITE_BUFFER_BYTES = 4 * 2**20
+#: The block cache every database of the process shares.
+BLOCK_CACHE_BYTES = 32 * 2**20
+_shared_cache: list[Any] = []
+
+
+def _block_cache(rocksdict: Any) -> Any:
+    if not _shared_cache:
+        _shared_cache.append(rocksdict.Cache(BLOCK_CACHE_BYTES))
+    return _shared_cache[0]
 
 
 class StateDirError(Exception):
@@ -80,7 +100,18 @@ class DiskState:
         rocksdict = _rocksdict()
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True))
+        options = rocksdict.Options(raw_mode=True)
+        # What RocksDB itself holds in memory, bounded per process, not per partition: its
+        # defaults (a 64 MiB memtable, two of them, and an 8 MiB block cache per database)
+        # would make 12 partitions up to 1.6 GiB. A commit writes kilobytes.
+        options.set_write_buffer_size(WRITE_BUFFER_BYTES)
+        table = rocksdict.BlockBasedOptions()
+        table.set_bloom_filter(10, False)  # a new run's first read misses without a block read
+        table.set_block_cache(_block_cache(rocksdict))
+        options.set_block_based_table_factory(table)
+        self._db = rocksdict.Rdict(str(path), options)
+        self._views: dict[str, DiskValues[Any]] = {}
+        self._counts: dict[str, int] = {}  # each store's keys, as the checkpoint says
         self._write_options = rocksdict.WriteOptions()  # the WAL on: a SIGKILL loses nothing
         self._batch = rocksdict.WriteBatch(raw_mode=True)
         self._pending = 0
@@ -105,11 +136,38 @@ class DiskState:
         if raw is None:
             return None
         saved = orjson.loads(raw)
+        self._counts = saved.get("counts", {})
         if time.time() - float(saved["at"]) > MAX_AGE_S:
             log.info("persistent state is too old to trust; restoring from the changelog",
                      extra={"path": str(self.path), "age_s": round(time.time() - saved["at"])})
             return None
         return int(saved["offset"])
+
+    def attach(self, stores: Iterable[StateStore[Any]], limit: int) -> None:
+        """Values on disk: each store reads its values from here, caching ``limit``."""
+        for store in stores:
+            store.back_with(self, limit, self._counts.get(store.name))
+            assert store.on_disk is not None
+            self._views[store.name] = store.on_disk
+
+    def get(self, key: bytes) -> bytes | None:
+        value: bytes | None = self._db.get(key)
+        return value
+
+    def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every record whose key begins with ``prefix``, in key order."""
+        for key, value in self._db.items(from_key=prefix):
+            if not key.startswith(prefix):
+                return
+            yield key, value
+
+    def count(self, prefix: bytes) -> int:
+        counted = 0
+        for key in self._db.keys(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            counted += 1
+        return counted
 
     def load(self, stores: Iterable[StateStore[Any]]) -> int:
         """Every record into ``stores``; how many."""
@@ -135,8 +193,14 @@ class DiskState:
             self.record(key, value)
 
     def mark(self, offset: int) -> None:
-        """The stores hold everything before ``offset``: written with what is buffered."""
-        self._batch.put(CHECKPOINT, orjson.dumps({"offset": offset, "at": time.time()}))
+        """The stores hold everything before ``offset``: written with what is buffered (and
+        each store's key count, with values on disk)."""
+        saved: dict[str, Any] = {"offset": offset, "at": time.time()}
+        if self._views:
+            if any(view.recount for view in self._views.values()):
+                self._write()  # (counted from the database: a checkpoint after it is safe)
+            saved["counts"] = {name: view.written() for name, view in self._views.items()}
+        self._batch.put(CHECKPOINT, orjson.dumps(saved))
         self._write()
 
     def _write(self) -> None:

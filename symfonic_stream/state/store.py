@@ -25,6 +25,11 @@ more :class:`StateStore` s, as Kafka Streams' key-value stores with a changelog:
 
 Several stores of one task share its changelog partition: every key carries its store's
 prefix (``<name>/``), so no store can read another's record, whatever the key holds.
+
+**Values on disk.** With a persistent store and ``SYMFONIC_STATE_CACHE_KEYS``, the engine
+gives each store its partition's database (:meth:`StateStore.back_with`): the values then
+live there and the store holds a bounded cache of them (:mod:`.cached`); the rules above
+are unchanged.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from symfonic_stream.state.cached import Backing, DiskValues
 
 V = TypeVar("V")
 
@@ -55,6 +62,9 @@ class Codec(Generic[V]):
 
     encode: Callable[[V], bytes]
     decode: Callable[[bytes], V]
+    #: A value that must stay in memory while it answers True (it holds what its encoding
+    #: does not: the ordering guard's buffered events), when values live on disk.
+    keep: Callable[[V], bool] | None = None
 
 
 class StateStore(Generic[V]):
@@ -66,7 +76,8 @@ class StateStore(Generic[V]):
         self.name = name
         self.prefix = f"{name}/".encode()
         self._codec = codec
-        self._values: dict[str, V] = {}
+        self._values: dict[str, V] | DiskValues[V] = {}
+        self._on_disk: DiskValues[V] | None = None
         self._dirty: set[str] = set()
         # Deadlines: the current one per key, and a heap that may hold stale entries.
         self._deadline: dict[str, float] = {}
@@ -90,10 +101,27 @@ class StateStore(Generic[V]):
     def __len__(self) -> int:
         return len(self._values)
 
-    def items(self) -> list[tuple[str, V]]:
-        """Every key and value, in the order the keys were first put (a snapshot for
-        reading: ``get`` a value before changing it)."""
-        return list(self._values.items())
+    def items(self) -> Iterator[tuple[str, V]]:
+        """Every key and value, in the order the keys were first put (values on disk: the
+        database's in key order, then the new ones). For reading: ``get`` a value before
+        changing it; keys may be put or deleted meanwhile."""
+        if self._on_disk is None:
+            assert isinstance(self._values, dict)
+            return iter(list(self._values.items()))  # (a snapshot: keys change meanwhile)
+        return self._on_disk.items([*self._dirty, *self._images, *self._images_taken])
+
+    def back_with(self, backing: Backing, limit: int, count: int | None) -> None:
+        """Values on disk from now on, at most ``limit`` of them cached (``count``: how many
+        keys the database holds, None: count them)."""
+        if self._values:
+            raise RuntimeError(f"store {self.name!r}: values go to disk before any is kept")
+        self._tracking = True  # (what leaves the cache is known by its images)
+        self._values = self._on_disk = DiskValues(
+            backing, self.prefix, self._codec.decode, limit, self._codec.keep, count)
+
+    @property
+    def on_disk(self) -> DiskValues[V] | None:
+        return self._on_disk
 
     def put(self, key: str, value: V) -> None:
         if self._tracking and key not in self._images:
@@ -129,6 +157,11 @@ class StateStore(Generic[V]):
             encoded = None if value is None else encode(value)
             changes[prefix + key.encode()] = encoded
             following[key] = encoded
+        if self._on_disk is not None:  # keys added minus keys deleted, from their images
+            images = self._images
+            self._on_disk.taken(sum(  # (a key only touched was there: no image, b"")
+                (following[key] is not None) - (images.get(key, b"") is not None)
+                for key in self._dirty))
         self._dirty.clear()
         if self._tracking:
             taken = self._images_taken
@@ -145,8 +178,20 @@ class StateStore(Generic[V]):
         self._images_taken = {}
 
     def committed(self) -> None:
-        """Commit step 8: the transaction's changes are the changelog's; its images go."""
+        """Commit step 8: the transaction's changes are the changelog's (and the database's,
+        with values on disk); its images go."""
         self._images_taken = {}
+        if self._on_disk is not None:
+            self._on_disk.committed()
+
+    def evict(self) -> int:
+        """With values on disk, once the database holds the last commit: clean values out of
+        the cache, if it holds more than its limit; how many."""
+        if self._on_disk is None:
+            return 0
+        busy = self._dirty.__contains__ if not self._images else (
+            lambda key: key in self._dirty or key in self._images)
+        return self._on_disk.evict(busy)
 
     def roll_back(self) -> int:
         """Every key back to its value at the last commit; the keys put back.
@@ -158,11 +203,15 @@ class StateStore(Generic[V]):
         decode, values = self._codec.decode, self._values
         # The newest images first, so that each key ends at its oldest: the committed value.
         undone = {**self._images, **self._images_taken}
-        for key, image in undone.items():
-            if image is None:
-                values.pop(key, None)
-            else:
-                values[key] = decode(image)
+        if self._on_disk is not None:
+            self._on_disk.rolled_back({key: None if image is None else decode(image)
+                                       for key, image in undone.items()})
+        else:
+            for key, image in undone.items():
+                if image is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = decode(image)
         self._images, self._images_taken = {}, {}
         self._dirty.clear()
         self._deadline.clear()
@@ -180,7 +229,9 @@ class StateStore(Generic[V]):
     def restore(self, changelog_key: bytes, value: bytes | None) -> str:
         """Apply one changelog record of this store (``None``: a tombstone); its key."""
         key = changelog_key[len(self.prefix):].decode()
-        if value is None:
+        if self._on_disk is not None:  # the record is the database's (restoring.py)
+            self._on_disk.applied(key)
+        elif value is None:
             self._values.pop(key, None)
         else:
             self._values[key] = self._codec.decode(value)

@@ -1,7 +1,9 @@
 """Issue 36: the persistent store (``SYMFONIC_STATE_DIR``). A typed projector SIGKILLed in
-the middle of a transaction is replaced by one on the same folder: it loads its stores from
+the middle of a transaction is replaced by one on the same folder: it opens its stores on
 disk and reads only the changelog after their checkpoint, and every run ends exactly as the
-reference oracle projects it."""
+reference oracle projects it. Both ways of keeping values: on disk with a cache far smaller
+than the state (``SYMFONIC_STATE_CACHE_KEYS=20``: values leave memory and are read back),
+and all in memory, loaded from disk at start (``0``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
+import pytest
 
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.synthetic import RunShape, generate_run
@@ -39,8 +42,12 @@ def _records(events: Sequence[Event]) -> list[tuple[bytes, bytes, list[tuple[str
     return [(str(e["run_id"]).encode(), orjson.dumps(e), []) for e in events]
 
 
+@pytest.mark.parametrize(("cache_keys", "opened"), [
+    (20, "state opened on its persistent store (values on disk)"),
+    (0, "state loaded from its persistent store"),
+])
 async def test_a_restart_after_a_kill_mid_transaction_reads_only_the_changelogs_tail(
-    bootstrap_servers: str, prefix: str, tmp_path: Path
+    bootstrap_servers: str, prefix: str, tmp_path: Path, cache_keys: int, opened: str
 ) -> None:
     await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
@@ -50,8 +57,10 @@ async def test_a_restart_after_a_kill_mid_transaction_reads_only_the_changelogs_
     runs = [generate_run(rng, f"disk-{n:04d}", shape=shape) for n in range(RUNS)]
     opening, rest = [r[0] for r in runs], [e for r in runs for e in r[1:]]
     folder = tmp_path / "state"
-    first = ConsumerProcess("typed", prefix, tmp_path, name="-first", state_dir=folder)
-    second = ConsumerProcess("typed", prefix, tmp_path, name="-second", state_dir=folder)
+    first = ConsumerProcess("typed", prefix, tmp_path, name="-first", state_dir=folder,
+                            state_cache_keys=cache_keys)
+    second = ConsumerProcess("typed", prefix, tmp_path, name="-second", state_dir=folder,
+                             state_cache_keys=cache_keys)
     try:
         await first.start().wait_ready()
         await produce(source, _records(opening))
@@ -63,7 +72,7 @@ async def test_a_restart_after_a_kill_mid_transaction_reads_only_the_changelogs_
         await feeding
         await wait_caught_up(group, source, within=120)
         restored = await metric_value(second, RESTORED)
-        assert "state loaded from its persistent store" in second.log(tail=400)
+        assert opened in second.log(tail=400)
     finally:
         first.stop()
         second.stop()

@@ -316,6 +316,7 @@ SYMFONIC_GROUP_OFFSET_INTERVAL_MS: {{ $v.engine.groupOffsetIntervalMs | int64 | 
 SYMFONIC_STATE_KEEP_S: {{ $v.engine.stateKeepS | toString | quote }}
 {{- if ne $v.engine.stateStore "memory" }}
 SYMFONIC_STATE_DIR: {{ include "symfonic-stream.stateDir" . | quote }}
+SYMFONIC_STATE_CACHE_KEYS: {{ $v.engine.stateCacheKeys | int64 | toString | quote }}
 {{- end }}
 SYMFONIC_COMPRESSION: {{ $v.engine.compression | quote }}
 SYMFONIC_EVENT_LOOP: {{ $v.engine.eventLoop | quote }}

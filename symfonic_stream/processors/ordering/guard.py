@@ -83,7 +83,9 @@ class GuardLimits:
 
 
 #: How a run's state, and a buffered event, travel in the changelog (:mod:`.run_state`).
-RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run)
+#: A run with events buffered stays in memory when values live on disk: its ``buffer``
+#: is not in its record (``state/cached.py``).
+RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run, keep=lambda run: bool(run.buffer))
 PENDING_CODEC: Codec[Pending] = Codec(encode_pending, decode_pending)
 
 

@@ -1,0 +1,148 @@
+"""Values on disk (``state/cached.py``): a store whose values live in its partition's
+RocksDB database, with a cache of a few, behaves as the in-memory store does.
+
+The oracle is the in-memory :class:`StateStore` driven through the same operations and the
+same commit cycle (step 2, more work while the transaction is out, then it commits or
+aborts), with the engine's order at step 8: the database written, the stores told, the
+checkpoint, the eviction (``engine/task.py``, ``StreamTask.committed``)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from symfonic_stream.state.disk import DiskState
+from symfonic_stream.state.store import Codec, StateStore
+
+Value = dict[str, int]
+JSON: Codec[Value] = Codec(orjson.dumps, orjson.loads)
+KEPT: Codec[Value] = Codec(orjson.dumps, orjson.loads, keep=lambda value: value["n"] < 0)
+KEYS = [f"run-{i}" for i in range(40)]
+
+
+class Pair:
+    """The same store twice: in memory (the oracle) and on disk with a cache of ``limit``."""
+
+    def __init__(self, folder: Path, limit: int, codec: Codec[Value] = JSON) -> None:
+        self.memory = StateStore("run", codec)
+        self.memory.track_uncommitted()
+        self.disk = DiskState(folder / "0")
+        self.store = StateStore("run", codec)
+        self.disk.attach([self.store], limit)
+        self.offset = 0
+        self._changes: dict[bytes, bytes | None] | None = None
+
+    def both(self, op: str, key: str, n: int = 0) -> None:
+        for store in (self.memory, self.store):
+            if op == "put":
+                store.put(key, {"n": n})
+            elif op == "delete":
+                store.delete(key)
+            elif op == "bump":  # a value changed in place, as processors do
+                value = store.get(key)
+                if value is not None:
+                    value["n"] += 1
+                    store.touch(key)
+            else:
+                store.get(key)
+
+    def take(self) -> None:
+        """Commit step 2 of both."""
+        self._changes, oracle = {}, {}
+        self.store.write_changes(self._changes)
+        self.memory.write_changes(oracle)
+        assert self._changes == oracle
+
+    def end(self, committed: bool) -> None:
+        """Step 8, or the abort's roll back."""
+        assert self._changes is not None
+        if not committed:
+            assert self.store.roll_back() == self.memory.roll_back()
+        else:
+            self.offset += len(self._changes) + 1
+            self.disk.records(self._changes)
+            self.store.committed()
+            self.memory.committed()
+            self.disk.mark(self.offset)
+            self.store.evict()
+        self._changes = None
+
+    def agree(self) -> None:
+        assert dict(self.store.items()) == dict(self.memory.items())
+        assert [self.store.get(key) for key in KEYS] == [self.memory.get(key) for key in KEYS]
+
+
+def test_random_work_commits_and_aborts_agree_with_the_in_memory_store(tmp_path: Path) -> None:
+    rng = random.Random(36)
+    pair = Pair(tmp_path, limit=5)
+    for round_ in range(300):
+        for _ in range(rng.randint(0, 12)):
+            pair.both(rng.choice(["put", "delete", "bump", "get"]), rng.choice(KEYS), round_)
+        pair.take()
+        for _ in range(rng.randint(0, 6)):  # while the transaction is out
+            pair.both(rng.choice(["put", "delete", "bump", "get"]), rng.choice(KEYS), -round_)
+        pair.agree()
+        pair.end(committed=rng.random() > 0.2)
+        pair.agree()
+    for _ in range(2):  # nothing read or written since: every value is clean
+        pair.take()
+        pair.end(committed=True)
+    assert len(pair.store) == len(pair.memory)  # counted from the commits' images
+    assert pair.store.on_disk is not None and pair.store.on_disk.cached <= 5
+    assert not pair.store.on_disk.deleted  # every tombstone reached the database
+
+
+def test_a_restart_reads_values_from_disk_and_loads_none(tmp_path: Path) -> None:
+    pair = Pair(tmp_path, limit=3)
+    for i, key in enumerate(KEYS[:20]):
+        pair.both("put", key, i)
+    pair.take()
+    pair.end(committed=True)
+    pair.both("delete", KEYS[0])
+    pair.take()
+    pair.end(committed=True)
+    pair.disk.close()
+
+    disk = DiskState(tmp_path / "0")
+    assert disk.checkpoint() == pair.offset
+    store = StateStore("run", JSON)
+    disk.attach([store], 3)
+    assert store.on_disk is not None and store.on_disk.cached == 0
+    assert len(store) == 19  # from the checkpoint, not counted
+    assert store.get(KEYS[0]) is None and store.get(KEYS[7]) == {"n": 7}
+    assert dict(store.items()) == dict(pair.memory.items())
+
+
+def test_a_value_the_codec_keeps_is_never_evicted(tmp_path: Path) -> None:
+    pair = Pair(tmp_path, limit=2, codec=KEPT)
+    pair.both("put", "held", -1)  # (kept while n < 0: as a run with events buffered)
+    held = pair.store.get("held")
+    for i, key in enumerate(KEYS[:10]):
+        pair.both("put", key, i)
+    for _ in range(3):  # its image and dirtiness gone: only the codec keeps it
+        pair.take()
+        pair.end(committed=True)
+    assert pair.store.get("held") is held
+    pair.agree()
+
+
+def test_restored_records_go_to_disk_and_the_count_is_taken_at_the_checkpoint(
+        tmp_path: Path) -> None:
+    disk = DiskState(tmp_path / "0")
+    store = StateStore("run", JSON)
+    disk.attach([store], 2)
+    records: list[tuple[bytes, bytes | None]] = [
+        (f"run/{key}".encode(), orjson.dumps({"n": i})) for i, key in enumerate(KEYS[:6])]
+    records.append((b"run/run-1", None))
+    for key, value in records:  # as state/restore.py hands them: the mirror, then the store
+        disk.record(key, value)
+        store.restore(key, value)
+    disk.mark(len(records))
+    assert len(store) == 5
+    assert store.get("run-1") is None and store.get("run-5") == {"n": 5}
+    assert sorted(key for key, _ in store.items()) == sorted(KEYS[:6][:1] + KEYS[2:6])
+    saved: Any = orjson.loads(disk.get(b"\x00checkpoint") or b"{}")
+    assert saved["counts"] == {"run": 5}
