@@ -41,6 +41,8 @@ class Backing(Protocol):
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
+    def keys(self, prefix: bytes) -> Iterator[bytes]: ...
+
     def count(self, prefix: bytes) -> int: ...
 
 
@@ -109,6 +111,23 @@ class DiskValues(Generic[V]):
             value = cache.get(key)
             if value is not None:
                 yield key, value
+
+    def keys(self, uncommitted: Iterable[str]) -> list[str]:
+        """Every key now: the database's in key order, then those only cached."""
+        cache, deleted, start = self._cache, self.deleted, len(self._prefix)
+        found = [key for key in (raw[start:].decode() for raw in self._backing.keys(self._prefix))
+                 if key not in deleted]
+        on_disk = set(found) if uncommitted else set()
+        found.extend(key for key in uncommitted if key in cache and key not in on_disk)
+        return found
+
+    def peek(self, key: str) -> V | None:
+        """The value now, not cached if it was not (a walk over every key reads each once)."""
+        value = self._cache.get(key)
+        if value is not None or key in self.deleted:
+            return value
+        raw = self._backing.get(self._prefix + key.encode())
+        return None if raw is None else self._decode(raw)
 
     # -- the commit ------------------------------------------------------------------------
 

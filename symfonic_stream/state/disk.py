@@ -161,13 +161,14 @@ class DiskState:
                 return
             yield key, value
 
-    def count(self, prefix: bytes) -> int:
-        counted = 0
+    def keys(self, prefix: bytes) -> Iterator[bytes]:
         for key in self._db.keys(from_key=prefix):
             if not key.startswith(prefix):
-                break
-            counted += 1
-        return counted
+                return
+            yield key
+
+    def count(self, prefix: bytes) -> int:
+        return sum(1 for _ in self.keys(prefix))
 
     def load(self, stores: Iterable[StateStore[Any]]) -> int:
         """Every record into ``stores``; how many."""

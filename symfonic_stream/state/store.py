@@ -110,6 +110,20 @@ class StateStore(Generic[V]):
             return iter(list(self._values.items()))  # (a snapshot: keys change meanwhile)
         return self._on_disk.items([*self._dirty, *self._images, *self._images_taken])
 
+    def keys(self) -> list[str]:
+        """Every key now (a snapshot: a walk spread over many loop turns ``peek`` s each)."""
+        if self._on_disk is None:
+            assert isinstance(self._values, dict)
+            return list(self._values)
+        return self._on_disk.keys([*self._dirty, *self._images, *self._images_taken])
+
+    def peek(self, key: str) -> V | None:
+        """``key``'s value now, for reading only: no before-image is kept, and a value on
+        disk is not cached (so never change what it returns)."""
+        if self._on_disk is None:
+            return self._values.get(key)
+        return self._on_disk.peek(key)
+
     def back_with(self, backing: Backing, limit: int, count: int | None) -> None:
         """Values on disk from now on, at most ``limit`` of them cached (``count``: how many
         keys the database holds, None: count them)."""

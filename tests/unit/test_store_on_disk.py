@@ -14,13 +14,26 @@ from typing import Any
 
 import orjson
 
+from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.ordering.run_state import (
+    Pending,
+    RunState,
+    RunStatus,
+    encode_pending,
+    encode_run,
+    pending_key,
+)
+from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 from symfonic_stream.state.disk import DiskState
-from symfonic_stream.state.store import Codec, StateStore
+from symfonic_stream.state.store import Codec, StateStore, restore_record
 
 Value = dict[str, int]
 JSON: Codec[Value] = Codec(orjson.dumps, orjson.loads)
 KEPT: Codec[Value] = Codec(orjson.dumps, orjson.loads, keep=lambda value: value["n"] < 0)
 KEYS = [f"run-{i}" for i in range(40)]
+NAMES = TopicNames("symfonic")
 
 
 class Pair:
@@ -146,3 +159,64 @@ def test_restored_records_go_to_disk_and_the_count_is_taken_at_the_checkpoint(
     assert sorted(key for key, _ in store.items()) == sorted(KEYS[:6][:1] + KEYS[2:6])
     saved: Any = orjson.loads(disk.get(b"\x00checkpoint") or b"{}")
     assert saved["counts"] == {"run": 5}
+
+
+# -- the ordering guard's restore with its runs on disk -------------------------------------
+
+def _guard_records() -> list[tuple[bytes, bytes]]:
+    """Open, paused and closed runs, and one event buffered behind a hole, as the guard's
+    stores write them."""
+    records: list[tuple[bytes, bytes]] = []
+    for n in range(3000):
+        state = RunState(next_index=3, next_seq=4, touched_at=1000.0 + n, last_ts=5.0)
+        if n % 7 == 0:
+            state.status, state.pause_expires_at = RunStatus.PAUSED, 9000.0 + n
+        if n % 11 == 0:
+            state.status, state.closed_at = RunStatus.CLOSED, 2000.0 + n
+        records.append((f"run/run-{n:05d}".encode(), encode_run(state)))
+    value = orjson.dumps({"run_id": "run-00001", "index": 5, "kind": "text_delta",
+                          "timestamp": 1.0})
+    pending = Pending(InputRecord(NAMES.agent_events, 0, 9, b"run-00001", value), 1500.0, 1.0)
+    records.append((b"buf/" + pending_key("run-00001", 5).encode(), encode_pending(pending)))
+    return records
+
+
+def _projector() -> ProjectorProcessor:
+    return ProjectorProcessor(PROJECTIONS["typed"], NAMES.stream_events,
+                              GuardLimits(punctuate_budget_s=0.002))
+
+
+def test_a_restore_on_disk_schedules_the_buffered_runs_first_and_every_run_by_punctuations(
+        tmp_path: Path) -> None:
+    records = _guard_records()
+    oracle = _projector()  # in memory: every deadline scheduled at restored()
+    for key, value in records:
+        restore_record(oracle.stores, key, value)
+    oracle.restored()
+    disk = DiskState(tmp_path / "0")
+    for key, value in records:
+        disk.record(key, value)
+    disk.mark(len(records))
+    processor = _projector()
+    disk.attach(processor.stores, 100)
+    processor.restored()
+    guard, runs = processor.guard, processor.guard.runs
+    assert guard.unscheduled is not None and guard.buffered == oracle.guard.buffered == 1
+    assert runs.deadline("run-00001") == oracle.guard.runs.deadline("run-00001")
+    assert runs.deadline("run-00002") is None  # left for the punctuations
+    event = orjson.dumps({"run_id": "run-00002", "index": 3, "kind": "text_delta",
+                          "timestamp": 1.0})
+    processor.process(InputRecord(NAMES.agent_events, 0, 10, b"run-00002", event), 50_000.0,
+                      Collector())  # an event meanwhile: the walk reads the run as it is now
+    punctuations = 0
+    while guard.unscheduled is not None:
+        processor.punctuate(0.0, Collector())  # (nothing is due at 0)
+        punctuations += 1
+    assert punctuations > 1  # a slice at a time
+    keys = [key.decode()[4:] for key, _ in records if key.startswith(b"run/")]
+    touched = runs.get("run-00002")
+    assert touched is not None and runs.deadline("run-00002") == guard.deadline(touched)
+    assert runs.deadline("run-00002") == 50_000.0 + guard.limits.run_idle_timeout_s
+    keys.remove("run-00002")
+    assert [runs.deadline(k) for k in keys] == [oracle.guard.runs.deadline(k) for k in keys]
+    assert processor.active_runs == oracle.active_runs == 3000

@@ -10,6 +10,7 @@ many runs come due at once.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 
 from symfonic_stream.engine.records import Collector
@@ -29,8 +30,12 @@ log = logging.getLogger(__name__)
 
 def punctuate(guard: OrderingGuard, now: float, out: Collector) -> None:
     """Fire what is due at ``now``, for at most the guard's time budget."""
-    runs = guard.runs
-    for run_id in within_budget(runs.due(now), guard.limits.punctuate_budget_s, out):
+    runs, budget = guard.runs, guard.limits.punctuate_budget_s
+    if guard.unscheduled is not None:  # deadlines a restore left for later: half the budget
+        began = time.perf_counter()
+        schedule_some(guard, budget / 2)
+        budget = max(budget / 2, budget - (time.perf_counter() - began))
+    for run_id in within_budget(runs.due(now), budget, out):
         run = runs.get(run_id)
         if run is not None:
             _expire_isolated(guard, run_id, run, now, out)
@@ -104,8 +109,15 @@ def evict(
 
 def restored(guard: OrderingGuard) -> None:
     """After a restore: buffered events back in their runs' buffers (oldest first), the
-    counts, and every run's deadline."""
+    counts, and every run's deadline.
+
+    With the runs on disk (``state/cached.py``) only the runs with events buffered are
+    scheduled here; every other run's deadline is scheduled afterwards, a slice at each
+    punctuation (:func:`schedule_some`): reading half a million runs back from the database
+    was most of a restart's time (docs/engine.md, "Values on disk"), and until its deadline
+    is scheduled a run only waits longer to be found idle."""
     runs, waiting = guard.runs, guard.waiting
+    buffered: dict[str, RunState] = {}
     for key, pending in sorted(waiting.items(), key=lambda item: item[1].arrived_at):
         run_id, index = split_pending_key(key)
         run = runs.get(run_id)
@@ -115,21 +127,61 @@ def restored(guard: OrderingGuard) -> None:
         if not run.buffer:
             run.buffer = {}  # its own, in place of the shared EMPTY_BUFFER
         run.buffer[index] = pending
+        buffered[run_id] = run
     guard.buffered = guard.buffered_bytes = 0
-    oldest: list[tuple[float, str]] = []
-    for run_id, run in runs.items():
-        if run.buffer:
-            for index, pending in run.buffer.items():
-                key = pending_key(run_id, index)
-                if key not in waiting:  # 0.x state: its buffer was in the run's record
-                    waiting.put(key, pending)
-            guard.buffered += len(run.buffer)
-            guard.buffered_bytes += sum(pending.size for pending in run.buffer.values())
-            oldest.append((_oldest_arrival(run), run_id))
-        due = guard.deadline(run)
-        if due is not None:
-            runs.schedule(run_id, due)
+    guard.unscheduled, guard.unscheduled_at = None, 0
+    on_disk = runs.on_disk is not None
+    oldest = [(_oldest_arrival(run), run_id)
+              for run_id, run in (buffered.items() if on_disk else runs.items())
+              if _restore_run(guard, run_id, run)]
     guard.waiting_runs = OrderedDict.fromkeys(run_id for _, run_id in sorted(oldest))
+    if on_disk:
+        guard.unscheduled = runs.keys()
+
+
+def schedule_some(guard: OrderingGuard, budget_s: float) -> None:
+    """Schedule the deadlines :func:`restored` left for later, for at most ``budget_s``. A
+    run scheduled since (its events, a punctuation) is passed over; one deleted is gone."""
+    keys, runs = guard.unscheduled, guard.runs
+    if keys is None:
+        return
+    stop = time.perf_counter() + budget_s
+    at = guard.unscheduled_at
+    while at < len(keys):
+        key = keys[at]
+        at += 1
+        if runs.deadline(key) is None:
+            run = runs.peek(key)
+            if run is not None and run.buffer:  # 0.x state: its buffer was in its record
+                run = runs.get(key)  # (kept in memory from now on: state/cached.py)
+                assert run is not None
+                if _restore_run(guard, key, run):
+                    guard.waiting_runs[key] = None  # (its place by age is not known here)
+            elif run is not None:
+                due = guard.deadline(run)
+                if due is not None:
+                    runs.schedule(key, due)
+        if at % 512 == 0 and time.perf_counter() > stop:
+            break
+    guard.unscheduled_at = at
+    if at >= len(keys):
+        guard.unscheduled = None
+
+
+def _restore_run(guard: OrderingGuard, run_id: str, run: RunState) -> bool:
+    """One restored run: its buffer's counts (and keys, for 0.x state), its deadline;
+    whether it has events buffered."""
+    if run.buffer:
+        for index, pending in run.buffer.items():
+            key = pending_key(run_id, index)
+            if key not in guard.waiting:  # 0.x state: its buffer was in the run's record
+                guard.waiting.put(key, pending)
+        guard.buffered += len(run.buffer)
+        guard.buffered_bytes += sum(pending.size for pending in run.buffer.values())
+    due = guard.deadline(run)
+    if due is not None:
+        guard.runs.schedule(run_id, due)
+    return bool(run.buffer)
 
 
 def _still_open(run: RunState) -> bool:

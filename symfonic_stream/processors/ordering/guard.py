@@ -110,6 +110,10 @@ class OrderingGuard:
         #: Runs with something buffered, the longest waiting first (the bytes bound's order).
         #: An OrderedDict: a dict's first key is found past every key deleted before it.
         self.waiting_runs: OrderedDict[str, None] = OrderedDict()
+        #: Runs whose deadline a restore left for later (``expiry.schedule_some``), and how
+        #: far the punctuations have gone through them; None: every run is scheduled.
+        self.unscheduled: list[str] | None = None
+        self.unscheduled_at = 0
 
     # -- the hot path -----------------------------------------------------------------
 
