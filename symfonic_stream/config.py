@@ -141,6 +141,7 @@ class Settings(BaseSettings):
     state_dir: Path | None = None
     state_cache_keys: int = Field(100_000, ge=0)
     group_instance_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,200}$")
+    leave_group_on_stop: bool = False
     compression: Compression = "none"
     event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)

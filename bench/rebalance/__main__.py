@@ -26,7 +26,8 @@ def report(outcome: Outcome) -> str:
     lines.append(f"\n{outcome.runs:,} runs on {outcome.partitions} partitions, "
                  f"{outcome.instances} instances (+1 joining), persistent store "
                  f"{'on' if outcome.state_dir else 'off'}, static membership "
-                 f"{'on' if outcome.static else 'off'}, cache keys "
+                 f"{'on' if outcome.static else 'off'}"
+                 f"{' (leaving on stop)' if outcome.leave_on_stop else ''}, cache keys "
                  f"{'default' if outcome.cache_keys is None else outcome.cache_keys}: "
                  f"runs differing from the reference **{outcome.runs_differing:,}** "
                  f"{outcome.example}")
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                              "and partition kept in memory; 0: all, loaded at start)")
     parser.add_argument("--static", action="store_true",
                         help="static group membership (SYMFONIC_GROUP_INSTANCE_ID per instance)")
+    parser.add_argument("--leave-on-stop", action="store_true",
+                        help="with --static: SYMFONIC_LEAVE_GROUP_ON_STOP (a SIGTERMed "
+                             "instance leaves its group)")
     parser.add_argument("--partitions-only", type=int, metavar="N",
                         help="only the one instance on N partitions (first output, txn/s)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         state_dir = log_dir / "state" if args.state_dir else None
         outcome = asyncio.run(scale(base, args.runs, args.partitions, args.instances,
                                     args.hold_s, log_dir, state_dir, args.static,
-                                    args.cache_keys))
+                                    args.cache_keys, args.leave_on_stop))
         print(report(outcome))
         figures, ok = asdict(outcome), outcome.runs_differing == 0
     if args.json:

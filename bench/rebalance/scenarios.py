@@ -60,6 +60,8 @@ class Outcome:
     seconds: float = 0.0
     #: ``SYMFONIC_STATE_CACHE_KEYS`` (None: the default).
     cache_keys: int | None = None
+    #: ``SYMFONIC_LEAVE_GROUP_ON_STOP`` (with static membership).
+    leave_on_stop: bool = False
     #: Per live instance, with every run still open: (RSS, peak RSS) in MiB.
     rss_mib: dict[str, tuple[float, float]] = field(default_factory=dict)
 
@@ -95,10 +97,12 @@ class Deployment:
     """The typed projector's instances of one run, on its own topic prefix."""
 
     def __init__(self, settings: Settings, log_dir: Path, state_dir: Path | None,
-                 static: bool = False, cache_keys: int | None = None) -> None:
+                 static: bool = False, cache_keys: int | None = None,
+                 leave_on_stop: bool = False) -> None:
         self.settings = settings
         self._static = static
         self._cache_keys = cache_keys
+        self._leave_on_stop = leave_on_stop
         self.names = TopicNames(settings.topic_prefix)
         self._log_dir = log_dir
         self._state_dir = state_dir
@@ -114,6 +118,8 @@ class Deployment:
                 instance.env["SYMFONIC_STATE_CACHE_KEYS"] = str(self._cache_keys)
         if self._static:  # its name, as a pod's
             instance.env["SYMFONIC_GROUP_INSTANCE_ID"] = tag
+            if self._leave_on_stop:
+                instance.env["SYMFONIC_LEAVE_GROUP_ON_STOP"] = "true"
         self.live[tag] = instance.start()
         return instance
 
@@ -196,14 +202,14 @@ async def _timed(deployment: Deployment, event: Event, act: Callable[[], object]
 
 async def scale(base: Settings, runs: int, partitions: int, instances: int, hold_s: float,
                 log_dir: Path, state_dir: Path | None, static: bool,
-                cache_keys: int | None = None) -> Outcome:
+                cache_keys: int | None = None, leave_on_stop: bool = False) -> Outcome:
     """The whole run: load, events, close, check (the package's docstring)."""
     settings = prefix_settings(base, f"rb{uuid.uuid4().hex[:8]}", partitions)
     outcome = Outcome(runs, partitions, instances, state_dir is not None, static,
-                      cache_keys=cache_keys)
+                      cache_keys=cache_keys, leave_on_stop=leave_on_stop)
     started = time.monotonic()
     await create_topics(settings)
-    deployment = Deployment(settings, log_dir, state_dir, static, cache_keys)
+    deployment = Deployment(settings, log_dir, state_dir, static, cache_keys, leave_on_stop)
     probes = Probes(settings, deployment.names)
     try:
         say(f"publishing {runs:,} open runs over {partitions} partitions")

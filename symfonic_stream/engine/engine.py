@@ -48,6 +48,7 @@ from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
 from symfonic_stream.kafka.group_fencing import GroupMetadata, group_metadata
+from symfonic_stream.kafka.leave_group import leave_group
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -209,9 +210,16 @@ class Engine(Assignments):
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
                 if task.disk is not None:
                     task.disk.close()
-        # Leaving the group now hands our partitions over at once, not after a session timeout.
+        # Leaving the group now hands our partitions over at once, not after a session timeout
+        # (a static member leaves only when told to: kafka/leave_group.py).
+        instance = self.settings.group_instance_id
+        leaving = instance is not None and self.settings.leave_group_on_stop
+        member_id = group_metadata(consumer).member_id if leaving else ""
         await consumer.stop()
         log.info("consumer stopped", extra={"group": self.topology.group_id})
+        if leaving:
+            assert instance is not None
+            await leave_group(self.settings, self.topology.group_id, instance, member_id)
 
     # -- the loop ----------------------------------------------------------------------
 

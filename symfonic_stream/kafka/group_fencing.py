@@ -116,7 +116,7 @@ class OffsetFetchRequest_v7(RequestStruct):  # type: ignore[misc]
     )
 
 
-class _Fixed(Request[Any]):  # type: ignore[misc]
+class OneVersion(Request[Any]):  # type: ignore[misc]
     """A request of one version: aiokafka's client negotiates versions per ``Request``,
     and fails with ``NotImplementedError`` when the broker does not speak this one."""
 
@@ -132,11 +132,11 @@ class _Fixed(Request[Any]):  # type: ignore[misc]
         return request_struct_class(*self._fields)
 
 
-class TxnOffsetCommitV3(_Fixed):
+class TxnOffsetCommitV3(OneVersion):
     API_KEY = 28
 
 
-class OffsetFetchV7(_Fixed):
+class OffsetFetchV7(OneVersion):
     API_KEY = 9
 
 

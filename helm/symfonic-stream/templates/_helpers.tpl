@@ -314,6 +314,7 @@ SYMFONIC_BATCH_MAX_BYTES: {{ $v.engine.batchMaxBytes | int64 | toString | quote 
 SYMFONIC_BATCH_MAX_LATENCY_MS: {{ $v.engine.batchMaxLatencyMs | int64 | toString | quote }}
 SYMFONIC_GROUP_OFFSET_INTERVAL_MS: {{ $v.engine.groupOffsetIntervalMs | int64 | toString | quote }}
 SYMFONIC_STATE_KEEP_S: {{ $v.engine.stateKeepS | toString | quote }}
+SYMFONIC_LEAVE_GROUP_ON_STOP: {{ $v.engine.leaveGroupOnStop | toString | quote }}
 {{- if ne $v.engine.stateStore "memory" }}
 SYMFONIC_STATE_DIR: {{ include "symfonic-stream.stateDir" . | quote }}
 SYMFONIC_STATE_CACHE_KEYS: {{ $v.engine.stateCacheKeys | int64 | toString | quote }}
