@@ -39,12 +39,13 @@ CLUSTER_FENCING := tests/integration/test_engine_fencing.py
 # Run again on each other version (after test-main, on 4.1.1): what depends on the broker's
 # protocol versions, each test once: transactions and fencing (the broker floor, zombies,
 # group fencing), restoring a changelog and the position in it, topic creation and configs,
-# every compression codec, and one SIGKILL mid-stream. The rest of the suite runs the same
+# every compression codec, one SIGKILL mid-stream, and a static member's LeaveGroup v3 (which
+# aiokafka does not send: kafka/leave_group.py). The rest of the suite runs the same
 # requests through the same code.
 VERSIONS_SUITE := tests/integration/test_broker_floor.py \
 	tests/integration/test_engine_fencing.py tests/integration/test_group_fencing.py \
 	tests/integration/test_engine_restore.py tests/integration/test_engine_position.py \
-	tests/integration/test_engine_topics.py \
+	tests/integration/test_engine_topics.py tests/integration/test_static_leave.py \
 	tests/integration/test_projectors.py::test_outputs_are_written_with_each_compression_codec \
 	tests/integration/test_engine_crash.py::test_sigkill_mid_stream_then_restart_is_exactly_once
 # The authorizer broker's client port (+1 controller, +2 the anonymous probe listener the
