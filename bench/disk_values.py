@@ -9,10 +9,10 @@ start, with its values on disk (``SYMFONIC_STATE_CACHE_KEYS`` > 0) or loaded int
 2. For each mode, in a fresh interpreter: the database is opened for a fresh typed
    projector (values on disk: attached with a cache of ``--cache-keys``; in memory: loaded),
    the processor's ``restored`` runs (the buffered events, and every run's deadline in
-   memory; on disk the deadlines are left to the punctuations, which are then run until
-   every run is scheduled), the cache is evicted down to its limit, and the growth of the
-   process's RSS over a process that only built the processor is read, with the seconds the
-   open, ``restored`` and the later scheduling took.
+   memory; on disk the deadlines are left to the punctuations' sweep, which is then run
+   to its end: it keeps those due within the horizon, ten minutes), the cache is evicted
+   down to its limit, and the growth of the process's RSS over a process that only built
+   the processor is read, with the seconds the open, ``restored`` and the sweep took.
 
 No broker: this is the state layer alone. Figures in MiB, bytes per run and seconds.
 """
@@ -64,8 +64,10 @@ def probe(path: Path, cache_keys: int) -> dict[str, float]:
     opened = time.perf_counter()
     processor.restored()
     restored = time.perf_counter()
-    while processor.guard.unscheduled is not None:  # the deadlines left to punctuations
-        processor.punctuate(0.0, Collector())
+    guard, now = processor.guard, time.time()
+    processor.punctuate(now, Collector())  # on disk: the first sweep begins
+    while guard.sweeping:  # ... and goes on, a slice at each punctuation, until done
+        processor.punctuate(now, Collector())
     for store in processor.stores:
         store.evict()
     done = time.perf_counter()

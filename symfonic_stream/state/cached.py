@@ -41,7 +41,7 @@ class Backing(Protocol):
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]: ...
 
-    def keys(self, prefix: bytes) -> Iterator[bytes]: ...
+    def keys(self, prefix: bytes, start: bytes | None = None) -> Iterator[bytes]: ...
 
     def count(self, prefix: bytes) -> int: ...
 
@@ -119,6 +119,18 @@ class DiskValues(Generic[V]):
                  if key not in deleted]
         on_disk = set(found) if uncommitted else set()
         found.extend(key for key in uncommitted if key in cache and key not in on_disk)
+        return found
+
+    def keys_after(self, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` keys of the database after ``after``, those deleted here left out."""
+        prefix, deleted, found = self._prefix, self.deleted, []
+        start = None if after is None else prefix + after.encode() + b"\x00"  # (just after)
+        for raw in self._backing.keys(prefix, start):
+            key = raw[len(prefix):].decode()
+            if key not in deleted:
+                found.append(key)
+                if len(found) >= limit:
+                    break
         return found
 
     def peek(self, key: str) -> V | None:

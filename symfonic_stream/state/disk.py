@@ -161,8 +161,9 @@ class DiskState:
                 return
             yield key, value
 
-    def keys(self, prefix: bytes) -> Iterator[bytes]:
-        for key in self._db.keys(from_key=prefix):
+    def keys(self, prefix: bytes, start: bytes | None = None) -> Iterator[bytes]:
+        """Every key beginning with ``prefix``, in key order (from ``start``, if given)."""
+        for key in self._db.keys(from_key=prefix if start is None else start):
             if not key.startswith(prefix):
                 return
             yield key

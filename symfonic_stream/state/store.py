@@ -82,6 +82,9 @@ class StateStore(Generic[V]):
         # Deadlines: the current one per key, and a heap that may hold stale entries.
         self._deadline: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
+        #: Deadlines later than this are not kept (None: every one is): whoever set it walks
+        #: the keys and schedules each deadline once it comes within (values on disk).
+        self._horizon: float | None = None
         # Rolling back: off for a store outside the engine (offline, tests of processors).
         self._tracking = False
         self._images: Images = {}  # since the last commit step 2
@@ -116,6 +119,14 @@ class StateStore(Generic[V]):
             assert isinstance(self._values, dict)
             return list(self._values)
         return self._on_disk.keys([*self._dirty, *self._images, *self._images_taken])
+
+    def keys_after(self, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` keys the database holds after ``after`` (None: from the first), in
+        its key order: a walk over every key, one slice per call, each read as it is then.
+        Values on disk only."""
+        if self._on_disk is None:
+            raise RuntimeError(f"store {self.name!r}: its values are not on disk")
+        return self._on_disk.keys_after(after, limit)
 
     def peek(self, key: str) -> V | None:
         """``key``'s value now, for reading only: no before-image is kept, and a value on
@@ -254,11 +265,27 @@ class StateStore(Generic[V]):
     # -- deadlines ---------------------------------------------------------------------
 
     def schedule(self, key: str, at: float) -> None:
-        """``key`` is due at ``at`` (replacing any earlier deadline of it)."""
+        """``key`` is due at ``at`` (replacing any earlier deadline of it); beyond the
+        horizon (:meth:`keep_deadlines_until`) the key is left with no deadline instead."""
+        if self._horizon is not None and at > self._horizon:
+            self._deadline.pop(key, None)  # (a heap entry of it goes stale)
+            return
         if self._deadline.get(key) == at:
             return
         self._deadline[key] = at
         heapq.heappush(self._heap, (at, key))
+
+    def keep_deadlines_until(self, horizon: float | None) -> None:
+        """Keep no deadline later than ``horizon`` (None: keep every one): those kept so far
+        beyond it are dropped too, and the heap rebuilt without them."""
+        self._horizon = horizon
+        if horizon is None:
+            return
+        current = self._deadline
+        self._deadline = {key: at for key, at in current.items() if at <= horizon}
+        self._heap = [(at, key) for at, key in self._heap
+                      if at <= horizon and self._deadline.get(key) == at]
+        heapq.heapify(self._heap)
 
     def deadline(self, key: str) -> float | None:
         at = self._deadline.get(key)

@@ -63,3 +63,19 @@ def test_firing_and_rescheduling_keys_does_not_grow_the_deadline_table() -> None
         for key in list(store.due(float(round_))):
             store.schedule(key, round_ + 1.0)
     assert sys.getsizeof(store._deadline) == size
+
+
+def test_a_horizon_drops_the_deadlines_beyond_it_and_keeps_no_new_one_there() -> None:
+    store = StateStore("run", TEXT)
+    for n in range(10):
+        store.schedule(f"k{n}", 100.0 * n)
+    store.keep_deadlines_until(450.0)
+    assert [store.deadline(f"k{n}") for n in range(10)] == [0.0, 100.0, 200.0, 300.0, 400.0,
+                                                           *[None] * 5]
+    store.schedule("k1", 900.0)  # moved beyond it: no deadline at all
+    store.schedule("k9", 420.0)  # brought within it
+    assert store.deadline("k1") is None and store.deadline("k9") == 420.0
+    assert list(store.due(1000.0)) == ["k0", "k2", "k3", "k4", "k9"]
+    store.keep_deadlines_until(None)
+    store.schedule("k1", 900.0)
+    assert store.deadline("k1") == 900.0

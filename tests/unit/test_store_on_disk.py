@@ -181,42 +181,109 @@ def _guard_records() -> list[tuple[bytes, bytes]]:
     return records
 
 
-def _projector() -> ProjectorProcessor:
+def _projector(**limits: float) -> ProjectorProcessor:
     return ProjectorProcessor(PROJECTIONS["typed"], NAMES.stream_events,
-                              GuardLimits(punctuate_budget_s=0.002))
+                              GuardLimits(punctuate_budget_s=0.002, **limits))  # type: ignore[arg-type]
 
 
-def test_a_restore_on_disk_schedules_the_buffered_runs_first_and_every_run_by_punctuations(
+def _on_disk(folder: Path, records: list[tuple[bytes, bytes]], **limits: float
+             ) -> tuple[ProjectorProcessor, DiskState]:
+    disk = DiskState(folder)
+    for key, value in records:
+        disk.record(key, value)
+    disk.mark(len(records))
+    processor = _projector(**limits)
+    disk.attach(processor.stores, 100)
+    processor.restored()
+    return processor, disk
+
+
+def test_a_restore_on_disk_keeps_in_memory_only_the_deadlines_within_the_horizon(
         tmp_path: Path) -> None:
     records = _guard_records()
     oracle = _projector()  # in memory: every deadline scheduled at restored()
     for key, value in records:
         restore_record(oracle.stores, key, value)
     oracle.restored()
-    disk = DiskState(tmp_path / "0")
-    for key, value in records:
-        disk.record(key, value)
-    disk.mark(len(records))
-    processor = _projector()
-    disk.attach(processor.stores, 100)
-    processor.restored()
+    processor, _ = _on_disk(tmp_path / "0", records, deadline_horizon_s=2000.0)
     guard, runs = processor.guard, processor.guard.runs
-    assert guard.unscheduled is not None and guard.buffered == oracle.guard.buffered == 1
+    assert guard.buffered == oracle.guard.buffered == 1
     assert runs.deadline("run-00001") == oracle.guard.runs.deadline("run-00001")
-    assert runs.deadline("run-00002") is None  # left for the punctuations
+    assert runs.deadline("run-00002") is None  # left for the sweep
+    now = 1500.0  # (before every deadline: closed runs' graces 2600-5600, idle ones 4600-7600)
     event = orjson.dumps({"run_id": "run-00002", "index": 3, "kind": "text_delta",
                           "timestamp": 1.0})
-    processor.process(InputRecord(NAMES.agent_events, 0, 10, b"run-00002", event), 50_000.0,
-                      Collector())  # an event meanwhile: the walk reads the run as it is now
-    punctuations = 0
-    while guard.unscheduled is not None:
-        processor.punctuate(0.0, Collector())  # (nothing is due at 0)
+    processor.process(InputRecord(NAMES.agent_events, 0, 10, b"run-00002", event), now,
+                      Collector())  # an event meanwhile: the sweep reads the run as it is now
+    processor.punctuate(now, Collector())
+    assert guard.sweeping and guard.horizon == now + 2000.0
+    punctuations = 1
+    while guard.sweeping:
+        processor.punctuate(now, Collector())
         punctuations += 1
-    assert punctuations > 1  # a slice at a time
+    assert punctuations > 2  # a slice at a time
     keys = [key.decode()[4:] for key, _ in records if key.startswith(b"run/")]
-    touched = runs.get("run-00002")
-    assert touched is not None and runs.deadline("run-00002") == guard.deadline(touched)
-    assert runs.deadline("run-00002") == 50_000.0 + guard.limits.run_idle_timeout_s
-    keys.remove("run-00002")
-    assert [runs.deadline(k) for k in keys] == [oracle.guard.runs.deadline(k) for k in keys]
+    keys.remove("run-00002")  # (touched at 1500: idle until 5100, beyond the horizon)
+    assert runs.deadline("run-00002") is None
+    within = [oracle.guard.runs.deadline(k) for k in keys]
+    assert [runs.deadline(k) for k in keys] == [
+        due if due is not None and due <= guard.horizon else None for due in within]
+    assert sum(due is not None and due <= guard.horizon for due in within) > 50
     assert processor.active_runs == oracle.active_runs == 3000
+
+
+def test_runs_on_disk_time_out_and_fill_gaps_exactly_as_in_memory_over_many_horizons(
+        tmp_path: Path) -> None:
+    """The same events at the same clock into a guard in memory (the oracle) and one on disk
+    with a horizon far shorter than its timeouts, committed after every step: the same
+    outputs, gaps and abandoned runs included."""
+    limits = {"gap_timeout_s": 40.0, "run_idle_timeout_s": 300.0, "closed_run_grace_s": 60.0,
+              "deadline_horizon_s": 50.0}
+    oracle = _projector(**limits)
+    processor, disk = _on_disk(tmp_path / "0", [], **limits)
+    rng = random.Random(3636)
+    next_index = {f"r{n:03d}": 0 for n in range(120)}
+    seen: tuple[list[Any], list[Any]] = ([], [])
+    offset = 0
+    for step in range(900):
+        now = 1000.0 + 5.0 * step
+        outs = (Collector(), Collector())
+        for _ in range(rng.randint(0, 3)):
+            run_id = rng.choice(list(next_index))
+            if rng.random() < 0.02 and step < 700:  # a run that goes quiet for good
+                next_index[run_id] = -10**6
+            index = next_index[run_id]
+            if index < 0:
+                continue
+            index += 1 if rng.random() < 0.1 else 0  # a hole, filled later or gapped
+            next_index[run_id] = index + 1
+            value = orjson.dumps({"run_id": run_id, "index": index, "kind": "text_delta",
+                                  "timestamp": now})
+            offset += 1
+            for each, out in zip((oracle, processor), outs, strict=True):
+                each.process(InputRecord(NAMES.agent_events, 0, offset, run_id.encode(),
+                                         value), now, out)
+        for each, out in zip((oracle, processor), outs, strict=True):
+            each.punctuate(now, out)
+        for out, kept in zip(outs, seen, strict=True):
+            kept.extend((o.key, o.value, o.record_type) for o in out.outputs)
+        _commit(processor, disk, offset)
+        _commit(oracle, None, offset)
+    assert seen[0] == seen[1]
+    kinds = {record_type for _, _, record_type in seen[0]}
+    assert {"gap", "end_abandoned"} <= kinds, kinds  # (both timeouts exercised)
+
+
+def _commit(processor: ProjectorProcessor, disk: DiskState | None, offset: int) -> None:
+    """Commit steps 2 and 8 as the engine orders them (``StreamTask.committed``)."""
+    changes: dict[bytes, bytes | None] = {}
+    for store in processor.stores:
+        store.write_changes(changes)
+    if disk is not None:
+        disk.records(changes)
+    for store in processor.stores:
+        store.committed()
+    if disk is not None:
+        disk.mark(offset)
+    for store in processor.stores:
+        store.evict()

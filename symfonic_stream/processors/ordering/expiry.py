@@ -27,13 +27,16 @@ from symfonic_stream.processors.ordering.run_state import (
 
 log = logging.getLogger(__name__)
 
+#: Runs one step of a sweep reads (between two looks at the clock).
+SWEEP_SLICE = 512
+
 
 def punctuate(guard: OrderingGuard, now: float, out: Collector) -> None:
     """Fire what is due at ``now``, for at most the guard's time budget."""
     runs, budget = guard.runs, guard.limits.punctuate_budget_s
-    if guard.unscheduled is not None:  # deadlines a restore left for later: half the budget
+    if runs.on_disk is not None:  # the deadlines a sweep schedules: at most half the budget
         began = time.perf_counter()
-        schedule_some(guard, budget / 2)
+        sweep(guard, now, budget / 2)
         budget = max(budget / 2, budget - (time.perf_counter() - began))
     for run_id in within_budget(runs.due(now), budget, out):
         run = runs.get(run_id)
@@ -112,10 +115,9 @@ def restored(guard: OrderingGuard) -> None:
     counts, and every run's deadline.
 
     With the runs on disk (``state/cached.py``) only the runs with events buffered are
-    scheduled here; every other run's deadline is scheduled afterwards, a slice at each
-    punctuation (:func:`schedule_some`): reading half a million runs back from the database
-    was most of a restart's time (docs/engine.md, "Values on disk"), and until its deadline
-    is scheduled a run only waits longer to be found idle."""
+    scheduled here; every other run's deadline is left to the sweeps (:func:`sweep`), the
+    first of which begins at the next punctuation: reading half a million runs back from the
+    database was most of a restart's time (docs/engine.md, "Values on disk")."""
     runs, waiting = guard.runs, guard.waiting
     buffered: dict[str, RunState] = {}
     for key, pending in sorted(waiting.items(), key=lambda item: item[1].arrived_at):
@@ -129,43 +131,58 @@ def restored(guard: OrderingGuard) -> None:
         run.buffer[index] = pending
         buffered[run_id] = run
     guard.buffered = guard.buffered_bytes = 0
-    guard.unscheduled, guard.unscheduled_at = None, 0
+    guard.sweeping, guard.horizon = False, 0.0  # (a sweep begins at the next punctuation)
+    runs.keep_deadlines_until(None)
     on_disk = runs.on_disk is not None
     oldest = [(_oldest_arrival(run), run_id)
               for run_id, run in (buffered.items() if on_disk else runs.items())
               if _restore_run(guard, run_id, run)]
     guard.waiting_runs = OrderedDict.fromkeys(run_id for _, run_id in sorted(oldest))
-    if on_disk:
-        guard.unscheduled = runs.keys()
 
 
-def schedule_some(guard: OrderingGuard, budget_s: float) -> None:
-    """Schedule the deadlines :func:`restored` left for later, for at most ``budget_s``. A
-    run scheduled since (its events, a punctuation) is passed over; one deleted is gone."""
-    keys, runs = guard.unscheduled, guard.runs
-    if keys is None:
-        return
+def sweep(guard: OrderingGuard, now: float, budget_s: float) -> None:
+    """With the runs on disk, keep in memory only the deadlines due within the horizon.
+
+    Their store drops any deadline later than ``guard.horizon``; a sweep over every run,
+    begun each time half of the horizon has passed (``GuardLimits.deadline_horizon_s``),
+    schedules the deadlines that are within the new one, a slice of runs at a time for at
+    most ``budget_s`` per punctuation, each run read as it is then. A run scheduled meanwhile
+    (its events, a punctuation) is passed over. So a deadline beyond the horizon is found by
+    the sweep that begins before the horizon passes, as long as a sweep takes less than half
+    of it (83,000 runs take a few seconds of punctuations; the horizon is minutes)."""
+    runs, limits = guard.runs, guard.limits
+    if not guard.sweeping:
+        if now < guard.horizon - limits.deadline_horizon_s / 2:
+            return
+        guard.sweeping, guard.swept_to = True, None
+        guard.horizon = now + limits.deadline_horizon_s
+        runs.keep_deadlines_until(guard.horizon)
     stop = time.perf_counter() + budget_s
-    at = guard.unscheduled_at
-    while at < len(keys):
-        key = keys[at]
-        at += 1
-        if runs.deadline(key) is None:
-            run = runs.peek(key)
-            if run is not None and run.buffer:  # 0.x state: its buffer was in its record
-                run = runs.get(key)  # (kept in memory from now on: state/cached.py)
-                assert run is not None
-                if _restore_run(guard, key, run):
-                    guard.waiting_runs[key] = None  # (its place by age is not known here)
-            elif run is not None:
-                due = guard.deadline(run)
-                if due is not None:
-                    runs.schedule(key, due)
-        if at % 512 == 0 and time.perf_counter() > stop:
-            break
-    guard.unscheduled_at = at
-    if at >= len(keys):
-        guard.unscheduled = None
+    while time.perf_counter() < stop:
+        keys = runs.keys_after(guard.swept_to, SWEEP_SLICE)
+        if not keys:
+            guard.sweeping = False
+            return
+        for key in keys:
+            if runs.deadline(key) is None:
+                _schedule_swept(guard, key)
+        guard.swept_to = keys[-1]
+
+
+def _schedule_swept(guard: OrderingGuard, key: str) -> None:
+    runs = guard.runs
+    run = runs.peek(key)
+    if run is None:
+        return
+    if run.buffer:  # 0.x state: its buffer was in its record
+        run = runs.get(key)  # (kept in memory from now on: state/cached.py)
+        assert run is not None
+        if _restore_run(guard, key, run):
+            guard.waiting_runs[key] = None  # (its place by age is not known here)
+        return
+    due = guard.deadline(run)
+    if due is not None:
+        runs.schedule(key, due)
 
 
 def _restore_run(guard: OrderingGuard, run_id: str, run: RunState) -> bool:

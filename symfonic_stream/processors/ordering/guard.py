@@ -80,6 +80,9 @@ class GuardLimits:
     max_state_bytes: int = 2 * 1024 * 1024
     #: Longest one punctuation may run (a fraction of the session timeout).
     punctuate_budget_s: float = 0.05
+    #: With the runs on disk: how far ahead their deadlines are kept in memory; a sweep over
+    #: the runs, every half of it, schedules those that come within (``expiry.sweep``).
+    deadline_horizon_s: float = 600.0
 
 
 #: How a run's state, and a buffered event, travel in the changelog (:mod:`.run_state`).
@@ -110,10 +113,12 @@ class OrderingGuard:
         #: Runs with something buffered, the longest waiting first (the bytes bound's order).
         #: An OrderedDict: a dict's first key is found past every key deleted before it.
         self.waiting_runs: OrderedDict[str, None] = OrderedDict()
-        #: Runs whose deadline a restore left for later (``expiry.schedule_some``), and how
-        #: far the punctuations have gone through them; None: every run is scheduled.
-        self.unscheduled: list[str] | None = None
-        self.unscheduled_at = 0
+        #: With the runs on disk (``expiry.sweep``): whether a sweep over them is under way,
+        #: the last run it visited, and the horizon their deadlines are kept until (0: none
+        #: yet, every deadline kept).
+        self.sweeping = False
+        self.swept_to: str | None = None
+        self.horizon = 0.0
 
     # -- the hot path -----------------------------------------------------------------
 
