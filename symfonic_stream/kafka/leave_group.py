@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import CoordinationType
@@ -55,12 +54,17 @@ class LeaveGroupV3(OneVersion):
     API_KEY = 13
 
 
-async def leave_as_static_member(client: Any, group_id: str, instance_id: str,
-                                 member_id: str, timeout_s: float) -> bool:
-    """Remove this static member from ``group_id`` (an aiokafka client sends it); whether the
-    coordinator did. A failure is logged, not raised: the session timeout still ends it."""
+async def leave_group(settings: Settings, group_id: str, instance_id: str,
+                      member_id: str) -> bool:
+    """Remove this static member from ``group_id``; whether the coordinator did. Through a
+    client of its own (the consumer's is stopped by then: a consumer still running would
+    rejoin at its next heartbeat). A failure is logged, not raised: the session timeout
+    still ends the membership."""
+    admin = AIOKafkaAdminClient(**admin_kwargs(settings))
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout(LEAVE_TIMEOUT_S):
+            await admin.start()
+            client = admin._client
             node = await client.coordinator_lookup(CoordinationType.GROUP, group_id)
             response = await client.send(node, LeaveGroupV3(
                 LeaveGroupRequest_v3, group_id, [(member_id, instance_id)]))
@@ -68,6 +72,8 @@ async def leave_as_static_member(client: Any, group_id: str, instance_id: str,
         log.warning("leaving the group failed; its session timeout will end the membership",
                     extra={"group": group_id, "error": repr(exc)})
         return False
+    finally:
+        await admin.close()
     errors = [response.error_code, *(member[2] for member in response.members)]
     failed = next((code for code in errors if code != 0), 0)
     if failed:
@@ -76,23 +82,3 @@ async def leave_as_static_member(client: Any, group_id: str, instance_id: str,
         return False
     log.info("left the group", extra={"group": group_id, "group_instance_id": instance_id})
     return True
-
-
-async def leave_group(settings: Settings, group_id: str, instance_id: str,
-                      member_id: str) -> bool:
-    """:func:`leave_as_static_member` through a client of its own (the consumer's is
-    stopped by then: a consumer still running would rejoin at its next heartbeat)."""
-    admin = AIOKafkaAdminClient(**admin_kwargs(settings))
-    try:
-        async with asyncio.timeout(LEAVE_TIMEOUT_S):
-            await admin.start()
-    except Exception as exc:
-        log.warning("leaving the group failed; its session timeout will end the membership",
-                    extra={"group": group_id, "error": repr(exc)})
-        await admin.close()
-        return False
-    try:
-        return await leave_as_static_member(admin._client, group_id, instance_id, member_id,
-                                            LEAVE_TIMEOUT_S)
-    finally:
-        await admin.close()
