@@ -112,15 +112,6 @@ class DiskValues(Generic[V]):
             if value is not None:
                 yield key, value
 
-    def keys(self, uncommitted: Iterable[str]) -> list[str]:
-        """Every key now: the database's in key order, then those only cached."""
-        cache, deleted, start = self._cache, self.deleted, len(self._prefix)
-        found = [key for key in (raw[start:].decode() for raw in self._backing.keys(self._prefix))
-                 if key not in deleted]
-        on_disk = set(found) if uncommitted else set()
-        found.extend(key for key in uncommitted if key in cache and key not in on_disk)
-        return found
-
     def keys_after(self, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` keys of the database after ``after``, those deleted here left out."""
         prefix, deleted, found = self._prefix, self.deleted, []

@@ -25,8 +25,8 @@ What it saves depends on ``SYMFONIC_STATE_CACHE_KEYS``. At 0, values live in mem
 the partition is owned, as with the in-memory store: the database is loaded into them at
 start, and what it saves is the restore, not the memory. Above 0, the values live here and
 each store keeps at most that many of them decoded in memory (:mod:`.cached`): state larger
-than memory, and a start that loads nothing (the processor's ``restored`` still walks the
-values, reading them from here). The checkpoint then also keeps each store's key count.
+than memory, and a start that loads nothing. The checkpoint then also keeps each store's
+key count.
 """
 
 from __future__ import annotations

@@ -113,13 +113,6 @@ class StateStore(Generic[V]):
             return iter(list(self._values.items()))  # (a snapshot: keys change meanwhile)
         return self._on_disk.items([*self._dirty, *self._images, *self._images_taken])
 
-    def keys(self) -> list[str]:
-        """Every key now (a snapshot: a walk spread over many loop turns ``peek`` s each)."""
-        if self._on_disk is None:
-            assert isinstance(self._values, dict)
-            return list(self._values)
-        return self._on_disk.keys([*self._dirty, *self._images, *self._images_taken])
-
     def keys_after(self, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` keys the database holds after ``after`` (None: from the first), in
         its key order: a walk over every key, one slice per call, each read as it is then.

@@ -172,17 +172,10 @@ def sweep(guard: OrderingGuard, now: float, budget_s: float) -> None:
 def _schedule_swept(guard: OrderingGuard, key: str) -> None:
     runs = guard.runs
     run = runs.peek(key)
-    if run is None:
-        return
-    if run.buffer:  # 0.x state: its buffer was in its record
+    if run is not None and run.buffer:  # 0.x state: its buffer was in its record
         run = runs.get(key)  # (kept in memory from now on: state/cached.py)
-        assert run is not None
-        if _restore_run(guard, key, run):
-            guard.waiting_runs[key] = None  # (its place by age is not known here)
-        return
-    due = guard.deadline(run)
-    if due is not None:
-        runs.schedule(key, due)
+    if run is not None and _restore_run(guard, key, run):
+        guard.waiting_runs[key] = None  # (its place by age is not known here)
 
 
 def _restore_run(guard: OrderingGuard, run_id: str, run: RunState) -> bool:
