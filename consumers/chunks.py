@@ -1,4 +1,4 @@
-"""The chunk projector: raw AgentEvents to the simple StreamChunk topic (SPEC §4)."""
+"""The chunk projector: raw AgentEvents to the simple StreamChunk topic (contract §4)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The pause router: each ask_user or interrupt to a ticket on a human-review queue, and its
-registration with the resume validator (SPEC §7)."""
+registration with the resume validator (contract §7)."""
 
 from __future__ import annotations
 

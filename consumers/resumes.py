@@ -1,5 +1,5 @@
 """The resume validator and its intake: humans' answers checked against their tickets before
-they reach the kernel (SPEC §7). One process, two engines: the intake appends each answer
+they reach the kernel (contract §7). One process, two engines: the intake appends each answer
 to the registrations topic under its ticket id, after the router's registration of it; the
 validator reads that topic."""
 

@@ -1,4 +1,4 @@
-"""The typed projector: raw AgentEvents to the typed StreamEvent topic (SPEC §3)."""
+"""The typed projector: raw AgentEvents to the typed StreamEvent topic (contract §3)."""
 
 from __future__ import annotations
 

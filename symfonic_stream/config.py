@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     # Naming
     topic_prefix: str = Field("symfonic", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$")
 
-    # Ordering guard (SPEC §5)
+    # Ordering guard (contract §5)
     gap_timeout_s: float = Field(30.0, gt=0)
     run_buffer_max: int = Field(1000, ge=1)
     closed_run_grace_s: float = Field(600.0, ge=0)
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     max_state_record_bytes: int = Field(2 * 1024 * 1024, ge=1024)
     punctuate_budget_ms: int = Field(50, ge=1)
 
-    # Pauses (SPEC §7)
+    # Pauses (contract §7)
     routing_rules: Path | None = None
     tenant_queues: bool = False
     ticket_max_lifetime_s: float = Field(86_400.0, gt=0)
@@ -151,7 +151,7 @@ class Settings(BaseSettings):
     admin_timeout_s: float = Field(120.0, gt=0)
 
     def decode_limits(self) -> DecodeLimits:
-        """What every consumer accepts of a record (SPEC §6's ``too_large`` and
+        """What every consumer accepts of a record (contract §6's ``too_large`` and
         ``invalid_event`` bounds)."""
         return DecodeLimits(self.max_record_bytes, self.max_json_depth, self.max_integer)
 

@@ -1,7 +1,7 @@
 """The engine's topologies, built from the declarations (``symfonic_stream.consumers``), and
 the registry ``symfonic-stream run`` starts them from.
 
-Every consumer of SPEC §1 and the benchmark's copier is one engine (or two) with a different
+Every consumer of contract §1 and the benchmark's copier is one engine (or two) with a different
 :class:`~symfonic_stream.engine.topology.Topology`: where it reads, where it writes, and the
 processor each input partition gets. Here a declared :class:`Engine` meets the settings.
 """
@@ -50,7 +50,7 @@ def consumer_topologies(declared: Consumer, settings: Settings) -> tuple[Topolog
 
 
 def projector_topology(projection: ProjectionName, settings: Settings) -> Topology:
-    """The typed or chunk projector's (SPEC §1)."""
+    """The typed or chunk projector's (contract §1)."""
     return consumer_topologies(TYPED if projection == "typed" else CHUNKS, settings)[0]
 
 

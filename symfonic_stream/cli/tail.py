@@ -111,7 +111,7 @@ _ENVELOPE_ORDER = ("run_id", "seq", "source_index", "ts")
 
 
 def envelope_json(record: RunRecord) -> str:
-    """The record as compact JSON with SPEC §5's field order (as the projectors write it)."""
+    """The record as compact JSON with contract §5's field order (as the projectors write it)."""
     body = record.model_dump(mode="json")
     ordered = {key: body.pop(key) for key in _ENVELOPE_ORDER}
     ordered.update(body)

@@ -1,4 +1,4 @@
-"""How a :class:`~symfonic_stream.engine.records.DeadLetter` becomes a Kafka record (SPEC §6).
+"""How a :class:`~symfonic_stream.engine.records.DeadLetter` becomes a Kafka record (contract §6).
 
 The original key, value and headers are kept whole, so a dead letter can be replayed to
 its source topic unchanged once the cause is fixed; four headers say why, where from and

@@ -308,7 +308,7 @@ class StreamTask:
             )
             return
         value = item.value
-        # SPEC §6 checks too_large first, before any decoding, for every consumer.
+        # contract §6 checks too_large first, before any decoding, for every consumer.
         if value is not None and len(value) > self._max_record_bytes:
             out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(

@@ -1,6 +1,6 @@
 """Server-sent events, as the gateway writes them: pure functions, no I/O.
 
-One output envelope (SPEC §5) is one SSE message::
+One output envelope (contract §5) is one SSE message::
 
     id: <seq>
     event: <the StreamEvent's or StreamChunk's type, or end, or gap>
@@ -19,12 +19,12 @@ from typing import Any
 
 import orjson
 
-#: Statuses after which nothing follows a run's ``end`` record (SPEC §5); ``paused`` goes on.
+#: Statuses after which nothing follows a run's ``end`` record (contract §5); ``paused`` goes on.
 CLOSING_STATUSES = frozenset({"completed", "error", "cancelled", "abandoned"})
 #: What an SSE ``event:`` name may be; anything else on the topic is sent as ``event``.
 _EVENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
-#: A run id as SPEC §2 allows it: 1-256 characters.
+#: A run id as contract §2 allows it: 1-256 characters.
 MAX_RUN_ID = 256
 
 
@@ -69,7 +69,7 @@ def read_envelope(value: bytes | None) -> Envelope | None:
     return Envelope(run_id, seq, name, closes, parsed.get("source_index") is not None)
 
 
-#: The typed events that carry their ticket's token (SPEC §7). Whoever holds the token may
+#: The typed events that carry their ticket's token (contract §7). Whoever holds the token may
 #: answer the pause, so the gateway never sends it: it answers on a reviewer's behalf with
 #: the token it reads from review-tickets (docs/gateway.md, "Answering a pause").
 TOKEN_EVENTS = frozenset({"ask_user", "interrupt"})

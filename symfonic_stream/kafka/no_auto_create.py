@@ -15,7 +15,7 @@ consumer setting that the producer never exposes (KIP-361, ``allow.auto.create.t
 ``allow_auto_topic_creation=False`` (an explicit ``True`` would still pass through; nothing
 here passes one). It runs when :mod:`symfonic_stream.kafka` is imported, which every client
 the project builds goes through; topics are created only by CreateTopics, with the
-settings SPEC §5-6 names (:mod:`symfonic_stream.kafka.admin`).
+settings contract §5-6 names (:mod:`symfonic_stream.kafka.admin`).
 """
 
 from __future__ import annotations

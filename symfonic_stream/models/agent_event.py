@@ -1,4 +1,4 @@
-"""The raw AgentEvent a kernel publishes to ``<prefix>.agent-events`` (SPEC §2).
+"""The raw AgentEvent a kernel publishes to ``<prefix>.agent-events`` (contract §2).
 
 Validation is strict (JSON types, no coercion: ``"3"``, ``3.5`` or ``true`` is not an
 index) except that an integer is accepted where a float is due. Unknown fields are ignored
@@ -25,7 +25,7 @@ KNOWN_KINDS = frozenset(
         "interrupt",
     }
 )
-#: Kinds that close a run for good (SPEC §5). A pause is not here: a paused run continues.
+#: Kinds that close a run for good (contract §5). A pause is not here: a paused run continues.
 CLOSING_KINDS = frozenset({"done", "error", "cancelled"})
 #: The ``type`` label of records in: an event's kind, or one of these (labels stay bounded
 #: although kernels may send any kind).

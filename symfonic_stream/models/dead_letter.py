@@ -1,4 +1,4 @@
-"""Dead-letter reasons and headers (SPEC §6)."""
+"""Dead-letter reasons and headers (contract §6)."""
 
 from __future__ import annotations
 

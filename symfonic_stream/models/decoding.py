@@ -1,6 +1,6 @@
 """Raw bytes → AgentEvent, once, with the dead-letter reason when it cannot be done.
 
-The checks run in SPEC §6's order: ``too_large``, ``invalid_json``, ``invalid_event``,
+The checks run in contract §6's order: ``too_large``, ``invalid_json``, ``invalid_event``,
 ``key_mismatch``. Two ways to the same verdicts (docs/engine.md, "Decoding"):
 
 - the reference, in Python: orjson parses (strict JSON: no NaN, no Infinity, valid UTF-8),

@@ -1,4 +1,4 @@
-"""The output envelopes on the stream-events and stream-chunks topics (SPEC §5).
+"""The output envelopes on the stream-events and stream-chunks topics (contract §5).
 
 Every record is exactly one of: an event, a run segment's ``end``, or a ``gap``. ``seq``
 is dense per run and per topic; ``source_index`` is the kernel's own index.

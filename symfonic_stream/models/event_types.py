@@ -130,7 +130,7 @@ NO_VERDICT = GatewayEvent("RUN_ERROR", "no_verdict", "the validator's verdict di
 GATEWAY_EVENTS: tuple[GatewayEvent, ...] = (
     GAP, TRUNCATED, VERDICT, ABANDONED, WRONG_THREAD, DUPLICATE_INTERRUPT, UNKNOWN_INTERRUPT,
     RESUME_INCOMPLETE, CANCEL_UNSUPPORTED, NO_VERDICT,
-    *(GatewayEvent("RUN_ERROR", reason.value, "the validator refused the answer (SPEC §7; "
+    *(GatewayEvent("RUN_ERROR", reason.value, "the validator refused the answer (contract §7; "
                    "docs/pauses.md)") for reason in RejectionReason),
 )
 #: The ``code`` of every RUN_ERROR a resume can end with.

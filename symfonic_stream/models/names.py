@@ -1,6 +1,6 @@
 """Topic and consumer-group names, all derived from ``SYMFONIC_TOPIC_PREFIX``.
 
-Names are never constants in code (SPEC §1): everything here is computed from the prefix,
+Names are never constants in code (contract §1): everything here is computed from the prefix,
 so two deployments with different prefixes share a cluster without touching each other.
 Which consumers and groups there are is declared in :mod:`symfonic_stream.consumers`.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-#: The two projections of the raw stream (SPEC §3, §4).
+#: The two projections of the raw stream (contract §3, §4).
 ProjectionName = Literal["typed", "chunks"]
 
 
@@ -43,7 +43,7 @@ class TopicNames:
     @property
     def pause_registrations(self) -> str:
         """Where the router registers each ticket and the validator's intake appends each
-        answer after it; only those two may write it (SPEC §7)."""
+        answer after it; only those two may write it (contract §7)."""
         return f"{self.prefix}.pause-registrations"
 
     @property

@@ -1,4 +1,4 @@
-"""Human-review records (SPEC §7): tickets, answers, resumes and rejections."""
+"""Human-review records (contract §7): tickets, answers, resumes and rejections."""
 
 from __future__ import annotations
 

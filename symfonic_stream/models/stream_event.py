@@ -1,4 +1,4 @@
-"""The typed vocabulary: StreamEvent, a union discriminated on ``type`` (SPEC §3)."""
+"""The typed vocabulary: StreamEvent, a union discriminated on ``type`` (contract §3)."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ StreamEvent = Annotated[
 
 
 class StreamChunk(_Event):
-    """The simple, lossy vocabulary for text-only consumers (SPEC §4)."""
+    """The simple, lossy vocabulary for text-only consumers (contract §4)."""
 
     type: Literal["text", "thinking", "tool_call", "tool_result", "final", "interrupt"]
     content: str

@@ -1,4 +1,4 @@
-"""Observability: Prometheus metrics, health probes and JSON logs (SPEC §8).
+"""Observability: Prometheus metrics, health probes and JSON logs (contract §8).
 
 A library the engine calls; it knows nothing of Kafka. One process builds one
 :class:`ConsumerMetrics` per consumer it runs, one :class:`HealthState`, starts the HTTP

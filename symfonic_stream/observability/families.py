@@ -40,9 +40,9 @@ LATENCY_BUCKETS: Final = (
 #: State restore replays a changelog partition: seconds to many minutes on a large store.
 RESTORE_BUCKETS: Final = (0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 
-#: Dead-letter reasons, SPEC §6; anything else is a programming error, not a new label.
+#: Dead-letter reasons, contract §6; anything else is a programming error, not a new label.
 DEAD_LETTER_REASONS: Final = frozenset(reason.value for reason in DeadLetterReason)
-#: Resume outcomes, SPEC §7: ``accepted`` or a rejection reason.
+#: Resume outcomes, contract §7: ``accepted`` or a rejection reason.
 RESUME_OUTCOMES: Final = frozenset(
     {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "claimed",
      "invalid_answer"}

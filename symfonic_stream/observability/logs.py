@@ -1,4 +1,4 @@
-"""JSON logs: one object per line on stderr, with secrets redacted (SPEC §8).
+"""JSON logs: one object per line on stderr, with secrets redacted (contract §8).
 
 Each line has ``time`` (ISO-8601 UTC, milliseconds), ``level``, ``consumer`` (and ``worker``,
 the index of a worker process of ``run --workers N``), ``logger`` and ``message``, then

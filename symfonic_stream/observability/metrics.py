@@ -3,7 +3,7 @@ help texts and buckets are :mod:`~symfonic_stream.observability.families`, the o
 metric is named.
 
 Every series carries a ``consumer`` label (typed, chunks, pauses, resumes, copier, …) and
-never a run id: labels stay bounded whatever the traffic (SPEC §8). The engine calls the
+never a run id: labels stay bounded whatever the traffic (contract §8). The engine calls the
 methods of :class:`ConsumerMetrics`; nothing else touches prometheus-client directly, so the
 names in the Grafana dashboard and the alert rules can be checked against one source.
 
@@ -37,7 +37,7 @@ class ConsumerMetrics:
     ``/metrics`` endpoint of a process serves; tests pass a fresh ``CollectorRegistry``.
     Two instances with the same consumer name on one registry share their series.
 
-    Label values that the SPEC enumerates (dead-letter reasons, resume outcomes, count keys)
+    Label values that the contract enumerates (dead-letter reasons, resume outcomes, count keys)
     are checked and a wrong one raises ``ValueError``: a typo must fail a test, not quietly
     open a new series no dashboard or alert looks at.
     """

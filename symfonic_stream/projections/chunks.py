@@ -1,4 +1,4 @@
-"""AgentEvent → StreamChunk (SPEC §4): the lossy, text-first vocabulary.
+"""AgentEvent → StreamChunk (contract §4): the lossy, text-first vocabulary.
 
 No tool call ids, no usage. As in the typed projection, an interrupt is checked first.
 """

@@ -1,4 +1,4 @@
-"""AgentEvent → StreamEvents (SPEC §3), after the kernel's own ``typed_stream``.
+"""AgentEvent → StreamEvents (contract §3), after the kernel's own ``typed_stream``.
 
 Translation, not interpretation: where the kernel reported nothing, nothing is written.
 Terminal kinds project to nothing here except ``done``'s usage and response_complete;

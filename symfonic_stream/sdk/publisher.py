@@ -12,7 +12,7 @@ does not answer within ``SYMFONIC_ADMIN_TIMEOUT_S`` and :class:`PublishError` wh
 does not exist; either way nothing is left open.
 
 Every event is checked exactly as the projectors will check it (``too_large``,
-``invalid_json``, ``invalid_event``; SPEC §6) *before* anything is sent: an event the
+``invalid_json``, ``invalid_event``; contract §6) *before* anything is sent: an event the
 projectors would dead-letter raises :class:`InvalidEventError` and nothing reaches Kafka.
 The record key is the run id (UTF-8), so the default partitioner (murmur2) puts every event
 of a run in one partition. The publisher assigns nothing: ``index`` is the kernel's.

@@ -125,7 +125,7 @@ def parse_time(text: str) -> float:
 
 
 def parse_run_record(value: bytes | None, projection: ProjectionName) -> RunRecord:
-    """One output envelope (SPEC §5) as its pydantic model; raises :class:`RunReadError`."""
+    """One output envelope (contract §5) as its pydantic model; raises :class:`RunReadError`."""
     if value is None:
         raise RunReadError("output record without a value")
     try:

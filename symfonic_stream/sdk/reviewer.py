@@ -1,4 +1,4 @@
-"""The reviewer SDK: what a human-review tool needs to work a queue (SPEC §7).
+"""The reviewer SDK: what a human-review tool needs to work a queue (contract §7).
 
     async with Reviewer("symfonic-review.acme.ui") as reviewer:   # SYMFONIC_* from the env
         async for ticket in reviewer.tickets("default"):

@@ -2,7 +2,7 @@
 crash or exhaust a consumer.
 
 Every test puts its records on one partition, hostile ones mixed between healthy runs, and
-asserts the three things SPEC §6 promises: every healthy run is projected exactly as the
+asserts the three things contract §6 promises: every healthy run is projected exactly as the
 offline command projects it, every hostile record is dead-lettered once with its reason,
 and the consumer stays ready with no transaction aborted.
 """

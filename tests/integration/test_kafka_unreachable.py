@@ -1,4 +1,4 @@
-"""A consumer started before its Kafka is reachable waits for it (SPEC §8, issue 13).
+"""A consumer started before its Kafka is reachable waits for it (contract §8, issue 13).
 
 In Kubernetes the pods often start before the brokers answer. The consumer must wait with
 back-off, one log line per attempt and no traceback, ``/readyz`` failing with the reason and

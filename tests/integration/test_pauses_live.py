@@ -1,4 +1,4 @@
-"""The pause router and resume validator on the real broker (SPEC §7)."""
+"""The pause router and resume validator on the real broker (contract §7)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The typed and chunk projectors on the real broker: live output equals the reference.
 
-The oracle is :mod:`tests.reference.oracle`, SPEC §2-5 written without the code under test.
+The oracle is :mod:`tests.reference.oracle`, contract §2-5 written without the code under test.
 A read_committed reader of the output topics must see, run by run, exactly the envelopes
 the reference projection gives the same input, whatever was killed or rebalanced. No gap
 timeout fires while input flows (holes are filled by a restarted instance with a short

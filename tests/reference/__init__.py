@@ -1,8 +1,8 @@
-"""An independent reference implementation ("oracle") of SPEC.md §2-§5, for the tests.
+"""An independent reference implementation ("oracle") of contract §2-§5, for the tests.
 
 ``tests.reference.oracle`` validates raw AgentEvents, maps them to the typed (§3) and chunk
 (§4) vocabularies and runs the offline ordering guard (§5), in plain Python written from
-the SPEC text alone, so that tests can compare the consumers' output with something that
+the contract's text alone (docs/contract.md), so that tests can compare the consumers' output with something that
 does not share their code.
 
 The rule: nothing in this package ever imports ``symfonic_stream`` (nor pydantic or

@@ -1,6 +1,6 @@
-"""A plain-Python reference of SPEC.md §2-§5: validation, both projections, the guard.
+"""A plain-Python reference of contract §2-§5: validation, both projections, the guard.
 
-Written from the SPEC text (and, where SPEC leaves room, the README's "Contract decisions"),
+Written from the contract's text (docs/contract.md, and where it leaves room, its decisions),
 never from ``symfonic_stream``'s code, which this module must not import. The standard
 library's ``json`` parses; :func:`compact_json` writes. Events are the parsed dicts as
 received (key order kept); every output is a plain dict.
@@ -275,7 +275,7 @@ def _done_events(result: dict[str, Any] | None) -> list[Body]:
 
 
 def typed(event: Event) -> list[Body]:
-    """SPEC §3: the StreamEvents of one valid AgentEvent, in order."""
+    """contract §3: the StreamEvents of one valid AgentEvent, in order."""
     kind = event["kind"]
     pending, text, call = event.get("interrupt"), event.get("text"), event.get("tool_call")
     bodies: list[Body] = []
@@ -295,7 +295,7 @@ def typed(event: Event) -> list[Body]:
 
 
 def chunks(event: Event) -> list[Body]:
-    """SPEC §4: the StreamChunks of one valid AgentEvent (an interrupt wins: decision 1)."""
+    """contract §4: the StreamChunks of one valid AgentEvent (an interrupt wins: decision 1)."""
     kind = event["kind"]
     pending, text, call = event.get("interrupt"), event.get("text"), event.get("tool_call")
     if pending is not None:
@@ -339,7 +339,7 @@ class _Run:
 
 
 class ReferenceGuard:
-    """SPEC §5 for many runs, offline: no time passes until :meth:`finish`."""
+    """contract §5 for many runs, offline: no time passes until :meth:`finish`."""
 
     def __init__(self, projection: ProjectionName = "typed", buffer_max: int = 1000) -> None:
         self._project = PROJECTIONS[projection]
@@ -420,7 +420,7 @@ class ReferenceGuard:
 def project(
     lines: Iterable[bytes], projection: ProjectionName, buffer_max: int = 1000
 ) -> tuple[list[Envelope], list[tuple[str, int]]]:
-    """``symfonic-stream project`` (SPEC §8): envelopes in release order, dead letters.
+    """``symfonic-stream project`` (contract §8): envelopes in release order, dead letters.
 
     Dead letters are ``(reason, 1-based line number)``. Blank lines are skipped; offline
     there is no record key to check and no size limit.

@@ -1,11 +1,11 @@
-"""A plain-Python reference of SPEC.md §7's tickets and verdicts: which ticket an answer
+"""A plain-Python reference of contract §7's tickets and verdicts: which ticket an answer
 names, and what becomes of the answer.
 
-Written from SPEC §7 and docs/contract.md (decision 15: first answer wins, a ticket
+Written from contract §7 and docs/contract.md (decision 15: first answer wins, a ticket
 remembered; decision 18: a ticket is its tenant's), never from ``symfonic_stream``'s code,
 which this module must not import. Its scope is what the tenancy tests need: tickets
 routed from raw events (one per tenant and interrupt id, the first wins) and answers
-checked in SPEC §7's order, with no response schemas and nothing forgotten (the tests
+checked in contract §7's order, with no response schemas and nothing forgotten (the tests
 keep within a ticket's life).
 """
 

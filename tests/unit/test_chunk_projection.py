@@ -1,4 +1,4 @@
-"""One test per row of SPEC §4: exact StreamChunk output."""
+"""One test per row of contract §4: exact StreamChunk output."""
 
 from __future__ import annotations
 

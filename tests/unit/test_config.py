@@ -1,4 +1,4 @@
-"""Settings: SPEC §8 defaults, validation naming the variable, and the aiokafka kwargs built
+"""Settings: contract §8 defaults, validation naming the variable, and the aiokafka kwargs built
 from them (TLS, SASL, compression, the engine's consumer and producer contracts)."""
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_the_charts_generated_files_match_the_declarations() -> None:
 
 
 def test_the_deployments_consumers_are_the_four() -> None:
-    """The list SPEC §1 names; the chart, the ACL plan and the demo follow the registry."""
+    """The list contract §1 names; the chart, the ACL plan and the demo follow the registry."""
     assert [c.name for c in deployed()] == ["typed", "chunks", "pauses", "resumes"]
     assert [c["name"] for c in chart.chart_data()["consumers"]] == [
         "typed", "chunks", "pauses", "resumes"]

@@ -194,3 +194,40 @@ def test_every_page_of_the_repository_is_checked() -> None:
     assert {"README.md", "CHANGELOG.md", "docs/contract.md",
             "helm/symfonic-stream/README.md"} <= names
     assert not any(name.startswith((".venv", "native/target")) for name in names)
+
+
+# -- citations of the contract -----------------------------------------------------------
+
+#: "contract §5" (or "§2-§5" after it) in code, tests, schemas and pages.
+_CITATION = re.compile(r"contract §(\d+)(?:-§?(\d+))?")
+_SECTION = re.compile(r"^## §(\d+) ", re.MULTILINE)
+
+
+def _tracked_texts() -> list[Path]:
+    roots = ("symfonic_stream", "consumers", "tests", "schemas", "docs", "helm", "bench",
+             "scripts", "web/src")
+    found = [ROOT / "README.md"]
+    for root in roots:
+        found += [p for p in (ROOT / root).rglob("*")
+                  if p.is_file() and p.suffix in {".py", ".md", ".json", ".yaml", ".tpl",
+                                                    ".sh", ".js"}
+                  and not any(part in _NOT_PAGES for part in p.relative_to(ROOT).parts)]
+    return found
+
+
+def test_every_contract_section_cited_exists_and_nothing_cites_a_file_outside() -> None:
+    """Code and pages cite docs/contract.md's numbered sections ("contract §5"): each one
+    cited is a heading there; and nothing cites the SPEC.md that lies outside a clone."""
+    sections = {int(n) for n in _SECTION.findall((ROOT / "docs" / "contract.md").read_text())}
+    assert sections == set(range(1, len(sections) + 1)), sections
+    missing, outside = [], []
+    for path in _tracked_texts():
+        text = path.read_text(errors="replace")
+        for match in _CITATION.finditer(text):
+            first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+            if not set(range(first, last + 1)) <= sections:
+                missing.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
+        if path.name != "test_docs_links.py" and re.search(r"\bSPEC\b(?!_)", text):
+            outside.append(str(path.relative_to(ROOT)))
+    assert not missing, missing
+    assert not outside, f"cite docs/contract.md, not a SPEC the repository lacks: {outside}"

@@ -1,4 +1,4 @@
-"""The ordering guard (SPEC §5): examples for each rule, then properties (hypothesis)."""
+"""The ordering guard (contract §5): examples for each rule, then properties (hypothesis)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ The model is written from docs/pauses.md, not from the code:
   pause ended (its expiry, or when it was routed if that is later);
 - the validator registers a (tenant, ticket id) once while it remembers it: until its
   expiry, its answer or its registration, whichever is last, plus the grace;
-- an answer is checked in SPEC §7's order: unknown ticket (none remembered of that id, of
+- an answer is checked in contract §7's order: unknown ticket (none remembered of that id, of
   the tenant the request names if it names one), bad token (none of those tickets has its
   token, or several do), expired (``expires_at <= now``), already answered, accepted.
 

@@ -1,4 +1,4 @@
-"""The pause router and resume validator as pure processors (SPEC §7)."""
+"""The pause router and resume validator as pure processors (contract §7)."""
 
 from __future__ import annotations
 
@@ -461,7 +461,7 @@ def test_an_expired_ticket_answered_again_is_expired_not_already_answered() -> N
 
 
 def test_a_wrong_token_on_an_expired_ticket_is_bad_token_never_expired() -> None:
-    """SPEC §7's order: the token is checked before anything else about the ticket is
+    """contract §7's order: the token is checked before anything else about the ticket is
     revealed, its expiry included; with the right token the same ticket is expired."""
     v = ValidatorHarness()
     v.register(routed(expires_at=NOW + 5))

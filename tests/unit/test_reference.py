@@ -9,7 +9,7 @@
     *and* as exact bytes, dead letters as (reason, line), and the duplicate / gap /
     unknown-kind counters); single events and a deterministic one-field-at-a-time matrix
     (both projections, exact bytes); and validation verdicts against
-    ``decode_agent_event``. Where the two sides disagree and SPEC sides with the oracle,
+    ``decode_agent_event``. Where the two sides disagree and the contract sides with the oracle,
     the input shape is excluded by name and the disagreement pinned in its own test.
 
 This module is the one place that puts the oracle next to ``symfonic_stream``.
@@ -74,7 +74,7 @@ def reason(value: bytes) -> str | None:
     return validate(value)[1]
 
 
-# -- (a) SPEC §2: the cases of test_decoding.py -------------------------------------------
+# -- (a) contract §2: the cases of test_decoding.py -------------------------------------------
 
 
 def test_valid_event_ignores_unknown_fields_and_accepts_integer_timestamps() -> None:
@@ -151,7 +151,7 @@ def test_nullable_fields_accept_null() -> None:
     assert reason(orjson.dumps(raw("x", run_id="é" * 256))) is None
 
 
-# -- (a) SPEC §3: the cases of test_typed_projection.py -----------------------------------
+# -- (a) contract §3: the cases of test_typed_projection.py -----------------------------------
 
 _ASK_USER = {
     "type": "ask_user",
@@ -323,7 +323,7 @@ def test_unknown_kinds_and_pauses_without_interrupt_emit_nothing(kind: str) -> N
     assert o_typed(kind, text="hello") == []
 
 
-# -- (a) SPEC §4: the cases of test_chunk_projection.py -----------------------------------
+# -- (a) contract §4: the cases of test_chunk_projection.py -----------------------------------
 
 
 def test_text_and_thinking_chunks() -> None:
@@ -410,7 +410,7 @@ def test_compact_json_is_orjsons_text(value: Any, text: str) -> None:
     assert orjson.dumps(value).decode() == text
 
 
-# -- (a) SPEC §5: the cases of test_guard.py ---------------------------------------------
+# -- (a) contract §5: the cases of test_guard.py ---------------------------------------------
 
 
 class Harness:
@@ -638,7 +638,7 @@ def test_any_arrival_with_losses_still_gives_dense_seq_and_every_index_once(
     assert covered == list(range(max(arrivals) + 1))
 
 
-# -- (a) SPEC §8: the cases of test_offline.py -------------------------------------------
+# -- (a) contract §8: the cases of test_offline.py -------------------------------------------
 
 
 def test_bad_lines_are_dead_lettered_with_their_line_numbers() -> None:
@@ -788,7 +788,7 @@ _EDGE_NUMBERS = st.sampled_from(
     [0, 0.0, -0.0, 3, 2.25, 99.96, 1e-05, 1.5e-07, 1e16, 1e15, 5e-324, 2**53 + 1, 2**63 - 1]
 )
 _NUMBER = _EDGE_NUMBERS | _FLOATS | st.integers(0, 2**53)
-# EXCLUDED INPUT SHAPE ("negative-zero duration"): `result.duration_ms` of -0.0. SPEC §3
+# EXCLUDED INPUT SHAPE ("negative-zero duration"): `result.duration_ms` of -0.0. contract §3
 # rounds the duration to 0.1 ms, and round(-0.0, 1) is -0.0 (the oracle writes `-0.0`, as
 # the implementation does for -0.01); the implementation treats -0.0 as "no duration" and
 # writes `0.0`. Equal as numbers, different bytes. Pinned in
@@ -1097,7 +1097,7 @@ def test_big_integers_are_invalid_in_both() -> None:
 
 
 def test_negative_zero_duration_is_where_oracle_and_implementation_part() -> None:
-    """The excluded shape, pinned: SPEC's rounding keeps -0.0, the implementation drops it."""
+    """The excluded shape, pinned: the contract's rounding keeps -0.0, the implementation drops it."""
     line = b'{"run_id":"r","index":0,"kind":"done","timestamp":1,"result":{"duration_ms":-0.0}}'
     values, _, _ = implementation([line], "typed", 1000)
     envelopes, _ = project([line], "typed")
@@ -1109,7 +1109,7 @@ def test_negative_zero_duration_is_where_oracle_and_implementation_part() -> Non
 def test_values_nested_past_the_depth_limit_are_invalid_in_both() -> None:
     """orjson parses up to 1024 levels but writes at most 254: an event nested deeper than
     SYMFONIC_MAX_JSON_DEPTH (64) is dead-lettered when it arrives, by both, and the run's
-    next event is still projected (SPEC §6: a record never stops the consumer)."""
+    next event is still projected (contract §6: a record never stops the consumer)."""
     for levels, accepted in ((62, True), (63, False), (300, False)):  # + event, tool_call
         deep = b"[" * levels + b"]" * levels
         lines = [b'{"run_id":"r","index":0,"kind":"tool_result","timestamp":1,'

@@ -1,4 +1,4 @@
-"""schemas/ (SPEC §8): generated from the models, valid, faithful, and not drifted."""
+"""schemas/ (contract §8): generated from the models, valid, faithful, and not drifted."""
 
 from __future__ import annotations
 

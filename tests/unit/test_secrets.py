@@ -1,4 +1,4 @@
-"""Secrets never reach a log line, even in a library's own message (SPEC §8)."""
+"""Secrets never reach a log line, even in a library's own message (contract §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per row of SPEC §3: exact typed output for each AgentEvent shape."""
+"""One test per row of contract §3: exact typed output for each AgentEvent shape."""
 
 from __future__ import annotations
 

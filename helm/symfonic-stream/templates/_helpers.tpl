@@ -136,7 +136,7 @@ imagePullSecrets:
 {{- if or $r.rules $r.defaultQueue $r.tenants $r.escalations $r.existingConfigMap }}true{{ end -}}
 {{- end -}}
 
-{{/* The routing rules file rendered from values (SPEC section 7; format of symfonic_stream/processors/pauses/rules.py). */}}
+{{/* The routing rules file rendered from values (contract §7; format of symfonic_stream/processors/pauses/rules.py). */}}
 {{- define "symfonic-stream.routing.file" -}}
 {{- $r := .Values.pauses.routing -}}
 {{- if $r.defaultQueue }}

@@ -1,1 +1,1 @@
-"""The per-run ordering guard (SPEC §5): dense seq, duplicates, holes, gaps, run ends."""
+"""The per-run ordering guard (contract §5): dense seq, duplicates, holes, gaps, run ends."""

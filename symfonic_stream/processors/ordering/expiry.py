@@ -85,7 +85,7 @@ def _expire(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: C
 def abandon(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: Collector) -> None:
     """No event for the idle timeout (or a pause long expired): every hole becomes a gap,
     then ``end: abandoned`` (``source_index`` null, ``ts`` the last event's), and the run
-    closes like any other (SPEC §5)."""
+    closes like any other (contract §5)."""
     while run.buffer and run.status is not RunStatus.CLOSED:
         guard.fill_first_hole(run_id, run, now, out)
     if run.status is RunStatus.CLOSED:  # a filled hole released its closing event

@@ -63,7 +63,7 @@ Released = list[tuple[bytes, str]]
 
 @dataclass(frozen=True, slots=True)
 class GuardLimits:
-    """SPEC §5's bounds and the guard's share of the state bounds (docs/configuration.md:
+    """contract §5's bounds and the guard's share of the state bounds (docs/configuration.md:
     SYMFONIC_GAP_TIMEOUT_S, _RUN_BUFFER_MAX, _CLOSED_RUN_GRACE_S, _RUN_IDLE_TIMEOUT_S,
     _BUFFER_MAX_BYTES, _MAX_OUTPUT_BYTES, _MAX_STATE_RECORD_BYTES, _PUNCTUATE_BUDGET_MS)."""
 

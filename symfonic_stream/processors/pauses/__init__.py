@@ -1,1 +1,1 @@
-"""Pauses (SPEC §7): routing tickets to human queues, validating the humans' answers."""
+"""Pauses (contract §7): routing tickets to human queues, validating the humans' answers."""

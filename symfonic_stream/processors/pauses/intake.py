@@ -1,5 +1,5 @@
 """The resume validator's intake: each answer on resume-requests, appended to the
-registrations topic under its ticket's id (SPEC §7).
+registrations topic under its ticket's id (contract §7).
 
 Reviewers may write ``<prefix>.resume-requests``, so nothing there can be trusted to be a
 ticket registration, and an answer can come with any key. The intake takes every record

@@ -1,4 +1,4 @@
-"""The pause router: one ticket per ``interrupt_id`` on the right human queue (SPEC §7).
+"""The pause router: one ticket per ``interrupt_id`` on the right human queue (contract §7).
 
 For every raw event carrying an interrupt the router writes, in one transaction:
 
@@ -68,7 +68,7 @@ def build_ticket(
     event: AgentEvent, pending: PendingInterrupt, queue: str, now: float, source: str,
     expires_at: float,
 ) -> dict[str, Any]:
-    """The SPEC §7 ticket for one pause (field order as the contract lists it)."""
+    """The contract §7 ticket for one pause (field order as the contract lists it)."""
     kind = "ask_user" if event.kind == "ask_user" else "interrupt"
     questions = pending.questions if kind == "ask_user" else None  # as the typed event
     scope = event.scope

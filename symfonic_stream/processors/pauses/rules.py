@@ -1,4 +1,4 @@
-"""Routing rules: which human queue a ticket goes to (SPEC §7).
+"""Routing rules: which human queue a ticket goes to (contract §7).
 
 The file at ``SYMFONIC_ROUTING_RULES`` is YAML, either a plain ordered list of rules or a
 mapping with the list under ``rules``::

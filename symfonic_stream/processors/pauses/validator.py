@@ -1,4 +1,4 @@
-"""The resume validator: every human answer checked once, the first good one wins (SPEC §7).
+"""The resume validator: every human answer checked once, the first good one wins (contract §7).
 
 It reads ``<prefix>.pause-registrations``, keyed by ticket id, which only the pause router
 (each ticket's registration, header ``symfonic-record-type: ticket``) and the validator's
@@ -17,7 +17,7 @@ answered ticket cannot be answered again), and its expiry is capped at
 ``SYMFONIC_TICKET_MAX_LIFETIME_S`` after it was registered, so nothing is remembered for
 ever.
 
-Checks, in SPEC §7's order: the ticket exists (``unknown_ticket``; the request's
+Checks, in contract §7's order: the ticket exists (``unknown_ticket``; the request's
 ``tenant``, when it names one, narrows which), the token matches in constant time
 (``bad_token``: checked before anything else is revealed about the ticket; also when it
 matches tickets of several tenants and the request names none),
@@ -305,7 +305,7 @@ class ResumeValidator(TicketRegistry):
 def _refusal(
     request: ResumeRequest, ticket: Registered | None, now: float
 ) -> tuple[RejectionReason, str] | None:
-    """Why ``request`` is refused, in SPEC §7's order: the ticket exists, the token matches
+    """Why ``request`` is refused, in contract §7's order: the ticket exists, the token matches
     (in constant time, before anything else about the ticket is revealed), it has not
     expired, it was not answered, (ours) no other responder holds its claim, the answer
     fits its schema. None: accepted."""

@@ -101,13 +101,13 @@ def _agent_event_rules(schema: dict[str, Any]) -> None:
 
 
 def dead_letter_headers_schema() -> dict[str, Any]:
-    """The four ``symfonic-dlq-*`` headers a dead letter carries (SPEC §6)."""
+    """The four ``symfonic-dlq-*`` headers a dead letter carries (contract §6)."""
     reason = TypeAdapter(DeadLetterReason).json_schema()
     return {
         "$defs": {"DeadLetterReason": reason},
         "title": "DeadLetterHeaders",
         "description": (
-            "The headers of a record on `<prefix>.dead-letter` (SPEC §6), as UTF-8 text. The "
+            "The headers of a record on `<prefix>.dead-letter` (contract §6), as UTF-8 text. The "
             "record keeps the original key, value and headers; these four are added. "
             "Other headers are the original record's and may hold any bytes."
         ),

@@ -43,7 +43,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         "AgentEvent",
         AgentEvent,
         "validation",
-        "A raw kernel event: the value of a record on `<prefix>.agent-events` (SPEC §2), "
+        "A raw kernel event: the value of a record on `<prefix>.agent-events` (contract §2), "
         "keyed by its run id. JSON types are checked strictly: no string, fraction or "
         "boolean where an integer is due, no string where a number is due (an integer is "
         "a valid number). Unknown fields are ignored; an unknown `kind` is valid.",
@@ -53,7 +53,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         "StreamEvent",
         StreamEvent,
         "serialization",
-        "The typed vocabulary (SPEC §3): the `event` of a record on `<prefix>.stream-events`, "
+        "The typed vocabulary (contract §3): the `event` of a record on `<prefix>.stream-events`, "
         "a union discriminated on `type`.",
     ),
     RecordSchema(
@@ -61,14 +61,14 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         "StreamChunk",
         StreamChunk,
         "serialization",
-        "The chunk vocabulary (SPEC §4): the `event` of a record on `<prefix>.stream-chunks`.",
+        "The chunk vocabulary (contract §4): the `event` of a record on `<prefix>.stream-chunks`.",
     ),
     RecordSchema(
         "stream-events-record.json",
         "StreamEventsRecord",
         StreamEventRecord,
         "serialization",
-        "The value of a record on `<prefix>.stream-events` (SPEC §5), keyed by run id: "
+        "The value of a record on `<prefix>.stream-events` (contract §5), keyed by run id: "
         "exactly one of an event, a run segment's end, or a gap. `seq` is dense per run.",
     ),
     RecordSchema(
@@ -76,7 +76,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         "StreamChunksRecord",
         StreamChunkRecord,
         "serialization",
-        "The value of a record on `<prefix>.stream-chunks` (SPEC §5), keyed by run id: "
+        "The value of a record on `<prefix>.stream-chunks` (contract §5), keyed by run id: "
         "exactly one of a chunk, a run segment's end, or a gap. `seq` is dense per run.",
     ),
     RecordSchema(
@@ -85,14 +85,14 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         EndRecord,
         "serialization",
         "The record that ends a run segment on the stream-events and stream-chunks topics "
-        "(SPEC §5): completed, error, cancelled or paused.",
+        "(contract §5): completed, error, cancelled or paused.",
     ),
     RecordSchema(
         "gap-record.json",
         "GapRecord",
         GapRecord,
         "serialization",
-        "A range of kernel indexes lost upstream (SPEC §5), reported on the stream-events "
+        "A range of kernel indexes lost upstream (contract §5), reported on the stream-events "
         "and stream-chunks topics instead of waiting for it forever.",
     ),
     RecordSchema(
@@ -100,7 +100,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         "Ticket",
         Ticket,
         "serialization",
-        "A pause routed to a human queue (SPEC §7): the value of a record on "
+        "A pause routed to a human queue (contract §7): the value of a record on "
         "`<prefix>.human.<queue>`, `<prefix>.human.<tenant>.<queue>` or "
         "`<prefix>.human.expired`.",
     ),
@@ -110,7 +110,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         ResumeRequest,
         "validation",
         "A human-review tool's answer to a ticket: the value of a record on "
-        "`<prefix>.resume-requests` (SPEC §7).",
+        "`<prefix>.resume-requests` (contract §7).",
     ),
     RecordSchema(
         "resume.json",
@@ -118,7 +118,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         Resume,
         "serialization",
         "An accepted answer for the kernel: the value of a record on `<prefix>.resumes`, "
-        "keyed by run id (SPEC §7).",
+        "keyed by run id (contract §7).",
     ),
     RecordSchema(
         "resume-rejection.json",
@@ -126,7 +126,7 @@ RECORD_SCHEMAS: tuple[RecordSchema, ...] = (
         ResumeRejection,
         "serialization",
         "A refused answer: the value of a record on `<prefix>.resume-rejections`, keyed by "
-        "ticket id (SPEC §7).",
+        "ticket id (contract §7).",
     ),
     RecordSchema(
         "claim-request.json",

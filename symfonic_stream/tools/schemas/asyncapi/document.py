@@ -58,7 +58,7 @@ def _messages(names: TopicNames) -> dict[str, Any]:
 
 
 def asyncapi_document(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
-    """The AsyncAPI 3.0 document of every topic (SPEC §1), for one topic prefix."""
+    """The AsyncAPI 3.0 document of every topic (contract §1), for one topic prefix."""
     names = TopicNames(prefix)
     return {
         "asyncapi": ASYNCAPI_VERSION,
