@@ -1,5 +1,7 @@
-"""Modules stay readable in one sitting, functions in one screen (the style the README
-names): no module of the package over 400 lines, no function over 60, except builders of
+"""A tripwire, not a target: a module holds one subject and may be as long as that subject
+needs, a function one idea (cohesive code is never cut apart to meet a size: issue 45).
+What this catches is a module that has grown two subjects or a function that does several
+things: no module of the package over 650 lines, no function over 100, except builders of
 data literals (the AsyncAPI document's channels, messages and operations)."""
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from pathlib import Path
 from tests.unit.helpers import package_sources
 
 PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 650
+MAX_FUNCTION_LINES = 100
 #: Functions that are one data literal (a document built as a dict), by module and name.
 DATA_LITERALS = {
     ("tools/schemas/asyncapi/operations.py", "build_operations"),
@@ -23,13 +25,13 @@ def _modules() -> list[Path]:
     return package_sources(PACKAGE)
 
 
-def test_no_module_is_over_400_lines() -> None:
+def test_no_module_is_over_650_lines() -> None:
     long = {str(p.relative_to(PACKAGE)): n for p in _modules()
             if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
     assert long == {}
 
 
-def test_no_function_is_over_60_lines() -> None:
+def test_no_function_is_over_100_lines() -> None:
     long = {}
     for path in _modules():
         where = str(path.relative_to(PACKAGE))
