@@ -55,6 +55,7 @@ def router_wiring(settings: Settings, names: TopicNames) -> Wiring:
         return PauseRouter(
             names, rules, tenant_queues=settings.tenant_queues,
             grace_s=settings.closed_run_grace_s, max_lifetime_s=settings.ticket_max_lifetime_s,
+            idle_timeout_s=settings.run_idle_timeout_s,
             punctuate_budget_s=settings.punctuate_budget_ms / 1000,
             decode=settings.decode_limits(),
         )
@@ -85,7 +86,8 @@ PAUSES = Consumer(
             wire=router_wiring,
             stores=("run",),
             settings=("routing_rules", "tenant_queues", "closed_run_grace_s",
-                      "ticket_max_lifetime_s", "punctuate_budget_ms", *DECODE_SETTINGS),
+                      "ticket_max_lifetime_s", "run_idle_timeout_s", "punctuate_budget_ms",
+                      *DECODE_SETTINGS),
         ),
     ),
     scales_on="pauses",

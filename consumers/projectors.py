@@ -7,7 +7,7 @@ from symfonic_stream.consumers.declaration import Engine, Resources, Topic, Wire
 from symfonic_stream.consumers.topics import AGENT_EVENTS
 from symfonic_stream.models.names import ProjectionName, TopicNames
 from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
 
 #: The settings the decoder's bounds come from (``Settings.decode_limits``).
 DECODE_SETTINGS = ("max_record_bytes", "max_json_depth", "max_integer")
@@ -39,8 +39,8 @@ def _wire(projection: ProjectionName, output: Topic) -> Wire:
     def wire(settings: Settings, names: TopicNames) -> Wiring:
         topic, limits = output.name(names), guard_limits(settings)
         decode = settings.decode_limits()
-        return Wiring(lambda partition: ProjectorProcessor(
-            PROJECTIONS[projection], topic, limits, decode=decode))
+        project = projection_of(projection, ticket_tokens=settings.stream_ticket_tokens)
+        return Wiring(lambda partition: ProjectorProcessor(project, topic, limits, decode=decode))
 
     return wire
 
@@ -53,5 +53,5 @@ def projector_engine(projection: ProjectionName, output: Topic, summary: str) ->
         writes=(Write(output, summary),),
         wire=_wire(projection, output),
         stores=("run", "buf"),
-        settings=(*GUARD_SETTINGS, *DECODE_SETTINGS),
+        settings=(*GUARD_SETTINGS, *DECODE_SETTINGS, "stream_ticket_tokens"),
     )

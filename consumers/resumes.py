@@ -39,7 +39,8 @@ def _validator(settings: Settings, names: TopicNames) -> Wiring:
     ``escalations``), and the queues it escalates tickets to: named ahead with shared
     queues, a tenant's created on its first escalated ticket with per-tenant queues."""
     rules = load_rules(settings.routing_rules)
-    desk = ReviewDesk(names, rules, settings.tenant_queues, settings.review_claim_lease_s)
+    desk = ReviewDesk(names, rules, settings.tenant_queues, settings.review_claim_lease_s,
+                      settings.review_claim_max_s)
     escalated = () if settings.tenant_queues else tuple(
         dict.fromkeys(names.human_queue(e.to) for e in rules.escalations))
     return Wiring(
@@ -89,6 +90,7 @@ RESUMES_CONSUMER = Consumer(
             wire=_validator,
             stores=("tenant-ticket", "ticket"),
             settings=("routing_rules", "tenant_queues", "review_claim_lease_s",
+                      "review_claim_max_s",
                       "closed_run_grace_s", "ticket_max_lifetime_s", "punctuate_budget_ms",
                       "max_answer_bytes", *DECODE_SETTINGS),
         ),

@@ -90,6 +90,11 @@ class Settings(BaseSettings):
     max_answer_bytes: int = Field(DEFAULT_MAX_ANSWER_BYTES, ge=1024)
     # How long a reviewer's claim of a ticket holds (the validator decides; docs/pauses.md).
     review_claim_lease_s: float = Field(300.0, gt=0)
+    # A claim's total lifetime, renewals included; its holder then rests a lease.
+    review_claim_max_s: float = Field(1800.0, gt=0)
+    # Whether a pause's typed event on stream-events carries its ticket's token (contract
+    # §3 says it does; false: "" for deployments that answer only through the gateway).
+    stream_ticket_tokens: bool = True
 
     # Operations
     metrics_port: int = Field(9400, ge=0, le=65535)

@@ -52,7 +52,7 @@ def command(projection: str, dead_letters_path: str | None, input_path: str | No
         ) from None
     try:
         run_offline(source, sys.stdout.buffer, projection, letters, limits,  # type: ignore[arg-type]
-                    settings.decode_limits())
+                    settings.decode_limits(), ticket_tokens=settings.stream_ticket_tokens)
         sys.stdout.buffer.flush()
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, not with a traceback.

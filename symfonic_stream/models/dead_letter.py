@@ -12,6 +12,8 @@ class DeadLetterReason(enum.StrEnum):
     INVALID_EVENT = "invalid_event"
     KEY_MISMATCH = "key_mismatch"
     RUN_CLOSED = "run_closed"
+    #: An event under a run id another tenant owns (contract §9).
+    FOREIGN_TENANT = "foreign_tenant"
     TOO_LARGE = "too_large"
     UNROUTABLE = "unroutable"
 

@@ -88,6 +88,11 @@ class Resume(BaseModel):
     answer: Any
     responder: str | None
     answered_at: float
+    tenant: str | None = Field(None, description=(
+        "The run's tenant (its ticket's, the owner of the run id: contract §9), also the "
+        "`symfonic-tenant` header. A kernel takes a resume only when it is its run's."))
+    request_id: str | None = Field(None, description=(
+        "The answering request's `request_id`, as it sent it."))
 
 
 class RejectionReason(enum.StrEnum):
@@ -110,6 +115,11 @@ class ResumeRejection(BaseModel):
     detail: str
     responder: str | None
     rejected_at: float
+    tenant: str | None = Field(None, description=(
+        "The ticket's tenant when the request showed it may know the ticket (its token "
+        "matched), also the `symfonic-tenant` header; else null."))
+    request_id: str | None = Field(None, description=(
+        "The refused request's `request_id`, as it sent it."))
 
 
 class ReviewClaim(BaseModel):

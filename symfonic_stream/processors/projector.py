@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, kind_label
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, AgentEvent, kind_label
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeError, DecodeLimits, decode_record
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering import expiry
 from symfonic_stream.processors.ordering.guard import GuardLimits, OrderingGuard
-from symfonic_stream.projections import Projection
+from symfonic_stream.projections import Body, Projection
 from symfonic_stream.projections.chunks import project_chunks
 from symfonic_stream.projections.typed import project_typed
 from symfonic_stream.state.store import StateStore
@@ -23,6 +23,28 @@ PROJECTIONS: dict[ProjectionName, Projection] = {
     "typed": project_typed,
     "chunks": project_chunks,
 }
+#: The typed events that carry their ticket's token (the chunks carry none).
+_TOKEN_EVENTS = frozenset({"ask_user", "interrupt"})
+
+
+def projection_of(name: ProjectionName, *, ticket_tokens: bool = True) -> Projection:
+    """The projection ``name``, live, offline and in a replay alike. Without
+    ``ticket_tokens`` (``SYMFONIC_STREAM_TICKET_TOKENS=false``, for deployments that answer
+    only through the gateway) a pause's typed event carries ``"token": ""``: whoever reads
+    stream-events then cannot answer the pause (docs/security.md)."""
+    projection = PROJECTIONS[name]
+    if ticket_tokens or name != "typed":
+        return projection
+
+    def without_tokens(event: AgentEvent) -> list[Body]:
+        bodies = projection(event)
+        if event.interrupt is not None:
+            for body in bodies:
+                if body["type"] in _TOKEN_EVENTS:
+                    body["token"] = ""
+        return bodies
+
+    return without_tokens
 
 
 class ProjectorProcessor:

@@ -1,5 +1,5 @@
-"""The SDKs, for code beside the consumers: the kernel's publisher, a run's reader, a review
-tool's reviewer (docs/tools.md, docs/pauses.md).
+"""The SDKs, for code beside the consumers: the kernel's publisher and its resume reader, a
+run's reader, a review tool's reviewer (docs/tools.md, docs/pauses.md).
 
 Each is an async context manager that starts its Kafka clients on entry and closes every one
 of them on exit, also when entering fails. Each takes ``settings`` last and reads the
@@ -35,6 +35,7 @@ from symfonic_stream.sdk.reader import (
     parse_run_record,
     parse_time,
 )
+from symfonic_stream.sdk.resumes import ResumeReader, Unowned, resume_for
 from symfonic_stream.sdk.reviewer import OutcomesUnavailable, Reviewer, TicketOutcome
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "OutcomesUnavailable",
     "PublishError",
     "ReaderTimeout",
+    "ResumeReader",
     "Reviewer",
     "RunReadError",
     "RunReader",
@@ -57,7 +59,9 @@ __all__ = [
     "TicketOutcome",
     "TopicMissingError",
     "TypedEventRecord",
+    "Unowned",
     "encode_event",
     "parse_run_record",
     "parse_time",
+    "resume_for",
 ]

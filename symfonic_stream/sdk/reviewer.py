@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
@@ -159,13 +160,15 @@ class Reviewer:
 
     async def submit(
         self, ticket_id: str, token: str, answer: Any, responder: str | None = None,
-        *, tenant: str | Unnamed | None = Unnamed.TENANT,
-    ) -> None:
-        """Send one answer (no wait for the verdict). ``tenant``, the ticket's, names which
+        *, tenant: str | Unnamed | None = Unnamed.TENANT, request_id: str | None = None,
+    ) -> str:
+        """Send one answer (no wait for the verdict); its request id (``request_id``, or
+        one made here), which its verdict carries. ``tenant``, the ticket's, names which
         ticket when tenants share the id; unnamed, the token tells."""
         named = {} if isinstance(tenant, Unnamed) else {"tenant": tenant}
         request = ResumeRequest(
-            ticket_id=ticket_id, token=token, answer=answer, responder=responder, **named
+            ticket_id=ticket_id, token=token, answer=answer, responder=responder,
+            request_id=request_id or uuid.uuid4().hex, **named
         )
         assert self._producer is not None, "use `async with Reviewer(...)`"
         await self._producer.send_and_wait(
@@ -173,24 +176,30 @@ class Reviewer:
             key=ticket_id.encode(),
             value=orjson.dumps(request.model_dump(exclude_unset=True)),
         )
+        assert request.request_id is not None
+        return request.request_id
 
     async def answer(
         self, ticket: Ticket, answer: Any, responder: str | None = None, timeout_s: float = 30.0
     ) -> TicketOutcome:
-        """Answer a ticket with its own token and wait for the validator's verdict (with
-        ``follow_outcomes=False``: raises :class:`OutcomesUnavailable` before sending; use
-        :meth:`submit`)."""
+        """Answer a ticket with its own token and wait for the validator's verdict on this
+        answer (with ``follow_outcomes=False``: raises :class:`OutcomesUnavailable` before
+        sending; use :meth:`submit`)."""
         self._check_outcomes()
-        await self.submit(ticket.ticket_id, ticket.token, answer, responder,
-                          tenant=ticket.tenant)
-        return await self.outcome(ticket.ticket_id, timeout_s)
+        request_id = await self.submit(ticket.ticket_id, ticket.token, answer, responder,
+                                       tenant=ticket.tenant)
+        return await self.outcome(ticket.ticket_id, timeout_s, request_id=request_id)
 
-    async def outcome(self, ticket_id: str, timeout_s: float = 30.0) -> TicketOutcome:
-        """The next verdict on ``ticket_id`` given since this reviewer started."""
+    async def outcome(self, ticket_id: str, timeout_s: float = 30.0, *,
+                      request_id: str | None = None) -> TicketOutcome:
+        """The verdict on the request ``request_id`` (what :meth:`submit` returned); without
+        one, the next verdict on ``ticket_id`` given since this reviewer started, whoever's
+        request it answers (another reviewer's, another tenant's ticket of that id)."""
         self._check_outcomes()
         assert self._verdicts is not None, "use `async with Reviewer(...)`"
         deadline = time.monotonic() + timeout_s
-        while ticket_id not in self._seen:
+        key = request_id if request_id is not None else ticket_id
+        while key not in self._seen:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"no verdict on ticket {ticket_id!r} within {timeout_s}s")
@@ -199,7 +208,9 @@ class Reviewer:
                 for message in messages:
                     self._record_verdict(tp, message.value)
             await asyncio.sleep(0)
-        record = self._seen.pop(ticket_id)
+        record = self._seen.pop(key)
+        if self._seen.get(ticket_id) is record:  # (kept under both: taken once)
+            del self._seen[ticket_id]
         reason = record.get("reason")
         return TicketOutcome(
             ticket_id=ticket_id,
@@ -218,7 +229,8 @@ class Reviewer:
             )
 
     def _record_verdict(self, tp: TopicPartition, value: bytes | None) -> None:
+        """Kept under its ticket id and, when it has one, its request id."""
         record = orjson.loads(value or b"{}")
-        ticket_id = record.get("ticket_id")
-        if isinstance(ticket_id, str):
-            self._seen[ticket_id] = record
+        for key in (record.get("ticket_id"), record.get("request_id")):
+            if isinstance(key, str):
+                self._seen[key] = record

@@ -80,11 +80,20 @@ def _rocksdict() -> Any:
     return rocksdict
 
 
+def private_dir(folder: Path) -> None:
+    """``folder``, made if missing, readable by this user alone (0700): the state holds
+    ticket tokens and every tenant's runs (docs/security.md)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_mode & 0o077:
+        folder.chmod(0o700)
+
+
 def check_state_dir(folder: Path) -> None:
-    """At start, with ``SYMFONIC_STATE_DIR`` set: the binding is there, the folder writable."""
+    """At start, with ``SYMFONIC_STATE_DIR`` set: the binding is there, the folder writable
+    and private (0700)."""
     _rocksdict()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         probe = folder / ".writable"
         probe.write_bytes(b"")
         probe.unlink()
@@ -99,7 +108,7 @@ class DiskState:
     def __init__(self, path: Path) -> None:
         rocksdict = _rocksdict()
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         options = rocksdict.Options(raw_mode=True)
         # What RocksDB itself holds in memory, bounded per process, not per partition: its
         # defaults (a 64 MiB memtable, two of them, and an 8 MiB block cache per database)

@@ -18,7 +18,7 @@ from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
 
 OFFLINE_TOPIC = "offline"
 # A wall clock that never moves: offline, no hole times out before the end of the input.
@@ -38,11 +38,13 @@ def project_lines(
     projection: ProjectionName,
     limits: GuardLimits | None = None,
     decode: DecodeLimits = DEFAULT_LIMITS,
+    *,
+    ticket_tokens: bool = True,
 ) -> Iterator[Collector]:
     """Yield, per input line (and once at the end), what the guard released."""
     processor = ProjectorProcessor(
-        PROJECTIONS[projection], OFFLINE_TOPIC, limits or GuardLimits(), check_keys=False,
-        decode=decode,
+        projection_of(projection, ticket_tokens=ticket_tokens), OFFLINE_TOPIC,
+        limits or GuardLimits(), check_keys=False, decode=decode,
     )
     out = Collector()
     for number, line in enumerate(lines, start=1):
@@ -64,11 +66,14 @@ def run_offline(
     dead_letters: IO[bytes] | None = None,
     limits: GuardLimits | None = None,
     decode: DecodeLimits = DEFAULT_LIMITS,
+    *,
+    ticket_tokens: bool = True,
 ) -> OfflineSummary:
     """Project ``source`` into ``sink``; bad lines go to ``dead_letters`` as JSONL.
     ``decode`` is what the live consumers accept (size, nesting, integers)."""
     summary = OfflineSummary()
-    for released in project_lines(source, projection, limits, decode):
+    for released in project_lines(source, projection, limits, decode,
+                                  ticket_tokens=ticket_tokens):
         for output in released.outputs:
             sink.write((output.value or b"") + b"\n")
         summary.records_out += len(released.outputs)

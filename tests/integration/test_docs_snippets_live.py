@@ -29,6 +29,7 @@ from .harness import (
 PUBLISHER = ("tools.md", "async with EventPublisher() as publisher:")
 READER = ("tools.md", 'async with RunReader("run-1", follow=False, idle_timeout_s=60) as reader:')
 REVIEWER = ("pauses.md", 'async with Reviewer("symfonic-review.acme.ui") as reviewer:')
+RESUMES = ("tools.md", 'async with ResumeReader("kernel-1", owner) as resumes:')
 
 
 async def start_block(block: tuple[str, str], prefix: str, tmp_path: Path,
@@ -71,7 +72,11 @@ async def test_the_publisher_then_the_reader_example(tmp_path: Path) -> None:
     assert read.splitlines() == expected
 
 
-async def test_the_reviewer_example_answers_a_ticket(tmp_path: Path) -> None:
+async def test_the_reviewer_example_answers_a_ticket_and_the_kernels_reader_takes_it(
+        tmp_path: Path) -> None:
+    """The reviewer's example answers acme's ticket; the kernel's resume reader example
+    skips a resume of the run that is not acme's (as another tenant's would be) and takes
+    acme's (contract §9)."""
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
@@ -80,10 +85,17 @@ async def test_the_reviewer_example_answers_a_ticket(tmp_path: Path) -> None:
     try:
         await asyncio.gather(*(c.wait_ready() for c in consumers))
         ask = {"run_id": "ask-run", "index": 0, "kind": "ask_user", "timestamp": time.time(),
+               "scope": {"tenant": "acme", "principal": "ana"},
                "interrupt": {"name": "ask_user", "kind": "ask_user",
                              "payload": {"questions": ["Refund the shipping fee?"]},
                              "token": "tok-1", "interrupt_id": "intr-1", "run_id": "ask-run",
                              "expires_at": time.time() + 3600, "resumable": True}}
+        # Before the answer, a resume of the run that is not acme's: the kernel skips it.
+        forged = {"ticket_id": "intr-1", "run_id": "ask-run", "tool_call_id": None,
+                  "interrupt_id": "intr-1", "answer": {"approved": False}, "responder": "eve",
+                  "answered_at": time.time(), "tenant": "globex", "request_id": None}
+        await produce(names.resumes, [(b"ask-run", orjson.dumps(forged),
+                                       [("symfonic-tenant", b"globex")])])
         await produce(names.agent_events, [(b"ask-run", orjson.dumps(ask), [])])
         reviewer = await start_block(REVIEWER, prefix, tmp_path)
         assert reviewer.stdout is not None
@@ -93,8 +105,12 @@ async def test_the_reviewer_example_answers_a_ticket(tmp_path: Path) -> None:
         assert ticket.decode().split()[:2] == ["ask-run", "ask_user"]
         assert verdict == b"accepted\n"
         async with TopicReader(names.resumes) as resumes:
-            [accepted] = await resumes.until(1, within=30)
-        assert orjson.loads(accepted.value or b"")["answer"] == {"approved": True}
+            [_, accepted] = await resumes.until(2, within=30)
+        resume = orjson.loads(accepted.value or b"")
+        assert (resume["answer"], resume["tenant"]) == ({"approved": True}, "acme")
+        assert dict(accepted.headers)["symfonic-tenant"] == b"acme"
+        taken = await run_block(RESUMES, prefix, tmp_path)
+        assert taken == "ask-run intr-1 {'approved': True}\n"
     finally:
         if reviewer is not None and reviewer.returncode is None:
             reviewer.terminate()

@@ -2,8 +2,9 @@
 projectors write the topics, a real gateway serves them to tokens of two tenants.
 
 What each token may read is the reference oracle's projection of what was sent
-(:mod:`tests.reference.oracle`), filtered by the rule of docs/gateway.md ("Who may read"):
-a run is its first event's tenant's; a record of another tenant under its id is not.
+(:mod:`tests.reference.oracle`): a run is its first event's tenant's (contract §9), the
+projectors dead-letter another tenant's events under its id, and the gateway serves a run
+to its tenant's tokens only (docs/gateway.md, "Who may read").
 """
 
 from __future__ import annotations
@@ -74,23 +75,13 @@ async def _publish_committed(prefix: str, events: list[dict[str, Any]]) -> None:
                 await reader.poll()
 
 
-def _served_to(tenant: str, events: list[dict[str, Any]],
-               projection: oracle.ProjectionName) -> list[dict[str, Any]]:
-    """The oracle's envelopes of ``events``' first run that ``tenant`` may read: those
-    of its events, and the ones no event carries (gap, abandoned)."""
-    envelopes, dead = oracle.project((orjson.dumps(e) for e in events), projection)
-    assert not dead
-    tenants = {e["index"]: (e.get("scope") or {}).get("tenant") for e in events}
-    return [e for e in envelopes
-            if e["source_index"] is None or tenants[e["source_index"]] == tenant]
-
-
-async def test_a_run_is_pinned_to_the_tenant_of_its_first_event(
+async def test_another_tenants_events_under_a_run_id_never_reach_its_viewers(
     prefix: str, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Item 3: globex's and tenant-less events under acme's run id are projected into the
-    run (one topic, one key), but the gateway never serves them to acme's token, from
-    memory or read back from Kafka; globex's token finds no run."""
+    """Item 3, then issue 43: globex's and tenant-less events under acme's run id are
+    dead-lettered by the projectors (contract §9), so every record of the run is acme's
+    and says so; the gateway serves them all to acme's token, from memory or read back from
+    Kafka, and globex's token finds no run."""
     await create_topics(prefix)
     shared = [_event("shared", 0, "acme"), _event("shared", 1, "acme"),
               _event("shared", 2, "globex"), _event("shared", 3, None),
@@ -104,14 +95,13 @@ async def test_a_run_is_pinned_to_the_tenant_of_its_first_event(
             streams: list[tuple[str, oracle.ProjectionName]] = [("events", "typed"),
                                                                 ("chunks", "chunks")]
             for stream, projection in streams:
-                want = _served_to("acme", shared, projection)
-                assert len(want) < len(oracle.project(
-                    (orjson.dumps(e) for e in shared), projection)[0])  # some are not
+                want, dead = oracle.project((orjson.dumps(e) for e in shared), projection)
+                assert dead == [("foreign_tenant", 3), ("foreign_tenant", 4)]
                 status, got = await read_sse(client, f"{base}/v1/runs/shared/{stream}",
                                              headers=_token("acme"))
                 assert status == 200
                 assert [orjson.loads(m["data"]) for m in got] == want, stream
-                status, resumed = await read_sse(  # from seq 2: globex's, then none's
+                status, resumed = await read_sse(
                     client, f"{base}/v1/runs/shared/{stream}",
                     headers={**_token("acme"), "Last-Event-ID": "1"})
                 assert [orjson.loads(m["data"]) for m in resumed] == [
@@ -122,15 +112,11 @@ async def test_a_run_is_pinned_to_the_tenant_of_its_first_event(
                 foreign = gateway.metrics.registry.get_sample_value(
                     "symfonic_stream_gateway_records_total",
                     {"stream": stream, "outcome": "foreign"})
-                assert foreign == 2.0, stream  # globex's record and the tenant-less one
+                assert not foreign, stream  # the projectors wrote no foreign record
             read_backs = gateway.metrics.registry.get_sample_value(
                 "symfonic_stream_gateway_read_backs_total", {"stream": "events"})
             assert (read_backs or 0) >= (1 if cache_bytes == 1024 else 0)
-        logged = [r for r in caplog.records if r.getMessage().startswith(FOREIGN_LOG)]
-        assert len(logged) == 2, "once per run and topic, not once per record"
-        assert {r.__dict__["topic"] for r in logged} == {
-            f"{prefix}.stream-events", f"{prefix}.stream-chunks"}
-        caplog.clear()
+        assert not [r for r in caplog.records if r.getMessage().startswith(FOREIGN_LOG)]
 
 
 async def test_another_tenants_run_and_an_unknown_run_answer_alike(prefix: str) -> None:
@@ -182,8 +168,8 @@ async def test_one_tenants_waiting_requests_leave_slots_to_the_others(prefix: st
         status, messages = await read_sse(client, f"{base}/v1/runs/globex-run/events",
                                           headers=_token("globex"), within=10)
         assert status == 200
-        assert [orjson.loads(m["data"]) for m in messages] == _served_to(
-            "globex", globex_run, "typed")
+        assert [orjson.loads(m["data"]) for m in messages] == oracle.project(
+            (orjson.dumps(e) for e in globex_run), "typed")[0]
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)

@@ -1,6 +1,7 @@
 """Tickets per tenant on the real broker (issue 33 item 5): two tenants' kernels use the
-same interrupt id, the real pause router and resume validator run as processes, and each
-tenant's reviewer answers its own ticket with the reviewer SDK.
+same interrupt id in runs of their own, the real pause router and resume validator run as
+processes, and each tenant's reviewer answers its own ticket with the reviewer SDK. (Both
+kernels under one run id: tests/integration/test_tenants_live.py.)
 
 Which answer resumes which run is the reference's (tests/reference/pauses.py)."""
 
@@ -38,10 +39,6 @@ EVENTS = [
     _pause("acme-b", "acme", "same-token", "shared-secret"),
     _pause("globex-b", "globex", "same-token", "shared-secret"),
 ]
-#: Both tenants' kernels in one run id, with one interrupt id.
-ONE_RUN = [_pause("one-run", "acme", "same-run", "acme-run-secret"),
-           _pause("one-run", "globex", "same-run", "globex-run-secret", index=1)]
-
 QUEUES = (("acme", "acme-desk"), ("globex", "globex-questions"))
 #: (tenant, ticket id, whether the answer names its tenant as the SDK's answer() does; else
 #: it is an older tool's, without one), in the order answered.
@@ -106,11 +103,3 @@ async def test_two_tenants_tickets_with_one_interrupt_id_are_answered_on_their_o
     assert verdicts == _reference(EVENTS, asked) == [
         (ACCEPTED, "globex-a"), (ACCEPTED, "acme-a"), ("bad_token", None),
         (ACCEPTED, "globex-b"), (ACCEPTED, "acme-b")]
-
-
-async def test_two_tenants_interrupts_in_one_run_id_are_two_tickets(
-    bootstrap_servers: str, tmp_path: Path
-) -> None:
-    asked, verdicts = await _answered(tmp_path, ONE_RUN, [
-        ("globex", "same-run", True), ("acme", "same-run", False)])
-    assert verdicts == _reference(ONE_RUN, asked) == [(ACCEPTED, "one-run")] * 2

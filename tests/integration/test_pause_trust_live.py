@@ -129,8 +129,10 @@ async def test_an_answered_ticket_is_not_answered_again_after_everyone_forgot_it
     prefix = unique_prefix()
     names, rules_path = await setup(prefix, tmp_path, tenant_queues=False)
     short = {"closed_run_grace_s": str(GRACE_S), "ticket_max_lifetime_s": str(LIFETIME_S)}
+    # (The router keeps a run as long as the projectors' guard would, which waits for a
+    # pause at most 24 idle timeouts: a short idle timeout keeps that within the lifetime.)
     router = ConsumerProcess("pauses", prefix, tmp_path, routing_rules=str(rules_path),
-                             **short).start()
+                             run_idle_timeout_s="0.5", **short).start()
     validator = ConsumerProcess("resumes", prefix, tmp_path, **short).start()
     try:
         await asyncio.gather(router.wait_ready(), validator.wait_ready())

@@ -109,8 +109,11 @@ def pause(
     }
 
 
-def text(run_id: str, index: int) -> dict[str, Any]:
-    return {"run_id": run_id, "index": index, "kind": "text_delta", "timestamp": 1.0, "text": "x"}
+def text(run_id: str, index: int, tenant: str | None = "acme") -> dict[str, Any]:
+    """A text delta of ``tenant``'s run (:func:`pause`'s default tenant: a run's events are
+    its owner's, contract §9)."""
+    return {"run_id": run_id, "index": index, "kind": "text_delta", "timestamp": 1.0, "text": "x",
+            "scope": {"tenant": tenant, "principal": "p"}}
 
 
 def records(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes, list[tuple[str, bytes]]]]:

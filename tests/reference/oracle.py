@@ -23,6 +23,7 @@ Check = Callable[[Any], bool]
 Shape = dict[str, tuple[Check, bool]]
 
 INVALID_JSON, INVALID_EVENT, RUN_CLOSED = "invalid_json", "invalid_event", "run_closed"
+FOREIGN_TENANT = "foreign_tenant"
 KNOWN_KINDS = frozenset({"thinking", "text_delta", "tool_call", "tool_result", "done",
                          "error", "cancelled", "ask_user", "interrupt"})
 END_STATUS = {"done": "completed", "error": "error", "cancelled": "cancelled"}
@@ -331,6 +332,8 @@ PROJECTIONS: dict[ProjectionName, Callable[[Event], list[Body]]] = {"typed": typ
 
 @dataclass
 class _Run:
+    #: Its owner: the first event's ``scope.tenant`` (contract §9).
+    tenant: str | None
     next_index: int = 0
     next_seq: int = 0
     closed: bool = False
@@ -354,8 +357,11 @@ class ReferenceGuard:
     def accept(self, event: Event, line: int) -> None:
         """One valid event, from input line ``line`` (for its dead letter, if any)."""
         run_id, index = event["run_id"], event["index"]
-        run = self._runs.setdefault(run_id, _Run())
-        if index < run.next_index or index in run.buffer:
+        tenant = (event.get("scope") or {}).get("tenant")
+        run = self._runs.setdefault(run_id, _Run(tenant))
+        if tenant != run.tenant:  # contract §9: another tenant's, whatever its index
+            self.dead_letters.append((FOREIGN_TENANT, line))
+        elif index < run.next_index or index in run.buffer:
             self.duplicates += 1
         elif run.closed:
             self.dead_letters.append((RUN_CLOSED, line))
@@ -366,6 +372,10 @@ class ReferenceGuard:
         else:
             self._release(run_id, run, event)
             self._drain(run_id, run)
+
+    def owner(self, run_id: str) -> str | None:
+        """The tenant every record of ``run_id`` carries (``symfonic-tenant``; contract §9)."""
+        return self._runs[run_id].tenant
 
     def finish(self) -> None:
         """End of input: the gap timeout of every hole still open, runs in first-seen order."""

@@ -28,6 +28,7 @@ RUN_BLOCKS = {
     ("tools.md", "async with EventPublisher() as publisher:"),
     ("tools.md", 'async with RunReader("run-1", follow=False, idle_timeout_s=60) as reader:'),
     ("pauses.md", 'async with Reviewer("symfonic-review.acme.ui") as reviewer:'),
+    ("tools.md", 'async with ResumeReader("kernel-1", owner) as resumes:'),
     # Run by tests/unit/test_consumers.py and, on the broker, test_consumer_declared.py.
     ("engine.md", "from symfonic_stream.consumers import Consumer, Engine, Resources"),
 }

@@ -3,6 +3,7 @@ metric labels only from the project's own closed sets."""
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.commit_metrics import report_commit
@@ -25,18 +26,33 @@ from tests.unit.test_pauses import (
 )
 
 
-def test_a_paused_run_that_never_closes_is_forgotten_after_its_pause() -> None:
+def _router(idle_timeout_s: float = 100.0, punctuate_budget_s: float = 0.05) -> RouterHarness:
+    from symfonic_stream.processors.pauses.router import PauseRouter
+    from tests.unit.test_pauses import RULES
+
     h = RouterHarness()
-    h.feed(pause_event(expires_at=NOW + 500))
+    h.router = PauseRouter(NAMES, RULES, tenant_queues=False, grace_s=60.0,
+                           idle_timeout_s=idle_timeout_s, punctuate_budget_s=punctuate_budget_s)
+    return h
+
+
+@pytest.mark.parametrize(("expires_in", "forgotten_after"), [
+    (500.0, 500 + 2 * 60),  # the guard waits for the pause, abandons, then its grace
+    (10.0, 100 + 100 / 8 + 60),  # its idle timeout (moved ahead by an eighth), the grace
+])
+def test_a_paused_run_that_never_closes_is_forgotten_once_the_guard_would_forget_it(
+        expires_in: float, forgotten_after: float) -> None:
+    h = _router(idle_timeout_s=100.0)
+    h.feed(pause_event(expires_at=NOW + expires_in))
     assert h.router.active_runs == 1
-    h.router.punctuate(NOW + 500 + 59, h.out)  # the grace is 60 s
+    h.router.punctuate(NOW + forgotten_after - 0.5, h.out)
     assert h.router.active_runs == 1
-    h.router.punctuate(NOW + 500 + 60, h.out)
+    h.router.punctuate(NOW + forgotten_after, h.out)
     assert h.router.active_runs == 0
 
 
 def test_a_far_future_expiry_is_capped_at_the_tickets_lifetime_after_its_event() -> None:
-    h = RouterHarness()
+    h = _router(idle_timeout_s=100.0)  # (24 idle timeouts: the guard waits 2,400 s at most)
     h.feed(pause_event(expires_at=1.79e308))
     [(_, ticket)] = h.tickets()
     capped = 100.0 + DEFAULT_TICKET_MAX_LIFETIME_S  # the event's timestamp + a day
@@ -131,16 +147,11 @@ def test_headers_of_client_records_never_become_labels() -> None:
 
 
 def test_the_router_forgets_within_its_punctuation_budget() -> None:
-    from symfonic_stream.processors.pauses.router import PauseRouter
-    from tests.unit.test_pauses import RULES
-
-    h = RouterHarness()
-    h.router = PauseRouter(NAMES, RULES, tenant_queues=False, grace_s=60.0,
-                           punctuate_budget_s=0.0)
+    h = _router(punctuate_budget_s=0.0)
     for n in range(5):
         h.feed(pause_event(run_id=f"run-{n}", interrupt_id=f"i-{n}", expires_at=NOW + 10))
-    h.router.punctuate(NOW + 100, h.out)
+    h.router.punctuate(NOW + 1000, h.out)
     assert h.router.active_runs == 4 and h.out.counts["punctuations_cut_short"] == 1
     for _ in range(4):
-        h.router.punctuate(NOW + 100, h.out)
+        h.router.punctuate(NOW + 1000, h.out)
     assert h.router.active_runs == 0

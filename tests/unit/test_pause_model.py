@@ -8,9 +8,14 @@ The model is written from docs/pauses.md, not from the code:
   lifetime after its event's timestamp (or after now, if the event is from our future),
   and again at most the validator's own lifetime after it registered the ticket;
 - a ticket already expired when routed goes to the expired queue (``expires_at <= now``);
+- a run id is its first event's tenant's (contract §9): another tenant's event under it
+  is dead-lettered ``foreign_tenant``, and makes no ticket and closes nothing;
 - the router routes a (tenant, interrupt id) of a run once while it remembers the run: a
-  run that closed for the grace after it closed, an open one for the grace after its last
-  pause ended (its expiry, or when it was routed if that is later);
+  run that closed for the grace after it closed, an open one until the latest of: the
+  grace after its last pause ended (its expiry, or when it was routed if that is later),
+  twice the grace after the guard stops waiting for that pause (its kernel expiry, at
+  most 24 idle timeouts), and an idle timeout plus the grace after its last event (moved
+  ahead by an idle timeout and an eighth at a time);
 - the validator registers a (tenant, ticket id) once while it remembers it: until its
   expiry, its answer or its registration, whichever is last, plus the grace;
 - an answer is checked in contract §7's order: unknown ticket (none remembered of that id, of
@@ -43,6 +48,7 @@ RULES = parse_rules("rules: []")  # every ticket to the default queue
 ROUTER_LIFETIME = 40.0
 VALIDATOR_LIFETIME = 30.0
 GRACE = 10.0
+IDLE = 16.0
 START = 1000.0
 
 Key = tuple[str | None, str]  # (tenant, interrupt id)
@@ -54,11 +60,12 @@ tokens = st.sampled_from(["t1", "t2"])
 #: Offsets on one grid, so that expiries, routing times and answers meet exactly.
 offsets = st.sampled_from([-50.0, -30.0, -10.0, 0.0, 10.0, 30.0])
 lifetimes = st.sampled_from([-5.0, 0.0, 10.0, 30.0, 40.0, 1e12])
-steps = st.sampled_from([0.0, 1.0, 5.0, 10.0, 20.0, 30.0, 40.0])
+steps = st.sampled_from([0.0, 1.0, 5.0, 10.0, 20.0, 28.0, 30.0, 40.0])
 
 
 @dataclass
 class RunModel:
+    owner: str | None
     routed: set[Key] = field(default_factory=set)
     closed_at: float | None = None
     forget_at: float = 0.0
@@ -94,7 +101,7 @@ class PauseMachine(RuleBasedStateMachine):
     @staticmethod
     def _router(tracked: bool = True) -> PauseRouter:
         router = PauseRouter(NAMES, RULES, tenant_queues=False, grace_s=GRACE,
-                             max_lifetime_s=ROUTER_LIFETIME)
+                             max_lifetime_s=ROUTER_LIFETIME, idle_timeout_s=IDLE)
         return _tracked(router) if tracked else router
 
     @staticmethod
@@ -110,11 +117,13 @@ class PauseMachine(RuleBasedStateMachine):
         return InputRecord(topic, 0, self.offset, None if key is None else key.encode(),
                            value, headers)
 
-    def _route(self, event: dict[str, Any]) -> list[OutputRecord]:
+    def _route(self, event: dict[str, Any], foreign: bool = False) -> list[OutputRecord]:
         out = Collector()
         record = self._record(NAMES.agent_events, event["run_id"], orjson.dumps(event))
         self.router.process(record, self.now, out)
         self._commit(self.router, out, self.router_log)
+        assert [d.reason.value for d in out.dead_letters] == (["foreign_tenant"] if foreign
+                                                               else [])
         registrations = [o for o in out.outputs if o.record_type == "registration"]
         registered = Collector()
         for r in registrations:
@@ -149,10 +158,15 @@ class PauseMachine(RuleBasedStateMachine):
                             token=token, expires_at=timestamp + lifetime)
         event = raw("ask_user", 0, run_id, interrupt=pending, timestamp=timestamp,
                     scope={"tenant": tenant, "principal": None})
-        tickets = self._route(event)
         run = self.runs.get(run_id)
+        foreign = run is not None and run.owner != tenant
+        tickets = self._route(event, foreign)
+        if foreign:
+            assert tickets == [], "another tenant's pause made a ticket"
+            return
+        run = self._seen(run_id, tenant)
         key = (tenant, interrupt_id)
-        if run is not None and key in run.routed:
+        if key in run.routed:
             assert tickets == [], "a remembered pause was routed again"
             return
         expires = min(timestamp + lifetime, min(timestamp, self.now) + ROUTER_LIFETIME)
@@ -161,21 +175,36 @@ class PauseMachine(RuleBasedStateMachine):
         assert body["expires_at"] == expires
         queue = "expired" if expires <= self.now else "default"
         assert ticket.topic == NAMES.human_queue(queue)
-        run = self.runs.setdefault(run_id, RunModel())
         run.routed.add(key)
         if run.closed_at is None:
-            run.forget_at = max(run.forget_at, max(expires, self.now) + GRACE)
+            kept = min(max(timestamp + lifetime, self.now), self.now + 24 * IDLE)
+            run.forget_at = max(run.forget_at, max(expires, self.now) + GRACE,
+                                kept + 2 * GRACE)
         if key not in self.tickets:
             self.tickets[key] = TicketModel(
                 run_id, token, min(expires, self.now + VALIDATOR_LIFETIME), self.now)
 
-    @rule(run_id=run_ids)
-    def close(self, run_id: str) -> None:
-        """The run ends: the router remembers it for the grace from now on."""
-        event = raw("done", 1, run_id, timestamp=self.now)
-        assert self._route(event) == []
+    def _seen(self, run_id: str, tenant: str | None) -> RunModel:
+        """An event of the run's owner (the first one's tenant): the run remembered at
+        least an idle timeout plus the grace after it, while open."""
+        run = self.runs.setdefault(run_id, RunModel(tenant))
+        if run.closed_at is None and run.forget_at < self.now + IDLE + GRACE:
+            run.forget_at = self.now + IDLE + IDLE / 8 + GRACE
+        return run
+
+    @rule(run_id=run_ids, tenant=tenants)
+    def close(self, run_id: str, tenant: str | None) -> None:
+        """The run ends: the router remembers it for the grace from now on (another
+        tenant's end closes nothing)."""
+        event = raw("done", 1, run_id, timestamp=self.now,
+                    scope={"tenant": tenant, "principal": None})
         run = self.runs.get(run_id)
-        if run is not None and run.closed_at is None:
+        foreign = run is not None and run.owner != tenant
+        assert self._route(event, foreign) == []
+        if foreign:
+            return
+        run = self._seen(run_id, tenant)
+        if run.closed_at is None:
             run.closed_at = self.now
 
     @rule(interrupt_id=interrupt_ids, token=tokens,

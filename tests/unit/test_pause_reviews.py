@@ -33,9 +33,9 @@ KEY = orjson.dumps(["acme", "intr-1"])
 class Desk:
     """A validator with a review desk, fed the router's registration of one ticket."""
 
-    def __init__(self, tenant_queues: bool = False) -> None:
+    def __init__(self, tenant_queues: bool = False, max_claim_s: float = 1800.0) -> None:
         self.validator = ResumeValidator(NAMES, grace_s=100.0, desk=ReviewDesk(
-            NAMES, RULES, tenant_queues, LEASE_S))
+            NAMES, RULES, tenant_queues, LEASE_S, max_claim_s))
         self.out = Verdicts()
         self.offset = 0
         router = RouterHarness(RULES, tenant_queues)
@@ -101,6 +101,42 @@ def test_a_lease_runs_out_on_the_punctuation_then_another_may_claim() -> None:
     desk.send(NOW + 32, action="claim", responder="bo")
     claim = desk.state().claim
     assert claim is not None and claim.by == "bo"
+
+
+def test_a_claim_on_an_expired_ticket_is_refused_and_not_on_the_history() -> None:
+    """Issue 43: a mutant accepting claims of expired tickets survived every test."""
+    desk = Desk()
+    desk.send(NOW + 3600, action="claim", responder="ana", request_id="late")
+    assert desk.verdicts() == ["expired"]
+    assert [e.event for e in desk.state().history] == ["routed"]
+    [refused] = [orjson.loads(o.value or b"") for o in desk.out.outputs
+                 if o.topic == NAMES.resume_rejections]
+    assert (refused["request_id"], refused["tenant"]) == ("late", "acme")
+
+
+def test_a_claim_renewed_without_end_ends_at_its_total_lifetime() -> None:
+    """Issue 43: a claim renewed without end blocked every other reviewer and the
+    escalation. A claim lasts at most its total lifetime, renewals included; its holder
+    then rests a lease, so another reviewer (or the escalation) comes first."""
+    desk = Desk(max_claim_s=50.0)
+    desk.send(NOW + 1, action="claim", responder="ana")
+    for at in (NOW + 20, NOW + 40):  # each renewal within the lease
+        desk.send(at, action="claim", responder="ana")
+    claim = desk.state().claim
+    assert claim is not None and claim.until == NOW + 51  # not NOW + 70
+    desk.validator.punctuate(NOW + 51, desk.out)
+    state = desk.state()
+    assert state.claim is None and state.history[-1].event == "lease_expired"
+    desk.send(NOW + 52, action="claim", responder="ana")
+    refused = desk.state().history[-1]
+    assert (refused.event, refused.by, refused.reason) == ("claim_refused", "ana", "rested")
+    desk.send(NOW + 53, action="claim", responder="bo")
+    claim = desk.state().claim
+    assert claim is not None and claim.by == "bo"
+    desk.send(NOW + 60, action="release", responder="bo")
+    desk.send(NOW + 82, action="claim", responder="ana")  # rested a lease: may claim again
+    claim = desk.state().claim
+    assert claim is not None and claim.by == "ana"
 
 
 def test_what_the_desk_counts_is_what_the_metrics_know() -> None:

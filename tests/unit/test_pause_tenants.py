@@ -12,7 +12,7 @@ import orjson
 from symfonic_stream.processors.pauses.router import ROUTED_CODEC
 from tests.reference.pauses import ACCEPTED, ReferenceReview
 from tests.unit.helpers import Verdicts, restore_from, write_changes
-from tests.unit.test_pauses import NOW, RouterHarness, ValidatorHarness, pause_event
+from tests.unit.test_pauses import NAMES, NOW, RouterHarness, ValidatorHarness, pause_event
 
 
 def _route(*events: dict[str, Any]) -> tuple[RouterHarness, ReferenceReview]:
@@ -84,15 +84,26 @@ def test_tickets_sharing_an_id_and_a_token_are_told_apart_by_the_tenant_named() 
     assert "must name its tenant" in detail
 
 
-def test_one_run_id_of_two_tenants_routes_each_tenants_interrupt() -> None:
-    acme = pause_event(0, tenant="acme", run_id="run-1", interrupt_id="i", token="a")
-    globex = pause_event(1, tenant="globex", run_id="run-1", interrupt_id="i", token="g")
+def test_another_tenants_interrupt_under_an_owned_run_id_makes_no_ticket_and_resumes_nothing(
+) -> None:
+    """Issue 43: globex's kernel published an interrupt under acme's run id (acme's
+    interrupt id, globex's own token); the router made a globex ticket, and its answer
+    wrote a resume for acme's run that acme's kernel could not tell from its own."""
+    acme = pause_event(0, tenant="acme", run_id="acme-run-42", interrupt_id="call-9",
+                       token="a")
+    globex = pause_event(1, tenant="globex", run_id="acme-run-42", interrupt_id="call-9",
+                         token="g")
     router, reference = _route(acme, globex, acme)  # and a re-send of acme's
-    assert [t["tenant"] for _, t in router.tickets()] == ["acme", "globex"]
-    assert router.out.counts["duplicates"] == 1
+    assert [t["tenant"] for _, t in router.tickets()] == ["acme"]
+    assert [d.reason.value for d in router.out.dead_letters] == ["foreign_tenant"]
+    assert router.out.counts["duplicates"] == 1 and reference.foreign == [globex]
     v = ValidatorHarness()
     v.register(router.out)
-    _check(v, reference, [{"ticket_id": "i", "token": "g"}, {"ticket_id": "i", "token": "a"}])
+    _check(v, reference, [{"ticket_id": "call-9", "token": "g", "tenant": "globex"},
+                          {"ticket_id": "call-9", "token": "g"},
+                          {"ticket_id": "call-9", "token": "a"}])
+    [resume] = [orjson.loads(o.value or b"") for o in v.out.outputs if o.topic == NAMES.resumes]
+    assert resume["tenant"] == reference.tenant_of("acme-run-42") == "acme"
 
 
 def test_both_tenants_tickets_survive_a_restore() -> None:

@@ -17,7 +17,10 @@ from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.registry import TICKET_CODEC
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import RulesError, is_topic_part, parse_rules
-from symfonic_stream.processors.pauses.validator import MAX_INVALID_ANSWERS
+from symfonic_stream.processors.pauses.validator import (
+    MAX_INVALID_ANSWERS,
+    MAX_INVALID_ANSWERS_PER_TICKET,
+)
 from tests.unit.helpers import Verdicts, restore_from, write_changes
 from tests.unit.test_pauses import (
     NAMES,
@@ -219,16 +222,38 @@ def test_a_schema_is_checked_once_at_registration_and_its_refusal_kept(
     assert "refers outside itself" in detail and "passwd" not in detail
 
 
-def test_a_ticket_checks_at_most_its_share_of_invalid_answers() -> None:
+def test_a_ticket_checks_at_most_its_share_of_invalid_answers_per_responder() -> None:
+    """Issue 43: any token holder locked a ticket for everyone with 20 invalid answers;
+    now each responder has its own share, and the ticket a bound of five shares."""
     v = ValidatorHarness()
     v.register(routed(payload={"response_schema": {"type": "integer"}}))
     for _ in range(MAX_INVALID_ANSWERS + 5):
-        v.answer("intr-1", "tok-1", "no")
-    v.answer("intr-1", "tok-1", 1)  # even a good one now: the ticket stopped checking
+        v.answer("intr-1", "tok-1", "no", responder="mallory")
+    v.answer("intr-1", "tok-1", 1, responder="mallory")  # mallory's are no longer checked
     details = [orjson.loads(o.value or b"")["detail"] for o in v.out.outputs]
     assert v.outcomes() == ["invalid_answer"] * (MAX_INVALID_ANSWERS + 6)
     assert all("fails 'type'" in d for d in details[:MAX_INVALID_ANSWERS])
-    assert all("no more are checked" in d for d in details[MAX_INVALID_ANSWERS:])
+    assert all("no more of its are checked" in d for d in details[MAX_INVALID_ANSWERS:])
+    v.out = Verdicts()
+    v.answer("intr-1", "tok-1", 1, responder="pat")  # another reviewer's is checked
+    assert v.outcomes() == ["accepted"]
+
+
+def test_the_invalid_answers_a_ticket_checks_are_bounded_in_all() -> None:
+    v = ValidatorHarness()
+    v.register(routed(payload={"response_schema": {"type": "integer"}}))
+    responders = [f"r{n}" for n in range(MAX_INVALID_ANSWERS_PER_TICKET // MAX_INVALID_ANSWERS)]
+    for responder in responders:
+        for _ in range(MAX_INVALID_ANSWERS):
+            v.answer("intr-1", "tok-1", "no", responder=responder)
+    v.out = Verdicts()
+    for n in range(50):  # new names: refused unchecked, and no state for them
+        v.answer("intr-1", "tok-1", 1, responder=f"new-{n}")
+    details = [orjson.loads(o.value or b"")["detail"] for o in v.out.outputs]
+    assert all("no more are checked" in d for d in details) and len(details) == 50
+    write_changes(v.validator, v.out)
+    [ticket] = [TICKET_CODEC.decode(value) for value in v.out.state.values() if value]
+    assert sorted(ticket.invalid_by) == sorted(responders)
 
 
 def test_the_previous_ticket_record_is_read() -> None:

@@ -37,6 +37,8 @@ rules:
 """
 )
 NOW = 1000.0
+#: The scope of ``pause_event``'s default tenant: a run's events are all its owner's.
+ACME = {"tenant": "acme", "principal": "pat"}
 
 
 def pause_event(
@@ -199,9 +201,9 @@ def test_unmatched_ticket_without_default_is_unroutable() -> None:
 def test_kernel_resending_a_run_gets_no_second_ticket_even_after_a_restore() -> None:
     h = RouterHarness()
     run = [
-        raw("text_delta", 0, text="hi"),
+        raw("text_delta", 0, text="hi", scope=ACME),
         pause_event(1),
-        raw("text_delta", 2, text="x"),
+        raw("text_delta", 2, text="x", scope=ACME),
         pause_event(3, interrupt_id="intr-2"),
     ]
     for event in run:
@@ -219,7 +221,7 @@ def test_kernel_resending_a_run_gets_no_second_ticket_even_after_a_restore() -> 
 def test_closed_run_memory_is_tombstoned_after_grace() -> None:
     h = RouterHarness()
     h.feed(pause_event(0))
-    h.feed(raw("done", 1), now=NOW)
+    h.feed(raw("done", 1, scope=ACME), now=NOW)
     h.router.punctuate(NOW + 59, h.out)
     assert h.router.active_runs == 1
     h.router.punctuate(NOW + 60, h.out)
@@ -315,13 +317,14 @@ class ValidatorHarness:
                 )
 
     def answer(
-        self, ticket_id: str, token: str, answer: Any, now: float = NOW, key: bytes | None = None
+        self, ticket_id: str, token: str, answer: Any, now: float = NOW, key: bytes | None = None,
+        responder: str = "reviewer@example.test",
     ) -> None:
         request = {
             "ticket_id": ticket_id,
             "token": token,
             "answer": answer,
-            "responder": "reviewer@example.test",
+            "responder": responder,
         }
         self.validator.process(
             self.record(key if key is not None else ticket_id.encode(), orjson.dumps(request)),
@@ -361,7 +364,10 @@ def test_accepted_answer_becomes_a_resume_keyed_by_run_id() -> None:
         "answer": {"approved": True},
         "responder": "reviewer@example.test",
         "answered_at": NOW,
+        "tenant": "acme",
+        "request_id": None,
     }
+    assert resume.headers == (("symfonic-outcome", b"accepted"), ("symfonic-tenant", b"acme"))
 
 
 def test_each_rejection_reason() -> None:

@@ -1097,7 +1097,8 @@ def test_big_integers_are_invalid_in_both() -> None:
 
 
 def test_negative_zero_duration_is_where_oracle_and_implementation_part() -> None:
-    """The excluded shape, pinned: the contract's rounding keeps -0.0, the implementation drops it."""
+    """The excluded shape, pinned: the contract's rounding keeps -0.0, the implementation
+    drops it."""
     line = b'{"run_id":"r","index":0,"kind":"done","timestamp":1,"result":{"duration_ms":-0.0}}'
     values, _, _ = implementation([line], "typed", 1000)
     envelopes, _ = project([line], "typed")

@@ -52,7 +52,7 @@ def test_a_rules_problem_makes_the_ticket_unroutable() -> None:
     rules = parse_rules("tenants: [acme]\nrules: [{match: {kind: interrupt}, queue: desk}]")
     h = RouterHarness(rules, tenant_queues=True)
     h.feed(pause_event(tenant="initech"))
-    h.feed(pause_event(1, interrupt_id="bad", tenant="a.b"))
+    h.feed(pause_event(1, interrupt_id="bad", tenant="a.b", run_id="run-2"))
     assert [letter.reason.value for letter in h.out.dead_letters] == ["unroutable"]
     assert [topic for topic, _ in h.tickets()] == ["symfonic.human.initech.desk"]
 
@@ -64,7 +64,8 @@ def test_a_ticket_without_scope_or_event_session_takes_the_pauses() -> None:
     h.feed(event)
     [(_, ticket)] = h.tickets()
     assert (ticket["tenant"], ticket["principal"], ticket["session_id"]) == (None, None, "sess-1")
-    h.feed({**pause_event(1, interrupt_id="i2"), "session_id": "own"})
+    h.feed({**event, "index": 1, "interrupt": {**event["interrupt"], "interrupt_id": "i2"},
+            "session_id": "own"})
     assert h.tickets()[-1][1]["session_id"] == "own"
 
 
@@ -72,7 +73,7 @@ def test_a_closed_runs_memory_survives_a_restore_with_its_closing_time() -> None
     h = RouterHarness()
     h.feed(pause_event())
     write_changes(h.router, h.out)
-    h.feed(raw("done", 1, timestamp=200.0))
+    h.feed(raw("done", 1, timestamp=200.0, scope={"tenant": "acme", "principal": "pat"}))
     write_changes(h.router, h.out)
     run = ROUTED_CODEC.decode(h.out.state[b"run/run-1"] or b"")
     assert run.closed_at == NOW

@@ -12,11 +12,11 @@ import warnings
 import pytest
 
 import symfonic_stream.sdk as sdk
-from symfonic_stream.sdk import publisher, reader, reviewer
+from symfonic_stream.sdk import publisher, reader, resumes, reviewer
 
 
-def test_the_package_exports_every_public_name_of_the_three_modules() -> None:
-    for module in (publisher, reader, reviewer):
+def test_the_package_exports_every_public_name_of_the_four_modules() -> None:
+    for module in (publisher, resumes, reader, reviewer):
         assert set(module.__all__) <= set(sdk.__all__), module.__name__
     assert {"EventPublisher", "RunReader", "Reviewer", "KafkaUnavailable", "ConfigError"} <= set(
         sdk.__all__)

@@ -287,3 +287,19 @@ def _commit(processor: ProjectorProcessor, disk: DiskState | None, offset: int) 
         disk.mark(offset)
     for store in processor.stores:
         store.evict()
+
+
+def test_the_state_folders_are_this_users_alone(tmp_path: Path) -> None:
+    """Issue 43: the state directory (RocksDB, holding ticket tokens) was made with the
+    default umask, readable by every user of the node."""
+    from symfonic_stream.state.disk import check_state_dir
+
+    fresh, shared = tmp_path / "fresh" / "state", tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    shared.chmod(0o755)
+    for folder in (fresh, shared):
+        check_state_dir(folder)
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    disk = DiskState(shared / "symfonic-typed" / "p-0")
+    assert (shared / "symfonic-typed").stat().st_mode & 0o777 == 0o700
+    disk.close()

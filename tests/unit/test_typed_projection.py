@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from pydantic import TypeAdapter
 
 from symfonic_stream.models.stream_event import StreamEvent
 from symfonic_stream.projections.typed import project_typed
-from tests.unit.helpers import event, interrupt, tool_call
+from tests.unit.helpers import event, interrupt, raw, tool_call
 
 _STREAM_EVENT: TypeAdapter[Any] = TypeAdapter(StreamEvent)
 
@@ -221,3 +222,38 @@ def test_error_and_cancelled_emit_no_typed_event(kind: str) -> None:
 @pytest.mark.parametrize("kind", ["mystery", "ask_user", "interrupt", ""])
 def test_unknown_kinds_and_pauses_without_interrupt_emit_nothing(kind: str) -> None:
     assert typed(kind, text="hello") == []
+
+
+def test_a_deployment_may_keep_ticket_tokens_off_stream_events() -> None:
+    """Issue 43: ticket tokens ride in stream-events, as the contract's typed pause events
+    have them; SYMFONIC_STREAM_TICKET_TOKENS=false makes them "" for deployments that answer
+    only through the gateway, live (the typed projector's wiring) and offline alike."""
+    from symfonic_stream.config import Settings
+    from symfonic_stream.consumers import TYPED
+    from symfonic_stream.engine.records import Collector, InputRecord
+    from symfonic_stream.models.names import TopicNames
+    from symfonic_stream.tools.offline import project_lines
+
+    line = orjson.dumps(raw("ask_user", interrupt=interrupt("ask_user")))
+
+    def pause(bodies: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(b for b in bodies if b["type"] == "ask_user")
+
+    def live(settings: Settings) -> dict[str, Any]:
+        processor = TYPED.engines[0].wire(settings, TopicNames("p")).make(0)
+        out = Collector()
+        processor.process(InputRecord("p.agent-events", 0, 0, b"run-1", line), 1.0, out)
+        return pause([orjson.loads(o.value or b"")["event"] for o in out.outputs
+                      if b'"event"' in (o.value or b"")])
+
+    def offline(ticket_tokens: bool) -> dict[str, Any]:
+        released = [o for c in project_lines([line], "typed", ticket_tokens=ticket_tokens)
+                    for o in c.outputs]
+        return pause([orjson.loads(o.value or b"")["event"] for o in released
+                      if b'"event"' in (o.value or b"")])
+
+    assert live(Settings())["token"] == offline(True)["token"] == "tok-1"
+    dropped = live(Settings(stream_ticket_tokens=False))
+    assert dropped["token"] == offline(False)["token"] == ""
+    assert {k: v for k, v in dropped.items() if k != "token"} == {
+        k: v for k, v in live(Settings()).items() if k != "token"}

@@ -33,10 +33,11 @@ def test_each_verdict_carries_its_type_and_outcome_header_and_is_counted() -> No
     v.register(routed(interrupt_id="intr-2"))
     v.answer("intr-2", "tok-1", "yes")
     v.answer("intr-2", "tok-1", "again")
+    tenant = ("symfonic-tenant", b"acme")  # the run's; not told to a request without its token
     assert got == [
-        (NAMES.resumes, "resume", None, (("symfonic-outcome", b"accepted"),)),
+        (NAMES.resumes, "resume", None, (("symfonic-outcome", b"accepted"), tenant)),
         (NAMES.resume_rejections, "rejection", None,
-         (("symfonic-outcome", b"already_answered"),)),
+         (("symfonic-outcome", b"already_answered"), tenant)),
         (NAMES.resume_rejections, "rejection", None, (("symfonic-outcome", b"bad_token"),)),
         (NAMES.resume_rejections, "rejection", None, (("symfonic-outcome", b"unknown_ticket"),)),
     ]
@@ -45,6 +46,7 @@ def test_each_verdict_carries_its_type_and_outcome_header_and_is_counted() -> No
     assert v.out.inputs == Counter({REGISTRATION_INPUT: 2, REQUEST_INPUT: 6})
     rejected = [orjson.loads(o.value or b"") for o in v.out.outputs[1:4]]
     assert [r["responder"] for r in rejected] == ["reviewer@example.test"] * 3
+    assert [r["tenant"] for r in rejected] == ["acme", None, None]
 
 
 def test_a_dead_letter_carries_the_record_it_refuses() -> None:
@@ -94,7 +96,7 @@ def test_refused_answers_are_counted_across_a_restore() -> None:
     again.answer("intr-1", "tok-1", {"approved": True})
     [refused] = again.out.outputs
     body = orjson.loads(refused.value or b"")
-    assert body["reason"] == "invalid_answer" and "no more are checked" in body["detail"]
+    assert body["reason"] == "invalid_answer" and "no more of its are checked" in body["detail"]
 
 
 def test_an_ambiguous_token_is_refused_naming_the_tenant_it_lacks() -> None:

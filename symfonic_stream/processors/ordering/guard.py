@@ -41,6 +41,7 @@ from symfonic_stream.processors.ordering.run_state import (
     encode_run,
     pending_key,
 )
+from symfonic_stream.processors.ownership import refuse_foreign
 from symfonic_stream.projections import Projection
 from symfonic_stream.state.store import Codec, StateStore
 
@@ -83,6 +84,14 @@ class GuardLimits:
     #: With the runs on disk: how far ahead their deadlines are kept in memory; a sweep over
     #: the runs, every half of it, schedules those that come within (``expiry.sweep``).
     deadline_horizon_s: float = 600.0
+
+
+def owner_headers(run: RunState) -> tuple[tuple[str, bytes], ...]:
+    """The headers of every record of ``run``: its owner's ``symfonic-tenant`` (contract §9;
+    none when its owner named no tenant), so a reader, the gateway among them, knows whose
+    each record is from the record alone."""
+    tenant = run.tenant
+    return ((TENANT_HEADER, tenant.encode()),) if tenant else ()
 
 
 #: How a run's state, and a buffered event, travel in the changelog (:mod:`.run_state`).
@@ -128,8 +137,14 @@ class OrderingGuard:
         runs = self.runs
         run = runs.get(run_id)
         new = run is None
+        scope = event.scope
+        tenant = scope.tenant if scope is not None else None
         if run is None:
-            run = RunState(touched_at=now)
+            run = RunState(touched_at=now, tenant=tenant)
+        elif run.tenant != tenant:  # another tenant's event, or a run of no known owner
+            if refuse_foreign(run, run_id, tenant, record, out):
+                return
+            runs.touch(run_id)
         index = event.index
         if index < run.next_index or index in run.buffer:
             out.count("duplicates")
@@ -280,8 +295,7 @@ class OrderingGuard:
         topic = self._topic
         ts = event.timestamp
         emit = out.emit
-        tenant = event.scope.tenant if event.scope is not None else None
-        headers = ((TENANT_HEADER, tenant.encode()),) if tenant else ()
+        headers = owner_headers(run)
         for value, record_type in released:
             emit(_new_record(OutputRecord, (topic, key, value, record_type, ts, headers)))
         run.next_seq += len(released)
@@ -350,8 +364,10 @@ class OrderingGuard:
 
     def emit(self, run_id: str, run: RunState, envelope: dict[str, Any], record_type: str,
              ts: float, out: Collector) -> None:
+        """One record the guard writes of its own (a gap, an abandoned end)."""
         run.next_seq += 1
-        out.emit(OutputRecord(self._topic, run_id.encode(), _dumps(envelope), record_type, ts))
+        out.emit(OutputRecord(self._topic, run_id.encode(), _dumps(envelope), record_type, ts,
+                              owner_headers(run)))
 
     # -- deadlines ----------------------------------------------------------------------
 

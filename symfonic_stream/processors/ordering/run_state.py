@@ -2,8 +2,9 @@
 
 The guard keeps two stores (docs/engine.md, "State stores"):
 
-* ``run/<run_id>``: a :class:`RunState`, a 7-element JSON array (``[next_index, next_seq,
-  status, closed_at, touched_at, last_ts, pause_expires_at]``, typically 40 to 60 bytes);
+* ``run/<run_id>``: a :class:`RunState`, an 8-element JSON array (``[next_index, next_seq,
+  status, closed_at, touched_at, last_ts, pause_expires_at, tenant]``, typically 40 to 70
+  bytes; ``tenant`` the run's owner, contract §9);
 * ``buf/<run_id>/<index>``: one event waiting behind a hole, as its original record (so a
   run that closes while it waits can still dead-letter it whole after a restore): a JSON
   header line, then the raw value as it arrived, unescaped.
@@ -64,6 +65,13 @@ class RunState:
     last_ts: float = 0.0
     #: A paused run's pause ``expires_at`` (0: not paused).
     pause_expires_at: float = 0.0
+    #: The tenant that owns the run id: its first event's ``scope.tenant`` (None: that
+    #: event named none). Every output of the run carries it; another tenant's events
+    #: under the id are dead-lettered ``foreign_tenant`` (contract §9).
+    tenant: str | None = None
+    #: False for a run read from state written before runs had owners: its next event's
+    #: tenant becomes its owner.
+    owned: bool = True
     #: In memory only: every buffered event is in the ``buf`` store under its own key.
     #: :data:`EMPTY_BUFFER` (shared, never written) while nothing waits: a million open
     #: runs are then a million objects for the garbage collector to walk, not two million.
@@ -75,20 +83,27 @@ def encode_run(state: RunState) -> bytes:
     return orjson.dumps([
         state.next_index, state.next_seq, int(state.status), state.closed_at,
         state.touched_at, state.last_ts, state.pause_expires_at,
+        *((state.tenant,) if state.owned else ()),
     ])
 
 
 def decode_run(data: bytes) -> RunState:
-    """Inverse of :func:`encode_run`. A 4- or 5-element array is the format of 0.x, before
-    buffered events had their own keys: its buffer is read into :attr:`RunState.buffer`
-    and the guard writes it under ``buf/`` keys once restored."""
+    """Inverse of :func:`encode_run`. A 7-element array was written before runs had owners
+    (its owner is its next event's tenant). A 4- or 5-element array is the format of 0.x,
+    before buffered events had their own keys: its buffer is read into
+    :attr:`RunState.buffer` and the guard writes it under ``buf/`` keys once restored."""
     parts = orjson.loads(data)
     state = RunState(
         next_index=parts[0], next_seq=parts[1], status=RunStatus(parts[2]), closed_at=parts[3]
     )
-    if len(parts) == 7:
+    if len(parts) >= 7:
         state.touched_at, state.last_ts, state.pause_expires_at = parts[4], parts[5], parts[6]
+        if len(parts) == 8:
+            state.tenant = parts[7]
+        else:
+            state.owned = False
         return state
+    state.owned = False
     state.touched_at = NOT_TOUCHED
     if len(parts) == 5 and parts[4]:
         state.buffer = {}

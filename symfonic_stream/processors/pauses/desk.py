@@ -25,6 +25,9 @@ from symfonic_stream.processors.pauses.rules import RoutingRules, topic_problem
 
 #: SYMFONIC_REVIEW_CLAIM_LEASE_S's default: five minutes.
 DEFAULT_CLAIM_LEASE_S = 300.0
+#: SYMFONIC_REVIEW_CLAIM_MAX_S's default: a claim, renewed or not, lasts at most half an
+#: hour; its holder then rests a lease before claiming again.
+DEFAULT_CLAIM_MAX_S = 1800.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +36,7 @@ class ReviewDesk:
     rules: RoutingRules
     tenant_queues: bool = False
     lease_s: float = DEFAULT_CLAIM_LEASE_S
+    max_claim_s: float = DEFAULT_CLAIM_MAX_S
 
     def registered(self, key: str, ticket: Registered, routed: dict[str, Any],
                    out: Collector) -> None:
@@ -55,7 +59,8 @@ class ReviewDesk:
         if review is None:
             return  # (a ticket of a version before reviews: nothing to claim)
         if request.action == "claim":
-            review.claim(request.responder, now, self.lease_s, request.request_id)
+            review.claim(request.responder, now, self.lease_s, request.request_id,
+                         self.max_claim_s)
         else:
             review.release(request.responder, now, request.request_id)
         self.publish(key, review, out)
@@ -65,7 +70,7 @@ class ReviewDesk:
         review = ticket.review
         if review is None:
             return
-        to = review.fire(now, ticket.expires_at)
+        to = review.fire(now, ticket.expires_at, self.lease_s, self.max_claim_s)
         if to is not None:
             self._escalate(review, to, out)
         self.publish(key, review, out)

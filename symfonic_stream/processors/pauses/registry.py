@@ -24,7 +24,7 @@ run (a kernel's re-send), else another tenant's ticket, registered on its own.
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -49,8 +49,10 @@ class Registered:
     answered_at: float = 0.0
     #: Why its response_schema cannot be applied (checked once, at registration).
     schema_refused: str | None = None
-    #: Answers with its token that its schema refused: past MAX_INVALID_ANSWERS, no more
-    #: are checked, so what a token holder's answers can cost is bounded per ticket.
+    #: Answers with its token that its schema refused, in all and per responder (``""``:
+    #: none named): past the validator's bounds no more are checked, so what the token
+    #: holders' answers can cost is bounded per ticket, and one responder locks out only
+    #: itself. Both stop counting at the bounds (:meth:`count_invalid`).
     invalid_answers: int = 0
     #: The ticket's tenant (its ``tenant`` field); unknown (``known`` False) for a ticket
     #: the previous version registered.
@@ -58,6 +60,19 @@ class Registered:
     known: bool = True
     #: Its claims, escalation and history (None: registered by a version before them).
     review: Review | None = None
+    invalid_by: dict[str, int] = field(default_factory=dict)
+
+    def invalid_of(self, responder: str | None) -> int:
+        return self.invalid_by.get(responder or "", 0)
+
+    def count_invalid(self, responder: str | None, per_responder: int, per_ticket: int) -> None:
+        """One more refused answer of ``responder`` (no entry for a new responder once the
+        ticket's bound is reached: at most ``per_ticket`` entries)."""
+        name = responder or ""
+        if self.invalid_answers >= per_ticket and name not in self.invalid_by:
+            return
+        self.invalid_answers = min(self.invalid_answers + 1, per_ticket)
+        self.invalid_by[name] = min(self.invalid_by.get(name, 0) + 1, per_responder)
 
     def encode(self) -> bytes:
         return orjson.dumps([
@@ -65,6 +80,7 @@ class Registered:
             self.registered_at, self.answered_at, self.schema_refused, self.invalid_answers,
             self.tenant if self.known else False,
             self.review.encode() if self.review is not None else None,
+            self.invalid_by,
         ])
 
     @classmethod
@@ -76,6 +92,8 @@ class Registered:
         ticket.tenant = tenant if isinstance(tenant, str) else None
         if len(fields) > 10 and fields[10] is not None:  # (then 10: no review)
             ticket.review = Review.decode(fields[10])
+        if len(fields) > 11:  # (then 11: invalid answers counted per ticket only)
+            ticket.invalid_by = fields[11]
         return ticket
 
     def forget_after(self, grace_s: float) -> float:
@@ -86,7 +104,7 @@ class Registered:
 
 #: How a ticket travels in the changelog: ``[token, run_id, tool_call_id, expires_at,
 #: response_schema, registered_at, answered_at, schema_refused, invalid_answers, tenant,
-#: review]`` (``tenant`` false: unknown; ``review`` null: none).
+#: review, invalid_by]`` (``tenant`` false: unknown; ``review`` null: none).
 TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
 
 

@@ -53,6 +53,12 @@ class Review:
     escalated: dict[str, Any] | None = None
     answered: dict[str, Any] | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: When the holder's claim began: renewals never take it past its total lifetime.
+    claim_since: float = 0.0
+    #: A holder whose claim ran its total lifetime may not claim again before this (0:
+    #: nobody rests), so another reviewer can take the ticket first.
+    rested_by: str | None = None
+    rested_until: float = 0.0
 
     @classmethod
     def of_ticket(cls, ticket: dict[str, Any], rules: RoutingRules) -> Review:
@@ -98,17 +104,25 @@ class Review:
         self.history.append(entry)
         del self.history[:-MAX_HISTORY]
 
-    def claim(self, by: str, now: float, lease_s: float, request: str | None) -> str | None:
-        """``by`` claims the ticket (again: the lease is renewed); why not, if it cannot."""
+    def claim(self, by: str, now: float, lease_s: float, request: str | None,
+              max_claim_s: float = float("inf")) -> str | None:
+        """``by`` claims the ticket (again: the lease is renewed, but never past
+        ``max_claim_s`` after the claim began); why not, if it cannot."""
         holder = self.holder(now)
         reason, refusal = (("answered", "answered already") if self.answered is not None
                            else ("held", f"claimed by {holder}") if holder not in (None, by)
+                           else ("rested", "this reviewer's claim ran its total lifetime; "
+                                 f"it may claim again at {self.rested_until}")
+                           if by == self.rested_by and now < self.rested_until
                            else (None, None))
         if refusal is not None:
             self.note(now, "claim_refused", by=by, request=request, reason=reason,
                       detail=refusal)
             return refusal
-        self.claim_by, self.claim_until = by, now + lease_s
+        if holder is None or not self.claim_since:  # (a claim of a version before lifetimes)
+            self.claim_since = now
+        self.claim_by = by
+        self.claim_until = min(now + lease_s, self.claim_since + max_claim_s)
         self.note(now, "claimed", by=by, request=request)
         return None
 
@@ -131,10 +145,14 @@ class Review:
                request: str | None) -> None:
         self.note(now, "answer_refused", by=by, request=request, reason=reason, detail=detail)
 
-    def fire(self, now: float, expires_at: float) -> str | None:
-        """What is due at ``now``: a lease runs out, and/or the ticket escalates. The queue
-        it escalates to (None: it does not now)."""
+    def fire(self, now: float, expires_at: float, lease_s: float = 0.0,
+             max_claim_s: float = float("inf")) -> str | None:
+        """What is due at ``now``: a lease runs out (a claim at its total lifetime rests
+        its holder for a lease), and/or the ticket escalates. The queue it escalates to
+        (None: it does not now)."""
         if self.claim_by is not None and self.claim_until <= now:
+            if self.claim_until >= self.claim_since + max_claim_s:
+                self.rested_by, self.rested_until = self.claim_by, self.claim_until + lease_s
             self.note(self.claim_until, "lease_expired", by=self.claim_by)
             self.claim_by, self.claim_until = None, 0.0
         to = self.escalate_to

@@ -15,6 +15,11 @@ For every raw event carrying an interrupt the router writes, in one transaction:
    tenant's interrupt with the same id is another ticket (the validator registers each
    tenant's tickets apart: :mod:`.registry`).
 
+Every run the router sees is remembered with its owner, the tenant of its first event
+(contract §9): another tenant's event under the run id, an interrupt above all, is
+dead-lettered ``foreign_tenant`` and makes no ticket, so a ticket's tenant is always its
+run's.
+
 A ticket lives at most ``SYMFONIC_TICKET_MAX_LIFETIME_S`` from its event's timestamp (or
 from now, if that is later than now): its ``expires_at`` is capped so, and a re-send of
 the same event, however late, gets the same cap.
@@ -22,6 +27,7 @@ the same event, however late, gets the same cap.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +55,8 @@ from symfonic_stream.models.headers import (
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.expiring import ExpiringState
+from symfonic_stream.processors.expiring import ExpiringState, pause_kept_until
+from symfonic_stream.processors.ownership import refuse_foreign
 from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem, topic_problem
 from symfonic_stream.state.store import Codec, StateStore
 
@@ -105,33 +112,47 @@ Routed = tuple[str | None, str] | str
 
 @dataclass(slots=True)
 class RoutedRun:
-    """A run that paused: the interrupts already routed (the latest), when it closed (0:
-    open), and when an open one is forgotten anyway (its last pause long past, 0: never)."""
+    """A run the router has seen: its owner (contract §9), the interrupts already routed
+    (the latest; a shared empty tuple until the first), when it closed (0: open), and when
+    it is forgotten anyway (its last event or pause long past; 0: never)."""
 
-    interrupt_ids: list[Routed]
+    interrupt_ids: Sequence[Routed] = ()
     closed_at: float = 0.0
     forget_at: float = 0.0
+    #: The tenant that owns the run id (its first event's); ``owned`` False: a run of a
+    #: version before owners, whose next event's tenant becomes its owner.
+    tenant: str | None = None
+    owned: bool = True
 
     def routed(self, tenant: str | None, interrupt_id: str) -> bool:
         return (tenant, interrupt_id) in self.interrupt_ids or interrupt_id in self.interrupt_ids
 
 
 def _decode_routed(data: bytes) -> RoutedRun:
-    closed_at, routed, *rest = orjson.loads(data)  # (0.x wrote no forget_at)
-    return RoutedRun([(i[0], str(i[1])) if isinstance(i, list) else str(i) for i in routed],
-                     float(closed_at), float(rest[0]) if rest else 0.0)
+    closed_at, routed, *rest = orjson.loads(data)  # (0.x wrote no forget_at, then no owner)
+    run = RoutedRun([(i[0], str(i[1])) if isinstance(i, list) else str(i) for i in routed],
+                    float(closed_at), float(rest[0]) if rest else 0.0)
+    if len(rest) > 1:
+        run.tenant = rest[1]
+    else:
+        run.owned = False
+    return run
 
 
-#: The changelog value: ``[closed_at, [[tenant, interrupt id], ...], forget_at]`` (the
-#: previous versions wrote each interrupt as its id alone).
-ROUTED_CODEC: Codec[RoutedRun] = Codec(
-    lambda run: orjson.dumps([run.closed_at, run.interrupt_ids, run.forget_at]), _decode_routed
-)
+def _encode_routed(run: RoutedRun) -> bytes:
+    owner = (run.tenant,) if run.owned else ()
+    return orjson.dumps([run.closed_at, run.interrupt_ids, run.forget_at, *owner])
+
+
+#: The changelog value: ``[closed_at, [[tenant, interrupt id], ...], forget_at, owner]``
+#: (the previous versions wrote each interrupt as its id alone, then no owner).
+ROUTED_CODEC: Codec[RoutedRun] = Codec(_encode_routed, _decode_routed)
 
 
 class PauseRouter(ExpiringState[RoutedRun]):
-    """The router's processor for one raw-topic partition; only runs that paused are
-    remembered, until their grace after they closed."""
+    """The router's processor for one raw-topic partition: every run it has seen, for its
+    owner and its routed interrupts, until the projectors' ordering guard would have
+    forgotten it too (so a run id stays its owner's as long as anywhere)."""
 
     def __init__(
         self,
@@ -141,6 +162,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         tenant_queues: bool,
         grace_s: float,
         max_lifetime_s: float = DEFAULT_TICKET_MAX_LIFETIME_S,
+        idle_timeout_s: float = 3600.0,
         decode: DecodeLimits = DEFAULT_LIMITS,
         punctuate_budget_s: float = 0.05,
     ) -> None:
@@ -149,6 +171,7 @@ class PauseRouter(ExpiringState[RoutedRun]):
         self._tenant_queues = tenant_queues
         self._grace_s = grace_s
         self._max_lifetime_s = max_lifetime_s
+        self._idle_s = idle_timeout_s
         self._decode = decode
         super().__init__(StateStore("run", ROUTED_CODEC), punctuate_budget_s)
         self.runs = self.state
@@ -163,27 +186,46 @@ class PauseRouter(ExpiringState[RoutedRun]):
             out.dead_letter(record, rejected.reason, rejected.detail)
             return
         out.count_input(kind_label(event.kind))
-        run_id = event.run_id
+        run_id, tenant = event.run_id, event.tenant
+        run = self.runs.get(run_id)
+        if run is None:
+            run = RoutedRun(tenant=tenant)
+            self.runs.put(run_id, run)
+        elif run.tenant != tenant:  # another tenant's event, or a run of no known owner
+            if refuse_foreign(run, run_id, tenant, record, out):
+                return
+            self.runs.touch(run_id)
+        if not run.closed_at:
+            self._keep_open(run_id, run, now)
         pending = event.interrupt
         if pending is not None:
-            self._route(event, pending, record, now, out)
-        if event.kind in CLOSING_KINDS:
-            run = self.runs.get(run_id)
-            if run is not None and not run.closed_at:
-                run.closed_at = now
-                self.runs.touch(run_id)
-                self.runs.schedule(run_id, now + self._grace_s)
+            self._route(event, pending, run, record, now, out)
+        if event.kind in CLOSING_KINDS and not run.closed_at:
+            run.closed_at = now
+            self.runs.touch(run_id)
+            self.runs.schedule(run_id, now + self._grace_s)
+
+    def _keep_open(self, run_id: str, run: RoutedRun, now: float) -> None:
+        """An open run is remembered as long as the guard would keep it after this event
+        (an idle timeout, then the grace once abandoned); moved an eighth of the idle
+        timeout ahead at a time, so its record is rewritten that seldom, not per event."""
+        idle = self._idle_s
+        if idle <= 0 or run.forget_at >= now + idle + self._grace_s:
+            return
+        run.forget_at = now + idle + idle / 8 + self._grace_s
+        self.runs.touch(run_id)
+        self.runs.schedule(run_id, run.forget_at)
 
     def _route(
         self,
         event: AgentEvent,
         pending: PendingInterrupt,
+        run: RoutedRun,
         record: InputRecord,
         now: float,
         out: Collector,
     ) -> None:
-        run = self.runs.get(event.run_id)
-        if run is not None and run.routed(event.tenant, pending.interrupt_id):
+        if run.routed(event.tenant, pending.interrupt_id):
             out.count("duplicates")
             return
         kind = "ask_user" if event.kind == "ask_user" else "interrupt"
@@ -222,15 +264,12 @@ class PauseRouter(ExpiringState[RoutedRun]):
             )
         )
         routed: Routed = (event.tenant, pending.interrupt_id)
-        if run is None:
-            run = RoutedRun([routed])
-            self.runs.put(event.run_id, run)
-        else:
-            run.interrupt_ids.append(routed)
-            del run.interrupt_ids[:-REMEMBERED_INTERRUPTS]
-            self.runs.touch(event.run_id)
-        if not run.closed_at:  # (a run that never closes is forgotten after its pauses)
-            run.forget_at = max(run.forget_at, max(expires_at, now) + self._grace_s)
+        run.interrupt_ids = [*run.interrupt_ids[1 - REMEMBERED_INTERRUPTS:], routed]
+        self.runs.touch(event.run_id)
+        if not run.closed_at:  # kept while the guard waits for the pause, then its grace
+            kept = pause_kept_until(pending.expires_at, now, self._idle_s)
+            run.forget_at = max(run.forget_at, max(expires_at, now) + self._grace_s,
+                                kept + 2 * self._grace_s)
             self.runs.schedule(event.run_id, run.forget_at)
 
     def deadline_of(self, run: RoutedRun) -> float | None:

@@ -33,6 +33,7 @@ read).
 from __future__ import annotations
 
 import hmac
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -52,11 +53,13 @@ from symfonic_stream.models.headers import (
     ANSWER_MARK,
     OUTCOME_HEADER,
     RECORD_TYPE_HEADER,
+    TENANT_HEADER,
     TICKET_MARK,
 )
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import (
     DEFAULT_MAX_ANSWER_BYTES,
+    MAX_REQUEST_ID,
     ClaimRequest,
     RejectionReason,
     ResumeRequest,
@@ -68,9 +71,12 @@ from symfonic_stream.processors.pauses.registry import Registered, TicketRegistr
 from symfonic_stream.processors.pauses.router import DEFAULT_TICKET_MAX_LIFETIME_S
 from symfonic_stream.processors.pauses.rules import RoutingRules
 
-#: How many answers a ticket's schema is applied to and refuses before it refuses the rest
-#: unchecked (each check is bounded: answer_schema.MAX_ANSWER_CPU_S).
+#: How many of one responder's answers a ticket's schema is applied to and refuses before
+#: it refuses that responder's others unchecked, and how many of all responders' (each
+#: check is bounded: answer_schema.MAX_ANSWER_CPU_S). One responder can so lock only
+#: itself out; locking the ticket for everyone takes five.
 MAX_INVALID_ANSWERS = 20
+MAX_INVALID_ANSWERS_PER_TICKET = 5 * MAX_INVALID_ANSWERS
 
 #: The ``type`` of records in: the router's ticket registrations and the reviewers' answers.
 REGISTRATION_INPUT = "registration"
@@ -118,7 +124,8 @@ class ResumeValidator(TicketRegistry):
         size = len(record.value or b"")
         if size <= self._max_answer_bytes or not record.key:
             return False  # (a keyless one: parse_json's record limit and a dead letter)
-        self._refuse(record.key.decode("utf-8", "replace"), None, RejectionReason.INVALID_ANSWER,
+        self._refuse(Refused(record.key.decode("utf-8", "replace")),
+                     RejectionReason.INVALID_ANSWER,
                      f"the request is {size} bytes, over the {self._max_answer_bytes} an "
                      "answer may take (SYMFONIC_MAX_ANSWER_BYTES): not read", now, out)
         return True
@@ -178,39 +185,35 @@ class ResumeValidator(TicketRegistry):
                     DeadLetterReason.INVALID_EVENT, describe_validation_error(exc)
                 ) from None
             # The reviewer can be told: its answer is refused, on the ticket's key.
-            responder = parsed.get("responder")
-            self._refuse(
-                ticket_id,
-                responder if isinstance(responder, str) else None,
-                RejectionReason.INVALID_ANSWER,
-                "the request is malformed: " + describe_validation_error(exc),
-                now,
-                out,
-            )
+            self._refuse(Refused.of_malformed(ticket_id, parsed), RejectionReason.INVALID_ANSWER,
+                         "the request is malformed: " + describe_validation_error(exc), now, out)
             return
         named = self.named(request.ticket_id, request.token, request.tenant,
                            "tenant" in request.model_fields_set)
         key, ticket = named.key, named.ticket
         if named.ambiguous:
-            self._reject(request, RejectionReason.BAD_TOKEN, "the token matches tickets of "
-                         "several tenants with this id: the request must name its tenant",
-                         now, out)
+            self._refuse(Refused.of(request), RejectionReason.BAD_TOKEN, "the token matches "
+                         "tickets of several tenants with this id: the request must name its "
+                         "tenant", now, out)
             return
         refusal = _refusal(request, ticket, now)
-        if refusal is not None:
-            if refusal[0] is RejectionReason.INVALID_ANSWER and key is not None and ticket:
-                ticket.invalid_answers += 1
-                self.tickets.touch(key)
-            if key is not None and ticket is not None and ticket.review is not None and (
-                    refusal[0] not in _UNTOLD):
-                ticket.review.refuse(request.responder, refusal[0].value, refusal[1], now,
-                                     request.request_id)
-                self.tickets.touch(key)
-                self._desk.publish(key, ticket.review, out)
-            self._reject(request, *refusal, now, out)
-        else:
+        if refusal is None:
             assert key is not None and ticket is not None
             self._accept(request, key, ticket, now, out)
+            return
+        reason, detail = refusal
+        if reason in _UNTOLD or key is None or ticket is None:
+            self._refuse(Refused.of(request), reason, detail, now, out)
+            return
+        if reason is RejectionReason.INVALID_ANSWER:
+            ticket.count_invalid(request.responder, MAX_INVALID_ANSWERS,
+                                 MAX_INVALID_ANSWERS_PER_TICKET)
+        if ticket.review is not None:
+            ticket.review.refuse(request.responder, reason.value, detail, now,
+                                 request.request_id)
+            self._desk.publish(key, ticket.review, out)
+        self.tickets.touch(key)
+        self._refuse(Refused.of(request, ticket.tenant), reason, detail, now, out)
 
     def _accept(self, request: ResumeRequest, key: str, ticket: Registered, now: float,
                 out: Collector) -> None:
@@ -229,9 +232,11 @@ class ResumeValidator(TicketRegistry):
             "answer": request.answer,
             "responder": request.responder,
             "answered_at": now,
+            "tenant": ticket.tenant,
+            "request_id": request.request_id,
         }
         out.emit(OutputRecord(self._names.resumes, ticket.run_id.encode(), orjson.dumps(resume),
-                              "resume", None, ((OUTCOME_HEADER, b"accepted"),)))
+                              "resume", None, _verdict_headers("accepted", ticket.tenant)))
         out.resumes["accepted"] += 1
 
     def _claim(self, parsed: dict[str, Any], now: float, out: Collector) -> None:
@@ -241,7 +246,8 @@ class ResumeValidator(TicketRegistry):
         try:
             request = ClaimRequest.model_validate(parsed)
         except ValidationError as exc:
-            self._refuse(str(parsed.get("ticket_id")), None, RejectionReason.INVALID_ANSWER,
+            self._refuse(Refused.of_malformed(str(parsed.get("ticket_id")), parsed),
+                         RejectionReason.INVALID_ANSWER,
                          "the claim is malformed: " + describe_validation_error(exc), now, out)
             return
         named = self.named(request.ticket_id, request.token, request.tenant,
@@ -255,51 +261,65 @@ class ResumeValidator(TicketRegistry):
         elif ticket.expires_at <= now:
             why = (RejectionReason.EXPIRED, f"expired at {ticket.expires_at}")
         if why is not None:
-            self._refuse(request.ticket_id, request.responder, *why, now, out)
+            told = ticket.tenant if ticket is not None and why[0] not in _UNTOLD else None
+            self._refuse(Refused.of(request, told), *why, now, out)
             return
         assert key is not None and ticket is not None
         self._desk.claim(request, key, ticket, now, out)
         self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
 
-    def _reject(
-        self,
-        request: ResumeRequest,
-        reason: RejectionReason,
-        detail: str,
-        now: float,
-        out: Collector,
-    ) -> None:
-        self._refuse(request.ticket_id, request.responder, reason, detail, now, out)
-
-    def _refuse(
-        self,
-        ticket_id: str,
-        responder: str | None,
-        reason: RejectionReason,
-        detail: str,
-        now: float,
-        out: Collector,
-    ) -> None:
+    def _refuse(self, refused: Refused, reason: RejectionReason, detail: str, now: float,
+                out: Collector) -> None:
         rejection = {
-            "ticket_id": ticket_id,
+            "ticket_id": refused.ticket_id,
             "reason": reason.value,
             "detail": detail[:1024],
-            "responder": responder,
+            "responder": refused.responder,
             "rejected_at": now,
+            "tenant": refused.tenant,
+            "request_id": refused.request_id,
         }
         out.emit(
             OutputRecord(
                 self._names.resume_rejections,
-                ticket_id.encode(),
+                refused.ticket_id.encode(),
                 orjson.dumps(rejection),
                 "rejection",
                 None,
-                ((OUTCOME_HEADER, reason.value.encode()),),
+                _verdict_headers(reason.value, refused.tenant),
             )
         )
         out.resumes[reason.value] += 1
 
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """What a rejection says of the request it refuses: its ticket id, responder and
+    request id as the request gave them, and the ticket's tenant when the request showed
+    it may know the ticket (its token matched: contract §9), else None."""
+
+    ticket_id: str
+    responder: str | None = None
+    request_id: str | None = None
+    tenant: str | None = None
+
+    @classmethod
+    def of(cls, request: ResumeRequest | ClaimRequest, tenant: str | None = None) -> Refused:
+        return cls(request.ticket_id, request.responder, request.request_id, tenant)
+
+    @classmethod
+    def of_malformed(cls, ticket_id: str, parsed: dict[str, Any]) -> Refused:
+        responder, request_id = parsed.get("responder"), parsed.get("request_id")
+        return cls(ticket_id, responder if isinstance(responder, str) else None,
+                   request_id[:MAX_REQUEST_ID] if isinstance(request_id, str) else None)
+
+
+def _verdict_headers(outcome: str, tenant: str | None) -> tuple[tuple[str, bytes], ...]:
+    """A verdict's headers: its outcome, and its run's tenant (contract §9)."""
+    if tenant is None:
+        return ((OUTCOME_HEADER, outcome.encode()),)
+    return ((OUTCOME_HEADER, outcome.encode()), (TENANT_HEADER, tenant.encode()))
 
 
 def _refusal(
@@ -323,10 +343,14 @@ def _refusal(
         return RejectionReason.CLAIMED, f"claimed by {holder} until {review.claim_until}"
     if ticket.schema_refused is not None:
         return RejectionReason.INVALID_ANSWER, ticket.schema_refused
-    if ticket.invalid_answers >= MAX_INVALID_ANSWERS:
+    if ticket.invalid_answers >= MAX_INVALID_ANSWERS_PER_TICKET:
         return RejectionReason.INVALID_ANSWER, (
-            f"{MAX_INVALID_ANSWERS} answers to this ticket did not fit its response_schema: "
-            "no more are checked")
+            f"{MAX_INVALID_ANSWERS_PER_TICKET} answers to this ticket did not fit its "
+            "response_schema: no more are checked")
+    if ticket.invalid_of(request.responder) >= MAX_INVALID_ANSWERS:
+        return RejectionReason.INVALID_ANSWER, (
+            f"{MAX_INVALID_ANSWERS} of this responder's answers to this ticket did not fit its "
+            "response_schema: no more of its are checked")
     problem = answer_problem(request.answer, ticket.response_schema)
     if problem is not None:
         return RejectionReason.INVALID_ANSWER, problem

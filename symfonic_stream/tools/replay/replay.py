@@ -49,7 +49,7 @@ from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.kafka.specs import TopicSpec
 from symfonic_stream.models.names import ProjectionName, TopicNames
 from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
 from symfonic_stream.tools.replay.plan import progress_topic, read_plan, task_prefix, write_plan
 from symfonic_stream.tools.replay.ranges import Offsets, RangeError, ReplayRange, plan_ranges
 from symfonic_stream.tools.replay.summary import ReplayProgress, ReplaySummary
@@ -152,7 +152,7 @@ def replay_topology(
     """The replay as a topology of the engine: no group, the planned ranges, a frozen clock."""
     names = TopicNames(settings.topic_prefix)
     limits = guard_limits(settings)
-    project = PROJECTIONS[projection]
+    project = projection_of(projection, ticket_tokens=settings.stream_ticket_tokens)
 
     def make(partition: int) -> ProjectorProcessor:
         return ProjectorProcessor(project, to_topic, limits, decode=settings.decode_limits())

@@ -37,9 +37,10 @@ from symfonic_stream.tools.schemas.conventions import DEAD_LETTER_HEADERS_FILE
 _TENANT_HEADERS = headers_schema({
     TENANT_HEADER: {
         "type": "string",
-        "description": "The source event's `scope.tenant`, on every record projected from an "
-        "event that has one; absent on the others (gaps, abandoned ends, events without a "
-        "tenant). The SSE gateway checks a token's `tenant` claim against it.",
+        "description": "The run's owner (contract §9: its first event's `scope.tenant`), on "
+        "every record of a run whose owner has a tenant, gaps and ends included; absent on "
+        "the records of a run of no tenant. The SSE gateway checks a token's `tenant` claim "
+        "against it.",
     },
 }, optional=True)
 

@@ -12,6 +12,7 @@ from symfonic_stream.models.headers import (
     OUTCOME_HEADER,
     QUEUE_HEADER,
     RECORD_TYPE_HEADER,
+    TENANT_HEADER,
 )
 from symfonic_stream.models.headers import TICKET_MARK as TICKET_MARK_BYTES
 from symfonic_stream.models.names import TopicNames
@@ -140,20 +141,30 @@ def _resume_request(names: TopicNames) -> dict[str, Any]:
     }
 
 
+def _verdict_headers(outcome: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's headers: its outcome, always; its run's tenant (contract §9) when the
+    verdict may name it (a resume of a run with a tenant; a rejection whose request had
+    the ticket's token)."""
+    return {"type": "object", "required": [OUTCOME_HEADER], "properties": {
+        OUTCOME_HEADER: outcome,
+        TENANT_HEADER: {"type": "string", "description": "The run's tenant, as the "
+                        "verdict's `tenant` field. A kernel takes a resume only when it is "
+                        "its run's."},
+    }}
+
+
 def _resume(names: TopicNames) -> dict[str, Any]:
     return {
         "name": "Resume",
         "title": "Accepted answer",
         "summary": "A validated answer the kernel resumes the run with.",
         "contentType": "application/json",
-        "headers": headers_schema(
-            {OUTCOME_HEADER: {"type": "string", "const": ACCEPTED_OUTCOME}},
-        ),
+        "headers": _verdict_headers({"type": "string", "const": ACCEPTED_OUTCOME}),
         "bindings": key_binding(RUN_KEY),
         "examples": [
             {
                 "name": "resume",
-                "headers": {OUTCOME_HEADER: ACCEPTED_OUTCOME},
+                "headers": {OUTCOME_HEADER: ACCEPTED_OUTCOME, TENANT_HEADER: "acme"},
                 "payload": {
                     "ticket_id": "int-1",
                     "run_id": "run-1",
@@ -162,6 +173,8 @@ def _resume(names: TopicNames) -> dict[str, Any]:
                     "answer": {"approved": True},
                     "responder": "alice@example.com",
                     "answered_at": 1767225700.0,
+                    "tenant": "acme",
+                    "request_id": "c2f1",
                 },
             }
         ],
@@ -174,15 +187,11 @@ def _resume_rejection(names: TopicNames) -> dict[str, Any]:
         "title": "Rejected answer",
         "summary": "An answer the resume validator refused, with the reason.",
         "contentType": "application/json",
-        "headers": headers_schema(
-            {
-                OUTCOME_HEADER: {
-                    "type": "string",
-                    "enum": [reason.value for reason in RejectionReason],
-                    "description": "The rejection reason.",
-                }
-            },
-        ),
+        "headers": _verdict_headers({
+            "type": "string",
+            "enum": [reason.value for reason in RejectionReason],
+            "description": "The rejection reason.",
+        }),
         "bindings": key_binding(_TICKET_KEY),
         "examples": [
             {
@@ -194,6 +203,8 @@ def _resume_rejection(names: TopicNames) -> dict[str, Any]:
                     "detail": "token does not match the ticket",
                     "responder": "mallory@example.com",
                     "rejected_at": 1767225701.0,
+                    "tenant": None,
+                    "request_id": None,
                 },
             }
         ],
