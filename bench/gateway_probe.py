@@ -39,6 +39,7 @@ from symfonic_stream.models.headers import TENANT_HEADER
 from symfonic_stream.models.names import TopicNames
 
 SECRET = "bench-probe-secret-long-enough-for-hs256"
+AUDIENCE = "bench-probe"
 RUN, UNKNOWN = "acme-run-0001", "acme-run-0002"
 
 
@@ -93,7 +94,8 @@ async def run(rounds: int, wait_s: float) -> dict[str, Any]:
     prefix = f"bench-probe-{uuid.uuid4().hex[:8]}"
     settings = prefix_settings(base, prefix, 1).model_copy(update={
         "gateway_port": 0, "gateway_host": "127.0.0.1", "gateway_auth": "jwt",
-        "gateway_jwt_key": SecretStr(SECRET), "gateway_run_wait_s": wait_s, "metrics_port": 0})
+        "gateway_jwt_key": SecretStr(SECRET), "gateway_jwt_audience": AUDIENCE,
+        "gateway_run_wait_s": wait_s, "metrics_port": 0})
     try:
         await create_topics(settings)
         await _acme_run(settings)
@@ -103,8 +105,9 @@ async def run(rounds: int, wait_s: float) -> dict[str, Any]:
         try:
             await asyncio.wait_for(asyncio.gather(
                 *(tail.caught_up.wait() for tail in gateway.tails.values())), 60)
-            token = jwt.encode({"tenant": "globex", "exp": int(time.time()) + 3600}, SECRET,
-                               algorithm="HS256")
+            now = int(time.time())
+            token = jwt.encode({"tenant": "globex", "scope": "runs:read", "aud": AUDIENCE,
+                                "iat": now, "exp": now + 3600}, SECRET, algorithm="HS256")
             timed: dict[str, tuple[list[float], list[bytes]]] = {RUN: ([], []), UNKNOWN: ([], [])}
             for n in range(rounds):
                 order = [RUN, UNKNOWN]

@@ -125,6 +125,18 @@ class Settings(BaseSettings):
     gateway_jwt_max_lifetime_s: float = Field(3600.0, gt=0)
     # Reachable from outside the cluster (the chart sets it with an Ingress or a LoadBalancer).
     gateway_exposed: bool = False
+    # Exposed without tokens anyway (the chart's gateway.auth.allowUnauthenticated).
+    gateway_allow_unauthenticated: bool = False
+    # A token with no scope claim may read runs (what such a token could before scopes);
+    # off, it has no right at all.
+    gateway_unscoped_tokens_read: bool = False
+    # Review requests (claim, release, answer) one responder may send a minute.
+    gateway_review_requests_per_minute: int = Field(30, ge=1)
+    # The HTTP edge (docs/gateway.md, "Limits"): connections open at once, the bytes of a
+    # request's line and headers, and how long its headers (and then its body) may take.
+    gateway_max_connections: int = Field(11_000, ge=1)
+    gateway_max_header_bytes: int = Field(32 * 1024, ge=1024)
+    gateway_request_timeout_s: float = Field(10.0, gt=0)
     # How long an answer or claim sent through the gateway waits for the validator's verdict.
     gateway_verdict_wait_s: float = Field(30.0, gt=0)
 
@@ -211,6 +223,12 @@ class Settings(BaseSettings):
 
     def _check_gateway_auth(self) -> None:
         if self.gateway_auth != "jwt":
+            if self.gateway_exposed and not self.gateway_allow_unauthenticated:
+                raise ValueError(
+                    f"{ENV_PREFIX}GATEWAY_EXPOSED with {ENV_PREFIX}GATEWAY_AUTH=none serves "
+                    "every tenant's runs to whoever reaches it: set GATEWAY_AUTH=jwt, or "
+                    f"{ENV_PREFIX}GATEWAY_ALLOW_UNAUTHENTICATED=true to mean it"
+                )
             return
         key = self.gateway_jwt_key
         if key is not None and len(key.get_secret_value().encode()) < HS256_MIN_KEY_BYTES:
@@ -219,11 +237,11 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}GATEWAY_JWT_KEY must be at least {HS256_MIN_KEY_BYTES} bytes "
                 "(RFC 7518 section 3.2); a shorter HS256 key can be guessed offline from one token"
             )
-        if self.gateway_exposed and not self.gateway_jwt_audience:
+        if not self.gateway_jwt_audience:
             raise ValueError(
-                f"{ENV_PREFIX}GATEWAY_EXPOSED with {ENV_PREFIX}GATEWAY_AUTH=jwt needs "
-                f"{ENV_PREFIX}GATEWAY_JWT_AUDIENCE: without it, a token its issuer minted for "
-                "another service is accepted here"
+                f"{ENV_PREFIX}GATEWAY_AUTH=jwt needs {ENV_PREFIX}GATEWAY_JWT_AUDIENCE: "
+                "without it, a token its issuer minted for another service is accepted here "
+                "(behind any Ingress, mesh or route, which the gateway cannot see)"
             )
 
 

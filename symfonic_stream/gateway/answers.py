@@ -26,21 +26,37 @@ from symfonic_stream.processors.pauses.review import answer_digest
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The validator's word on one request: ``outcome`` ``accepted`` (an answer), ``claimed``
-    or ``released``, or the reason it refused (``claimed``, ``expired``, ``invalid_answer``,
-    ...; ``no_verdict`` when none came in time)."""
+    """The validator's word on one request. ``ok``: it succeeded (an answer accepted, a
+    claim taken or given back); else it was refused, or no word came. ``outcome`` is what
+    the client is told: ``accepted``, ``claimed`` or ``released`` when ``ok``, else the
+    refusal's code (the validator's reason: ``claimed``, ``expired``, ``invalid_answer``,
+    ``held``, ...; ``already_answered``, ``no_verdict`` of the gateway's own). A reason may
+    be spelt as a success is (``claimed``: another holds the claim), so ``ok`` is never
+    read from ``outcome``: it is decided where the verdict is made (:func:`verdict_of`)."""
 
     outcome: str
+    ok: bool
     detail: str = ""
     #: The answer was accepted before, the same (an AG-UI resume replayed): nothing sent.
     replayed: bool = False
 
-    @property
-    def ok(self) -> bool:
-        return self.outcome in ("accepted", "claimed", "released")
+
+#: The review history's steps that answer a request with success, and what each is called;
+#: its other answering steps (``answer_refused``, ``claim_refused``) are refusals.
+SUCCEEDED = {"answered": "accepted", "claimed": "claimed", "released": "released"}
+REFUSED = frozenset({"answer_refused", "claim_refused"})
 
 
-_DONE = {"answered": "accepted", "claimed": "claimed", "released": "released"}
+def verdict_of(entry: dict[str, Any]) -> Verdict:
+    """The verdict a step of a ticket's review history gives its request: success or
+    refusal by the step's ``event``, never by how its reason is spelt."""
+    event, detail = entry.get("event"), entry.get("detail") or ""
+    if event in SUCCEEDED:
+        return Verdict(SUCCEEDED[event], True, detail)
+    if event in REFUSED:
+        return Verdict(str(entry.get("reason") or event), False, detail)
+    return Verdict("no_verdict", False, f"the request's step is {str(event)[:40]!r}, "
+                   "no verdict")
 
 
 class ReviewSender:
@@ -64,8 +80,9 @@ class ReviewSender:
         answered = reviewed.state.get("answered")
         if answered is not None:
             if answered["digest"] == answer_digest(answer):
-                return Verdict("accepted", f"answered by {answered['by']}", replayed=True)
-            return Verdict("already_answered", f"answered at {answered['at']}")
+                return Verdict("accepted", True, f"answered by {answered['by']}",
+                               replayed=True)
+            return Verdict("already_answered", False, f"answered at {answered['at']}")
         return await self._send(reviewed, {"answer": answer}, by)
 
     async def claim(self, reviewed: Reviewed, action: str, by: str) -> Verdict:
@@ -87,8 +104,6 @@ class ReviewSender:
 
         entry = await self._store.wait(tenant, verdict, self._wait_s)
         if entry is None:
-            return Verdict("no_verdict", f"no verdict within {self._wait_s:g} s "
-                                         "(SYMFONIC_GATEWAY_VERDICT_WAIT_S)")
-        if entry["event"] in _DONE:
-            return Verdict(_DONE[entry["event"]], entry.get("detail") or "")
-        return Verdict(str(entry.get("reason")), entry.get("detail") or "")
+            return Verdict("no_verdict", False, f"no verdict within {self._wait_s:g} s "
+                                                "(SYMFONIC_GATEWAY_VERDICT_WAIT_S)")
+        return verdict_of(entry)

@@ -16,6 +16,8 @@ on the same path (:meth:`.runs.RunStore.wait_for`). docs/gateway.md has the prot
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,14 +38,14 @@ from symfonic_stream.gateway.auth import (
     ANSWER_REVIEWS,
     READ_RUNS,
     AuthError,
+    Grant,
     TokenCheck,
     bearer,
-    claimed_tenant,
-    scopes,
-    subject,
 )
+from symfonic_stream.gateway.edge import BodyRefused, NoStore, read_body
 from symfonic_stream.gateway.page import page
-from symfonic_stream.gateway.resume import parse_input, resumed
+from symfonic_stream.gateway.rates import PerMinute, rate_limited
+from symfonic_stream.gateway.resume import MAX_INPUT_BYTES, parse_input, resumed
 from symfonic_stream.gateway.reviews import ReviewStore
 from symfonic_stream.gateway.runs import Run
 from symfonic_stream.gateway.slots import Slots
@@ -70,11 +72,14 @@ class GatewayState:
     sender: ReviewSender | None = None
     #: Requests waiting for their run and streams open, in all and per tenant (:mod:`.slots`).
     slots: Slots = field(init=False)
+    #: Review requests per responder (:mod:`.rates`).
+    rates: PerMinute = field(init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
         self.slots = Slots(settings.gateway_max_clients,
                            None if self.tokens is None else settings.gateway_max_clients_per_tenant)
+        self.rates = PerMinute(settings.gateway_review_requests_per_minute)
 
 
 class _RunStream(EventSourceResponse):
@@ -105,7 +110,7 @@ class _RunStream(EventSourceResponse):
             content,
             ping=settings.gateway_heartbeat_s,
             send_timeout=settings.gateway_send_timeout_s,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={"X-Accel-Buffering": "no"},  # (Cache-Control: NoStore's)
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -132,76 +137,86 @@ class _RunStream(EventSourceResponse):
                     self.viewing.first_sent - self.viewing.started)
 
 
-def _refuse(state: GatewayState, stream: str, status: int, counted: str, detail: str, *,
-            reason: str | None = None) -> Response:
-    """The refusal: ``counted`` is its metric reason, ``reason`` what the client is told
-    (the same unless given)."""
-    state.metrics.refused.labels(stream, counted).inc()
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse({"error": reason or counted, "detail": detail}, status_code=status,
+def _refuse(state: GatewayState, stream: str, status: int, reason: str, detail: str, *,
+            headers: dict[str, str] | None = None) -> Response:
+    """The refusal, counted by ``reason`` (what the client is told too)."""
+    state.metrics.refused.labels(stream, reason).inc()
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
+    return JSONResponse({"error": reason, "detail": detail}, status_code=status,
                         headers=headers)
 
 
 async def _run_stream(request: Request, stream: str) -> Response:
     state: GatewayState = request.app.state.gateway
+    settings, posting = state.settings, request.method == "POST"
     try:
         run_id = check_run_id(request.path_params["run_id"])
         after = resume_after(request.headers.get("last-event-id"),
                              request.query_params.get("after_seq"))
-        posted = parse_input(await _body(request)) if request.method == "POST" else None
-        ag_ui = posted is not None or _format(request.query_params.get("format"), stream)
+        ag_ui = posting or _format(request.query_params.get("format"), stream)
     except BadRequest as exc:
         return _refuse(state, stream, 400, "bad_request", str(exc))
-    answers = posted is not None and bool(posted.resume)
-    try:  # a bad token, or one without the right, is refused before any wait
-        claims = None if state.tokens is None else state.tokens.claims(
-            bearer(request.headers.get("authorization"), request.query_params.get("access_token")))
-        by = _may(state, claims, answers)
+    try:  # the token before anything of the body is read, and before any wait
+        grant = _reader(state, request, posting)
     except AuthError as exc:
         return _refuse(state, stream, exc.status, exc.reason, exc.detail)
-    tenant = None if claims is None else claimed_tenant(claims)
+    posted = None
+    if posting:
+        try:
+            posted = parse_input(await read_body(request, MAX_INPUT_BYTES,
+                                                 settings.gateway_request_timeout_s))
+        except BodyRefused as exc:
+            return _refuse(state, stream, exc.status, exc.reason, exc.detail,
+                           headers={"Connection": "close"})
+        except BadRequest as exc:
+            return _refuse(state, stream, 400, "bad_request", str(exc))
     answer = None
-    if answers:
-        assert posted is not None and state.reviews is not None and state.sender is not None
-        reviews, sender, wait_s = state.reviews, state.sender, state.settings.gateway_verdict_wait_s
+    if posted is not None and posted.resume:
+        try:
+            answerer = _answerer(state, grant)
+        except AuthError as exc:
+            return _refuse(state, stream, exc.status, exc.reason, exc.detail)
+        later = state.rates.take((answerer.tenant, answerer.subject), time.monotonic())
+        if later is not None:
+            return _refuse(state, stream, 429, "rate_limited",
+                           rate_limited(settings.gateway_review_requests_per_minute),
+                           headers={"Retry-After": str(math.ceil(later))})
+        assert state.reviews is not None and state.sender is not None
+        reviews, sender, wait_s = state.reviews, state.sender, settings.gateway_verdict_wait_s
+        given = posted
 
         def answer(run: Run) -> Callable[[Viewing], AsyncIterator[bytes]]:
-            return lambda viewing: resumed(state.tails[stream], run, posted, tenant, by,
+            return lambda viewing: resumed(state.tails[stream], run, given, answerer,
                                            reviews, sender, wait_s, viewing)
 
-    return await _open(state, stream, run_id, after, ag_ui, claims is not None, tenant, answer)
+    tenant = None if grant is None else grant.tenant
+    return await _open(state, stream, run_id, after, ag_ui, grant is not None, tenant, answer)
 
 
-def _may(state: GatewayState, claims: dict[str, Any] | None, answers: bool) -> str:
-    """Who answers (the token's subject; "" when nothing is answered), or AuthError 403:
-    reading needs ``runs:read``, answering also ``reviews:answer`` and a subject."""
-    if answers and (claims is None or state.reviews is None or state.sender is None):
+def _reader(state: GatewayState, request: Request, posting: bool) -> Grant | None:
+    """The request's token's grant (None: no tokens here), or AuthError: 401 without a
+    valid token, 403 without ``runs:read``. Only a ``GET`` stream takes ``?access_token=``
+    (what a browser's EventSource can send): a POST's token is in its header."""
+    if state.tokens is None:
+        return None
+    query = None if posting else request.query_params.get("access_token")
+    grant = state.tokens.grant(bearer(request.headers.get("authorization"), query))
+    if READ_RUNS not in grant.scopes:
+        raise AuthError(403, "forbidden", f"this token may not read runs ({READ_RUNS})")
+    return grant
+
+
+def _answerer(state: GatewayState, grant: Grant | None) -> Grant:
+    """``grant``, when it may answer, or AuthError 403: answering needs tokens (an answer
+    records the token's subject), ``reviews:answer`` and a subject."""
+    if grant is None or state.reviews is None or state.sender is None:
         raise AuthError(403, "answers_need_tokens", "answering needs SYMFONIC_GATEWAY_AUTH="
                         "jwt: an answer records the token's subject")
-    if claims is None:
-        return ""
-    granted = scopes(claims)
-    if READ_RUNS not in granted:
-        raise AuthError(403, "forbidden", f"this token may not read runs ({READ_RUNS})")
-    if not answers:
-        return ""
-    by = subject(claims)
-    if ANSWER_REVIEWS not in granted or by is None:
+    if ANSWER_REVIEWS not in grant.scopes or grant.subject is None:
         raise AuthError(403, "forbidden", f"this token may not answer ({ANSWER_REVIEWS} "
                         "scope and a subject needed)")
-    return by
-
-
-async def _body(request: Request) -> bytes:
-    """The request's body, read no further than a RunAgentInput may be (else BadRequest)."""
-    from symfonic_stream.gateway.resume import MAX_INPUT_BYTES
-
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_INPUT_BYTES:
-            raise BadRequest(f"a RunAgentInput is at most {MAX_INPUT_BYTES} bytes")
-    return bytes(body)
+    return grant
 
 
 async def _open(state: GatewayState, stream: str, run_id: str, after: int, ag_ui: bool,
@@ -226,13 +241,11 @@ async def _open(state: GatewayState, stream: str, run_id: str, after: int, ag_ui
             state.slots.give(tenant)
     if response is not None:
         return response
-    # Not seen, or not this token's: one answer, after one wait. Only the metric (on the
-    # operator's port) tells them apart.
-    counted = "forbidden" if store.get(run_id) is not None else "not_found"
-    return _refuse(state, stream, 404, counted,
+    # Not seen, or not this token's: one answer, after one wait, one count (whoever scrapes
+    # the metric learns no more than the answer says).
+    return _refuse(state, stream, 404, "not_found",
                    f"no run {run_id!r} that this request may read within the gateway's "
-                   f"window after waiting {settings.gateway_run_wait_s:g} s",
-                   reason="not_found")
+                   f"window after waiting {settings.gateway_run_wait_s:g} s")
 
 
 def _format(name: str | None, stream: str) -> bool:
@@ -263,9 +276,10 @@ async def _chunks(request: Request) -> Response:
 def create_app(state: GatewayState) -> Starlette:
     origins = [o.strip() for o in state.settings.gateway_cors_origins.split(",") if o.strip()]
     # (POST with JSON: the AG-UI client's run requests, the console's answers)
-    middleware = [Middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
-                             allow_headers=["Last-Event-ID", "Authorization", "Content-Type",
-                                            "Accept"])] if origins else []
+    middleware = [Middleware(NoStore)] + ([Middleware(
+        CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
+        allow_headers=["Last-Event-ID", "Authorization", "Content-Type", "Accept"])]
+        if origins else [])
     app = Starlette(routes=[
         Route("/", page, methods=["GET"]),
         Route("/review", console.page, methods=["GET"]),

@@ -1,16 +1,15 @@
-"""Who may read a run (``SYMFONIC_GATEWAY_AUTH=jwt``): a bearer token whose ``tenant``
-claim is the run's tenant.
+"""Who may do what (``SYMFONIC_GATEWAY_AUTH=jwt``): a bearer token, verified, and what it
+grants (:class:`Grant`): its tenant, its subject, its scopes and the review queues it names.
 
-The token comes in ``Authorization: Bearer <token>``, or, because a browser's
-``EventSource`` cannot set headers, in ``?access_token=`` (the gateway keeps no access log).
-It is verified with PyJWT: HS256 with ``SYMFONIC_GATEWAY_JWT_KEY``, or the asymmetric
-algorithms of the keys in ``SYMFONIC_GATEWAY_JWKS_FILE``, picked by ``kid`` (a JWKS never
-admits an HMAC algorithm: a public key used as an HMAC secret is the classic forgery). It
-must carry ``exp`` and ``iat``, and live at most ``SYMFONIC_GATEWAY_JWT_MAX_LIFETIME_S``
-(``exp - iat``): a leaked token, from a query string in some proxy's log, is worth little for
-long. ``aud`` and ``iss`` are checked when configured (``aud`` must be, for a gateway that is
-``SYMFONIC_GATEWAY_EXPOSED``: config.py). The run's tenant is the ``symfonic-tenant`` header the
-projectors copy from the events' ``scope.tenant``.
+The token comes in ``Authorization: Bearer <token>``; only the ``GET`` streams (what a
+browser's ``EventSource`` opens, unable to set headers) also take ``?access_token=`` (the
+gateway keeps no access log). It is verified with PyJWT: HS256 with
+``SYMFONIC_GATEWAY_JWT_KEY``, or the asymmetric algorithms of the keys in
+``SYMFONIC_GATEWAY_JWKS_FILE``, picked by ``kid`` (a JWKS never admits an HMAC algorithm: a
+public key used as an HMAC secret is the classic forgery). It must carry ``exp`` and ``iat``,
+live at most ``SYMFONIC_GATEWAY_JWT_MAX_LIFETIME_S`` (``exp - iat``), and carry the
+configured ``aud`` (required with ``jwt``: config.py) and ``iss`` (when configured). A run's
+tenant is the ``symfonic-tenant`` header of its records (:mod:`.runs`).
 """
 
 from __future__ import annotations
@@ -47,6 +46,8 @@ class TokenCheck:
     audience: str | None
     issuer: str | None
     max_lifetime_s: float
+    #: ``SYMFONIC_GATEWAY_UNSCOPED_TOKENS_READ``: see :func:`grant`.
+    unscoped_read: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TokenCheck | None:
@@ -63,7 +64,11 @@ class TokenCheck:
         secret = settings.gateway_jwt_key
         return cls(secret.get_secret_value() if secret is not None else None, jwks,
                    settings.gateway_jwt_audience, settings.gateway_jwt_issuer,
-                   settings.gateway_jwt_max_lifetime_s)
+                   settings.gateway_jwt_max_lifetime_s, settings.gateway_unscoped_tokens_read)
+
+    def grant(self, token: str | None) -> Grant:
+        """What ``token`` may do, or :class:`AuthError` (401) when it is no valid token."""
+        return grant(self.claims(token), unscoped_read=self.unscoped_read)
 
     def claims(self, token: str | None) -> dict[str, Any]:
         """The verified claims of ``token``, or :class:`AuthError` (401)."""
@@ -97,8 +102,9 @@ class TokenCheck:
         return key.key, allowed
 
 
-def bearer(authorization: str | None, access_token: str | None) -> str | None:
-    """The token of ``Authorization: Bearer <token>``, else of ``?access_token=``."""
+def bearer(authorization: str | None, access_token: str | None = None) -> str | None:
+    """The token of ``Authorization: Bearer <token>``, else of ``?access_token=`` (which
+    only a ``GET`` stream passes on)."""
     if authorization:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() == "bearer" and token.strip():
@@ -110,30 +116,67 @@ def bearer(authorization: str | None, access_token: str | None) -> str | None:
 READ_RUNS = "runs:read"
 #: Answering and claiming tickets: an AG-UI ``resume``, the review console.
 ANSWER_REVIEWS = "reviews:answer"
+#: The claim naming the review queues a token may review (a list of queue names).
+QUEUES_CLAIM = "queues"
+#: In :data:`QUEUES_CLAIM`: every queue of the token's tenant.
+EVERY_QUEUE = "*"
+#: A subject is compared with a claim's holder and recorded with each answer: a name.
+MAX_SUBJECT = 256
 
 
-def scopes(claims: dict[str, Any]) -> frozenset[str]:
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one verified token may do (docs/gateway.md, "Who may read", "Answering a
+    pause")."""
+
+    #: The ``tenant`` claim when a string (None: the token reads no run).
+    tenant: str | None
+    #: The ``sub`` claim when a short string: who answers (the answer's ``responder``).
+    subject: str | None
+    scopes: frozenset[str]
+    #: The queues whose tickets it may list, claim and answer (:data:`QUEUES_CLAIM`).
+    queues: frozenset[str]
+
+    def reviews(self, queue: str) -> bool:
+        """Whether it reviews ``queue`` (a queue of its tenant's: the caller has checked
+        the ticket's tenant)."""
+        return EVERY_QUEUE in self.queues or queue in self.queues
+
+
+def grant(claims: dict[str, Any], *, unscoped_read: bool) -> Grant:
+    """What ``claims`` (verified) grant. ``unscoped_read``: a token with neither ``scope``
+    nor ``scp`` may read runs (``SYMFONIC_GATEWAY_UNSCOPED_TOKENS_READ``); else it may do
+    nothing."""
+    return Grant(claimed_tenant(claims), subject(claims), scopes(claims, unscoped_read),
+                 queues(claims))
+
+
+def scopes(claims: dict[str, Any], unscoped_read: bool = False) -> frozenset[str]:
     """The token's scopes: OAuth's ``scope`` (space-separated, RFC 8693) or ``scp`` (a
-    list). A token with neither may read runs and nothing else: what every token could do
-    before scopes, and no more."""
+    list). A token with neither has none, or ``runs:read`` with ``unscoped_read``; a scope
+    claim of another type grants nothing."""
     scope, scp = claims.get("scope"), claims.get("scp")
     if isinstance(scope, str):
         return frozenset(scope.split())
     if isinstance(scp, list):
         return frozenset(s for s in scp if isinstance(s, str))
-    if scope is None and scp is None:
+    if scope is None and scp is None and unscoped_read:
         return frozenset({READ_RUNS})
-    return frozenset()  # a scope claim of another type grants nothing
+    return frozenset()
+
+
+def queues(claims: dict[str, Any]) -> frozenset[str]:
+    """The :data:`QUEUES_CLAIM`'s queue names (strings of a list; anything else: none)."""
+    named = claims.get(QUEUES_CLAIM)
+    if not isinstance(named, list):
+        return frozenset()
+    return frozenset(q for q in named if isinstance(q, str) and q)
 
 
 def subject(claims: dict[str, Any]) -> str | None:
     """The token's ``sub`` (who answers: the answer's ``responder``), if a short string."""
     sub = claims.get("sub")
     return sub if isinstance(sub, str) and 0 < len(sub) <= MAX_SUBJECT else None
-
-
-#: A subject is compared with a claim's holder and recorded with each answer: a name.
-MAX_SUBJECT = 256
 
 
 def claimed_tenant(claims: dict[str, Any]) -> str | None:

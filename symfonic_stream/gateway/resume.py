@@ -4,13 +4,16 @@ pause"; AG-UI's interrupts: https://docs.ag-ui.com/concepts/interrupts).
 
 The pause the resume answers is found in the run's own stream: the paused ``end`` whose
 interrupts the entries name (the last one the run reached, or an earlier one for a replay).
-Its every interrupt must be answered, each entry ``resolved``, each id one of them;
-anything else is a ``RUN_ERROR`` with a code and nothing is written. Each answer then goes
-through the validator like every other (:mod:`.answers`): the response's first events are
-``RUN_STARTED`` and one ``CUSTOM`` ``verdict`` per interrupt, then the run's continuation up
-to its next end; a refusal is a ``RUN_ERROR`` whose ``code`` is the validator's reason. An
-answer accepted already is not sent again: the same answer (a replayed resume) is
-accepted as it was, another one is ``already_answered``.
+Its every interrupt must be answered, each entry ``resolved``, each id one of them; each
+interrupt's ticket must be this run's (its ``run_id``), and the token the run's own
+principal (``sub`` is the ticket's ``principal``) or a reviewer of the ticket's queue
+(:meth:`.auth.Grant.reviews`); anything else is a ``RUN_ERROR`` with a code and nothing is
+written. Each answer then goes through the validator like every other (:mod:`.answers`):
+the response's first events are ``RUN_STARTED`` and one ``CUSTOM`` ``verdict`` per
+interrupt, then the run's continuation up to its next end; a refusal is a ``RUN_ERROR``
+whose ``code`` is the validator's reason, and nothing else. An answer accepted already is
+not sent again: the same answer (a replayed resume) is accepted as it was, another one is
+``already_answered``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pydantic import ValidationError
 
 from symfonic_stream.gateway.agui import AgUiRun, Event
 from symfonic_stream.gateway.answers import ReviewSender, Verdict
+from symfonic_stream.gateway.auth import Grant
 from symfonic_stream.gateway.reviews import Reviewed, ReviewStore
 from symfonic_stream.gateway.runs import Held, Run
 from symfonic_stream.gateway.sse import BadRequest
@@ -35,6 +39,7 @@ from symfonic_stream.gateway.viewer import Viewing, agui_messages, records
 from symfonic_stream.models.event_types import (
     CANCEL_UNSUPPORTED,
     DUPLICATE_INTERRUPT,
+    NOT_PERMITTED,
     RESUME_INCOMPLETE,
     UNKNOWN_INTERRUPT,
     VERDICT,
@@ -125,13 +130,14 @@ def run_error(code: str, message: str) -> bytes:
                                            "message": message})
 
 
-async def resumed(tail: TopicTail, run: Run, given: RunAgentInput, tenant: str | None,
-                  by: str, reviews: ReviewStore, sender: ReviewSender, wait_s: float,
+async def resumed(tail: TopicTail, run: Run, given: RunAgentInput, answerer: Grant,
+                  reviews: ReviewStore, sender: ReviewSender, wait_s: float,
                   viewing: Viewing) -> AsyncIterator[bytes]:
-    """The response to a resume: its verdicts, then the continuation (or a RUN_ERROR)."""
+    """The response to a resume: its verdicts, then the continuation (or a RUN_ERROR).
+    ``answerer``: the token's grant, with ``reviews:answer`` and a subject."""
     try:
         pause = answered_pause(await pauses_of(tail, run), given, run.run_id)
-        verdicts = await _answer_all(pause, given, tenant, by, reviews, sender, wait_s)
+        verdicts = await _answer_all(run, pause, given, answerer, reviews, sender, wait_s)
     except ResumeError as refused:
         viewing.run_ended = True
         yield run_error(refused.code, refused.message)
@@ -149,20 +155,26 @@ async def resumed(tail: TopicTail, run: Run, given: RunAgentInput, tenant: str |
             yield part
 
 
-async def _answer_all(pause: Pause, given: RunAgentInput, tenant: str | None, by: str,
+async def _answer_all(run: Run, pause: Pause, given: RunAgentInput, answerer: Grant,
                       reviews: ReviewStore, sender: ReviewSender,
                       wait_s: float) -> dict[str, Verdict]:
-    """Each entry answered (at once, as the validator takes them apart anyway); the first
-    refusal as a ResumeError."""
+    """Each entry answered (at once, as the validator takes them apart anyway), once every
+    ticket is known and the answerer's to answer; the first refusal as a ResumeError."""
     payloads: dict[str, Any] = {e.interrupt_id: e.payload for e in given.resume or []}
+    tenant, by = answerer.tenant, answerer.subject
+    assert by is not None
     tickets = {}
     for interrupt_id in pause.interrupt_ids:
         def ticket(i: str = interrupt_id) -> Reviewed | None:
             return reviews.get(tenant, i)
 
         reviewed = await reviews.wait(tenant, ticket, wait_s)
-        if reviewed is None:  # (not registered yet within the wait, or forgotten)
-            raise ResumeError(UNKNOWN_INTERRUPT.name, f"no ticket {interrupt_id!r} to answer")
+        if reviewed is None or reviewed.ticket["run_id"] != run.run_id:
+            # (not registered yet within the wait, forgotten, or another run's ticket)
+            raise ResumeError(UNKNOWN_INTERRUPT.name, f"no ticket {interrupt_id!r} of this "
+                              "run to answer")
+        if not may_answer(answerer, reviewed):
+            raise ResumeError(NOT_PERMITTED.name, f"{interrupt_id}: {NOT_PERMITTED.means}")
         tickets[interrupt_id] = reviewed
     answers = await asyncio.gather(*(sender.answer(tickets[i], payloads[i], by)
                                      for i in pause.interrupt_ids))
@@ -171,3 +183,12 @@ async def _answer_all(pause: Pause, given: RunAgentInput, tenant: str | None, by
         if not verdict.ok:
             raise ResumeError(verdict.outcome, f"{interrupt_id}: {verdict.detail}")
     return verdicts
+
+
+def may_answer(answerer: Grant, reviewed: Reviewed) -> bool:
+    """Whether ``answerer`` may answer the ticket: the run's own principal, or a reviewer
+    of the ticket's queue (AG-UI's rule: a resume answers its own thread's interrupts)."""
+    ticket = reviewed.ticket
+    principal = ticket.get("principal")
+    return ((principal is not None and answerer.subject == principal)
+            or answerer.reviews(str(ticket["queue"])))

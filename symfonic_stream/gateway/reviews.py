@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -81,40 +82,88 @@ def _read(key: bytes | None, value: bytes | None) -> tuple[TicketKey, Reviewed |
         return None
 
 
+@dataclass(slots=True)
+class Snapshot:
+    """One tenant's open tickets as its consoles are sent them, made once per change of its
+    tickets and shared by every console stream of the tenant: each ticket encoded once,
+    newest first; each set of queues' list joined once (:meth:`tickets`)."""
+
+    #: The tenant's change count when it was made (:meth:`ReviewStore.snapshot`).
+    version: int
+    #: When what it shows changes with time alone: a lease's or a ticket's end.
+    stale_at: float
+    #: (queue, the ticket as shown, encoded), newest first.
+    shown: list[tuple[str, bytes]]
+    _joined: dict[frozenset[str], bytes] = field(default_factory=dict)
+
+    def tickets(self, reviews: Callable[[str], bool], key: frozenset[str]) -> bytes:
+        """``{"tickets": [...]}`` of the tickets of the queues ``reviews`` admits;
+        ``key`` names that set of queues (the same key, the same bytes)."""
+        joined = self._joined.get(key)
+        if joined is None:
+            parts = [encoded for queue, encoded in self.shown if reviews(queue)]
+            joined = self._joined[key] = b'{"tickets":[' + b",".join(parts) + b"]}"
+        return joined
+
+
 class ReviewStore:
-    """Every ticket's latest review state, and an event per tenant that fires on change."""
+    """Every ticket's latest review state, per tenant, and an event per tenant that fires
+    on change."""
 
     def __init__(self) -> None:
-        self._tickets: dict[TicketKey, Reviewed] = {}
+        self._tickets: dict[str | None, dict[str, Reviewed]] = {}
         self._changed: dict[str | None, asyncio.Event] = {}
+        self._versions: dict[str | None, int] = {}
+        self._snapshots: dict[str | None, Snapshot] = {}
 
     def __len__(self) -> int:
-        return len(self._tickets)
+        return sum(len(tickets) for tickets in self._tickets.values())
 
     def file(self, key: bytes | None, value: bytes | None) -> bool:
         """File one record of review-tickets; False when it is no review of a ticket."""
         read = _read(key, value)
         if read is None:
             return False
-        place, reviewed = read
+        (tenant, ticket_id), reviewed = read
         if reviewed is None:
-            self._tickets.pop(place, None)
+            tickets = self._tickets.get(tenant, {})
+            tickets.pop(ticket_id, None)
+            if not tickets:
+                self._tickets.pop(tenant, None)
         else:
-            self._tickets[place] = reviewed
-        changed = self._changed.pop(place[0], None)
+            self._tickets.setdefault(tenant, {})[ticket_id] = reviewed
+        self._versions[tenant] = self._versions.get(tenant, 0) + 1
+        changed = self._changed.pop(tenant, None)
         if changed is not None:
             changed.set()
         return True
 
     def get(self, tenant: str | None, ticket_id: str) -> Reviewed | None:
-        return self._tickets.get((tenant, ticket_id))
+        return self._tickets.get(tenant, {}).get(ticket_id)
 
     def of_tenant(self, tenant: str | None) -> list[Reviewed]:
-        return [r for (t, _), r in self._tickets.items() if t == tenant]
+        return list(self._tickets.get(tenant, {}).values())
 
     def changed(self, tenant: str | None) -> asyncio.Event:
         """Set at the next change of one of ``tenant``'s tickets."""
         return self._changed.setdefault(tenant, asyncio.Event())
+
+    def snapshot(self, tenant: str | None, now: float) -> Snapshot:
+        """``tenant``'s open tickets as of ``now``: the one made since its last change,
+        unless time alone has changed what it shows since."""
+        version = self._versions.get(tenant, 0)
+        made = self._snapshots.get(tenant)
+        if made is not None and made.version == version and now < made.stale_at:
+            return made
+        found = sorted((r for r in self.of_tenant(tenant) if r.is_open(now)),
+                       key=lambda r: -r.ticket["routed_at"])
+        ends = [end for r in found
+                for end in (r.ticket["expires_at"], (r.state.get("claim") or {}).get("until"))
+                if isinstance(end, int | float) and end > now]
+        made = self._snapshots[tenant] = Snapshot(
+            version, min(ends, default=math.inf),
+            [(r.ticket["queue"], orjson.dumps(r.shown(now))) for r in found])
+        return made
 
     async def wait(self, tenant: str | None, until: Callable[[], Any],
                    timeout_s: float) -> Any:

@@ -13,11 +13,18 @@ Two bounds, both settings:
 * ``SYMFONIC_GATEWAY_MAX_RUNS``: the runs indexed. Over it, the least recently active run
   without a viewer is forgotten; opening it again waits like an unknown run.
 
-A run is **pinned** to one tenant by the first of its records projected from an event:
-that record's ``symfonic-tenant`` (or none). A later record under the same run id that
-carries another tenant (or none, though projected from an event) is not the run's: it is
-never held nor served, only counted (``foreign``). What a projector writes of its own, a gap
-or an abandoned end, carries no tenant and stays the run's.
+A run is **pinned** to its tenant by the ``symfonic-tenant`` header of its records: the
+projectors give every record of a run (events, gaps, ends) its owner's tenant, the tenant
+of the run's first event, and dead-letter another tenant's events under that run id
+(contract §5), so any record of a run names its owner, whichever this replica happened to
+hold first, after a restart, an eviction or on another replica, on either stream. A record
+naming another tenant than its run's is legitimate only as the start of a new lifetime of
+the run id (seq 0: the projectors forgot the old run past its grace, and the id began
+again, maybe another tenant's): the run starts over, pinned to it. Anything else naming
+another tenant is never held nor served, only counted (``foreign``). A record without the
+header and not projected from an event (a gap or an abandoned end an older projector
+wrote of its own) is the run's whatever its tenant, and pins nothing. A closed run's seq 0
+starts a new lifetime too, its tenant's.
 
 Pure bookkeeping: no I/O; an ``asyncio.Event`` per run wakes its viewers.
 """
@@ -69,8 +76,8 @@ class Run:
     held: list[Held] = field(default_factory=list)
     held_bytes: int = 0
     closed: bool = False
-    #: The tenant the run is pinned to: the ``symfonic-tenant`` of its first record
-    #: projected from an event (None: that event named none). Never changes once pinned.
+    #: The tenant the run is pinned to: its records' ``symfonic-tenant`` (None: its owner
+    #: has none). Never changes once pinned: a new lifetime of the id is a new Run.
     tenant: str | None = None
     pinned: bool = False
     #: Records under this run id of another tenant: neither held nor served.
@@ -79,11 +86,26 @@ class Run:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def serves(self, tenant: str | None, from_event: bool) -> bool:
-        """Whether a record carrying ``tenant`` is this run's: its pinned tenant's, or
-        one a projector wrote of its own (no event, so no tenant)."""
+        """Whether a record carrying ``tenant`` is this run's: its pinned tenant's, or one
+        an older projector wrote of its own (no event, no header)."""
         if tenant is None and not from_event:
             return True
         return self.pinned and tenant == self.tenant
+
+    def pin(self, tenant: str | None, from_event: bool) -> bool:
+        """Pin the run to a record's ``tenant`` unless it is pinned or the record pins
+        nothing (:meth:`serves`); whether it was pinned now."""
+        if self.pinned or (tenant is None and not from_event):
+            return False
+        self.tenant, self.pinned = tenant, True
+        return True
+
+    def begins_again(self, envelope: Envelope, tenant: str | None) -> bool:
+        """Whether ``envelope`` starts a new lifetime of the run id: its seq 0, naming
+        another tenant than the run's, or after the run closed."""
+        return envelope.seq == 0 and self.next_seq > 0 and (
+            self.closed or (self.pinned and tenant != self.tenant
+                            and (tenant is not None or envelope.from_event)))
 
     @property
     def held_from(self) -> int:
@@ -135,6 +157,9 @@ class RunStore:
         """File one record under its run (creating the run at its first record, pinning
         it at its first from an event); what became of the record."""
         run = self._runs.get(envelope.run_id)
+        if run is not None and run.begins_again(envelope, tenant):
+            self._end_lifetime(run)
+            run = None
         if run is None:
             run = self._runs[envelope.run_id] = Run(
                 envelope.run_id, partition, offset, envelope.seq, envelope.seq)
@@ -142,8 +167,7 @@ class RunStore:
             self._forget_beyond_max_runs()
         else:
             self._runs.move_to_end(envelope.run_id)
-        if not run.pinned and (envelope.from_event or tenant is not None):
-            run.tenant, run.pinned = tenant, True
+        if run.pin(tenant, envelope.from_event):
             self._signal(envelope.run_id)  # (a request waiting for it may now read it)
         if not run.serves(tenant, envelope.from_event):
             run.foreign += 1
@@ -220,6 +244,15 @@ class RunStore:
         del run.held[:count]
         run.held_bytes -= dropped
         self.held_bytes -= dropped
+
+    def _end_lifetime(self, run: Run) -> None:
+        """Forget ``run``: its id begins again. Its viewers' streams end (they were of
+        the old lifetime, which has no more records)."""
+        self._drop_held(run, len(run.held))
+        self._holding.pop(run.run_id, None)
+        del self._runs[run.run_id]
+        run.closed = True
+        run.wake()
 
     def _forget_beyond_max_runs(self) -> None:
         if len(self._runs) <= self._max_runs:

@@ -21,6 +21,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.gateway.answers import ReviewSender
 from symfonic_stream.gateway.app import GatewayState, create_app
 from symfonic_stream.gateway.auth import TokenCheck
+from symfonic_stream.gateway.edge import Limits, guarded
 from symfonic_stream.gateway.reviews import ReviewStore, ReviewTail
 from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.tail import TopicTail
@@ -85,9 +86,7 @@ class Gateway:
                        timeout_s=settings.startup_timeout_s)
         self._socket = socket.create_server((settings.gateway_host, settings.gateway_port),
                                             reuse_port=False)
-        config = uvicorn.Config(create_app(self.state), log_config=None, access_log=False,
-                                lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-        self._server = uvicorn.Server(config)
+        self._server = http_server(self.state)
         self.health.set_ready(False, "reading the topics' recent records")
         for tail in self._readers():
             self._tasks.append(asyncio.create_task(tail.run(), name=f"tail-{tail.topic}"))
@@ -133,6 +132,17 @@ class Gateway:
             await asyncio.sleep(REFRESH_S)
 
 
+def http_server(state: GatewayState) -> uvicorn.Server:
+    """The HTTP server of ``state``'s routes, with the edge's limits (:mod:`.edge`)."""
+    settings, refused = state.settings, state.metrics.edge_refused
+    limits = Limits(settings.gateway_max_connections, settings.gateway_max_header_bytes,
+                    settings.gateway_request_timeout_s)
+    config = uvicorn.Config(create_app(state), log_config=None, access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                            http=guarded(limits, lambda why: refused.labels(why).inc()))
+    return uvicorn.Server(config)
+
+
 def _counter(metrics: GatewayMetrics, stream: str) -> Callable[[str], None]:
     """The tail's ``on_record``: each record's fate counted (children bound once)."""
     children = {outcome: metrics.records.labels(stream, outcome) for outcome in FILINGS}
@@ -152,6 +162,10 @@ async def serve(settings: Settings) -> int:
             return 1
         log.info("gateway listening", extra={"port": gateway.port,
                                              "metrics_port": settings.metrics_port})
+        if gateway.state.tokens is None:
+            log.warning("the gateway serves without auth (SYMFONIC_GATEWAY_AUTH=none): whoever "
+                        "reaches its port reads every tenant's runs",
+                        extra={"port": gateway.port})
         await gateway.serve()
         return 0
     finally:

@@ -124,12 +124,15 @@ CANCEL_UNSUPPORTED = GatewayEvent("RUN_ERROR", "cancel_unsupported", "a resume e
                                   "`resolved`: decline inside the payload; nothing was written")
 NO_VERDICT = GatewayEvent("RUN_ERROR", "no_verdict", "the validator's verdict did not come "
                           "within `SYMFONIC_GATEWAY_VERDICT_WAIT_S`")
+NOT_PERMITTED = GatewayEvent("RUN_ERROR", "not_permitted", "the token is neither the run's "
+                             "principal (`sub`) nor a reviewer of the ticket's queue "
+                             "(`queues`); nothing was written")
 
 #: Every AG-UI event the gateway makes of something else than a typed event: the
 #: resume path's refusals are the contract's codes above, then the validator's reasons.
 GATEWAY_EVENTS: tuple[GatewayEvent, ...] = (
     GAP, TRUNCATED, VERDICT, ABANDONED, WRONG_THREAD, DUPLICATE_INTERRUPT, UNKNOWN_INTERRUPT,
-    RESUME_INCOMPLETE, CANCEL_UNSUPPORTED, NO_VERDICT,
+    RESUME_INCOMPLETE, CANCEL_UNSUPPORTED, NO_VERDICT, NOT_PERMITTED,
     *(GatewayEvent("RUN_ERROR", reason.value, "the validator refused the answer (contract §7; "
                    "docs/pauses.md)") for reason in RejectionReason),
 )

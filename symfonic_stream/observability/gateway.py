@@ -15,9 +15,13 @@ from symfonic_stream.observability.families import PREFIX
 STREAMS: Final = ("events", "chunks")
 #: How a viewer's stream ended.
 ENDINGS: Final = ("run_ended", "disconnected", "too_slow", "shutdown")
-#: What became of a request before any stream began.
+#: What became of a request before any stream began. ``forbidden``: the token lacks the
+#: request's scope (whatever the run); a run the token may not read is ``not_found``.
 REFUSALS: Final = ("bad_request", "unauthorized", "forbidden", "not_found", "too_many_clients",
-                   "too_many_tenant_clients")
+                   "too_many_tenant_clients", "rate_limited", "body_too_large",
+                   "body_timeout")
+#: What the HTTP edge refused before any route (gateway/edge.py).
+EDGE_REFUSALS: Final = ("too_many_connections", "headers_too_large", "request_timeout")
 #: What the tail did with a record.
 FILINGS: Final = ("filed", "repeated", "foreign", "skipped")
 FIRST_EVENT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
@@ -36,6 +40,12 @@ class GatewayMetrics:
                                ["stream", "ending"], registry=reg)
         self.refused = Counter(f"{PREFIX}gateway_refused", "Requests refused before a stream.",
                                ["stream", "reason"], registry=reg)
+        self.edge_refused = Counter(
+            f"{PREFIX}gateway_edge_refused", "Connections the HTTP edge answered and closed "
+            "before any route: past the connection limit, the header size or the time for "
+            "the headers.", ["reason"], registry=reg)
+        for reason in EDGE_REFUSALS:
+            self.edge_refused.labels(reason)
         self.messages = Counter(f"{PREFIX}gateway_messages", "SSE messages sent.", ["stream"],
                                 registry=reg)
         self.read_backs = Counter(f"{PREFIX}gateway_read_backs",

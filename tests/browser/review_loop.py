@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jwt
 import orjson
 from aiokafka import AIOKafkaConsumer
 
@@ -27,7 +26,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.gateway.server import Gateway
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.runtime.workers import free_port
-from tests.integration.gateway_harness import running_gateway
+from tests.integration.gateway_harness import jwt_settings, mint, running_gateway
 from tests.integration.harness import (
     BOOTSTRAP,
     InProcessEngine,
@@ -39,40 +38,42 @@ from tests.integration.harness import (
 ROOT = Path(__file__).resolve().parents[2]
 AGUI_CLIENT = ROOT / "web" / "build" / "agui-client.js"
 ARTEFACTS = ROOT / "build" / "test-artefacts"
-SECRET = "a-test-key-of-at-least-32-bytes-for-hs256"
 SCHEMA = {"type": "object", "properties": {"approved": {"type": "boolean"},
                                             "note": {"type": "string"}},
           "required": ["approved"]}
-RULES = """
+#: The queue the rules route the tests' approvals to.
+QUEUE = "payments"
+RULES = f"""
 rules:
-  - match: {name: approve_payment}
-    queue: payments
+  - match: {{name: approve_payment}}
+    queue: {QUEUE}
 """
 
 
-def token(tenant: str, sub: str, scope: str | None = "runs:read reviews:answer") -> str:
-    now = int(time.time())
-    claims: dict[str, Any] = {"tenant": tenant, "sub": sub, "iat": now, "exp": now + 600}
-    if scope is not None:
-        claims["scope"] = scope
-    return jwt.encode(claims, SECRET, algorithm="HS256")
+def token(tenant: str, sub: str, scope: str | None = "runs:read reviews:answer",
+          queues: list[str] | None = None) -> str:
+    """A token for the loop's gateway: of ``tenant``, answering as ``sub``, reviewing
+    ``queues``."""
+    return mint(tenant, sub, scope, queues)
 
 
-def event(run_id: str, index: int, kind: str, tenant: str, **fields: Any) -> dict[str, Any]:
+def event(run_id: str, index: int, kind: str, tenant: str, principal: str = "kernel",
+          **fields: Any) -> dict[str, Any]:
     return {"run_id": run_id, "index": index, "kind": kind, "timestamp": time.time(),
-            "scope": {"tenant": tenant, "principal": "kernel"}, **fields}
+            "scope": {"tenant": tenant, "principal": principal}, **fields}
 
 
-def up_to_a_pause(run_id: str, tenant: str, interrupt_id: str) -> list[dict[str, Any]]:
+def up_to_a_pause(run_id: str, tenant: str, interrupt_id: str,
+                  principal: str = "kernel") -> list[dict[str, Any]]:
     """A run's text, a tool call, then an approval it waits on (with its response schema)."""
     pending = {"name": "approve_payment", "kind": "interrupt", "token": f"secret-{interrupt_id}",
                "interrupt_id": interrupt_id, "tool_call_id": "call-1", "run_id": run_id,
                "session_id": "s", "expires_at": time.time() + 3600, "resumable": True,
                "payload": {"amount": 120, "response_schema": SCHEMA}}
     call = {"id": "call-1", "name": "pay", "arguments": {"amount": 120}}
-    return [event(run_id, 0, "text_delta", tenant, text="I will pay the invoice. "),
-            event(run_id, 1, "tool_call", tenant, tool_call=call),
-            event(run_id, 2, "interrupt", tenant, interrupt=pending)]
+    return [event(run_id, 0, "text_delta", tenant, principal, text="I will pay the invoice. "),
+            event(run_id, 1, "tool_call", tenant, principal, tool_call=call),
+            event(run_id, 2, "interrupt", tenant, principal, interrupt=pending)]
 
 
 async def publish(prefix: str, events: list[dict[str, Any]]) -> None:
@@ -157,9 +158,8 @@ async def review_loop(prefix: str, tmp_path: Path, *, lease_s: float = 300.0
     kernel = Kernel(prefix)
     with page_server(site) as origin:
         gateway_settings: Settings = settings_for(
-            prefix, gateway_port=free_port(), gateway_host="127.0.0.1", gateway_auth="jwt",
-            gateway_jwt_key=SECRET, gateway_run_wait_s=2.0, gateway_cors_origins=origin,
-            gateway_verdict_wait_s=30.0)
+            prefix, gateway_port=free_port(), gateway_host="127.0.0.1", **jwt_settings(),
+            gateway_run_wait_s=2.0, gateway_cors_origins=origin, gateway_verdict_wait_s=30.0)
         async with contextlib.AsyncExitStack() as stack:
             for topology in (projector_topology("typed", settings), router_topology(settings),
                              *topologies("resumes", settings)):

@@ -1,9 +1,12 @@
 """AG-UI resume through the gateway, driven by the stock ``@ag-ui/client`` ``HttpAgent`` in
-headless Chromium, against the real broker (issue 38): the agent watches a run to its
-interrupt, an invalid answer gets ``RUN_ERROR`` with the validator's code, a valid one the
-verdict and the kernel's continuation to ``RUN_FINISHED`` success, and a replay of it
-changes nothing. A token that may only read cannot answer; another tenant's sees nothing.
-The page is of another origin than the gateway (CORS), as an application's would be."""
+headless Chromium, against the real broker (issues 38 and 43): the run's own principal
+watches it to its interrupt; a resume refused by the validator (another reviewer holds the
+claim; an invalid answer) is a ``RUN_ERROR`` with the validator's code and nothing else, a
+valid one the verdict and the kernel's continuation to ``RUN_FINISHED`` success, and a
+replay of it changes nothing. A token that may only read cannot answer, one of the tenant
+that is neither the run's principal nor a reviewer of its queue answers nothing, and
+another tenant's sees nothing. The page is of another origin than the gateway (CORS), as
+an application's would be."""
 
 from __future__ import annotations
 
@@ -11,9 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.browser.review_loop import Loop, publish, review_loop, token, up_to_a_pause
+from tests.browser.review_loop import QUEUE, Loop, publish, review_loop, token, up_to_a_pause
 from tests.browser.test_gateway_page import Browser
 from tests.integration.harness import (
     count_records,
@@ -65,11 +69,12 @@ async def test_the_stock_http_agent_watches_answers_and_replays_a_pause(
     Browser.require()
     async with review_loop(prefix, tmp_path) as loop, Browser(tmp_path / "chromium") as browser:
         loop.kernel.tenants[RUN] = "acme"
-        await publish(prefix, up_to_a_pause(RUN, "acme", "intr-agui-1"))
+        await publish(prefix, up_to_a_pause(RUN, "acme", "intr-agui-1", principal="ana"))
         await browser.call("Page.navigate", url=loop.page_origin + "/index.html")
         await browser.wait_for(lambda s: s.get("loaded") == "yes", "the page")
-        await new_agent(browser, loop, "reviewer", token("acme", "ana"))
+        await new_agent(browser, loop, "reviewer", token("acme", "ana"))  # the run's own
         await new_agent(browser, loop, "reader", token("acme", "rita", scope="runs:read"))
+        await new_agent(browser, loop, "mallory", token("acme", "mallory"))  # no queue of it
         await new_agent(browser, loop, "stranger", token("globex", "gus"))
 
         # Watched to its interrupt: the response ends at its RUN_FINISHED.
@@ -92,7 +97,27 @@ async def test_the_stock_http_agent_watches_answers_and_replays_a_pause(
         assert not read_only["ok"] and "HTTP 403" in read_only["error"], read_only
         stranger = await run_agent(browser, "stranger", {})
         assert not stranger["ok"] and "HTTP 404" in stranger["error"], stranger
+        # Of the tenant, but neither the run's principal nor a reviewer of its queue.
+        foreign = await run_agent(browser, "mallory", {"resume": [
+            {"interruptId": "intr-agui-1", "status": "resolved", "payload": {"approved": True}}]})
+        assert types(foreign) == ["RUN_ERROR"], foreign
+        assert foreign["events"][0]["code"] == "not_permitted"
         assert await count_records(f"{prefix}.resume-requests") == 0
+
+        # Another reviewer (of the queue) holds the claim: the validator refuses the answer
+        # with reason ``claimed``, spelt as a claim's success; it is a RUN_ERROR, and only.
+        bo = {"Authorization": f"Bearer {token('acme', 'bo', queues=[QUEUE])}"}
+        async with httpx.AsyncClient(base_url=loop.url, timeout=60) as http:
+            held = await http.post("/v1/reviews/tickets/intr-agui-1/claim", headers=bo)
+            assert (held.status_code, held.json()["outcome"]) == (200, "claimed"), held.text
+            claimed = await run_agent(browser, "reviewer", {"resume": [
+                {"interruptId": "intr-agui-1", "status": "resolved",
+                 "payload": {"approved": True}}]})
+            assert types(claimed) == ["RUN_ERROR"], claimed
+            assert claimed["events"][0]["code"] == "claimed"
+            released = await http.post("/v1/reviews/tickets/intr-agui-1/release", headers=bo)
+            assert (released.status_code, released.json()["outcome"]) == (200, "released")
+        assert [p["id"] for p in claimed["pending"]] == ["intr-agui-1"]
 
         # An invalid answer: RUN_ERROR with the validator's code; the pause stays open.
         invalid = await run_agent(browser, "reviewer", {"resume": [
@@ -129,6 +154,7 @@ async def test_the_stock_http_agent_watches_answers_and_replays_a_pause(
         assert await count_records(f"{prefix}.resume-requests") == requests
         assert await count_records(f"{prefix}.resumes") == 1
         assert len(loop.kernel.resumed) == 1
+        assert requests == 5  # bo's claim and release; ana's refused, invalid, accepted answers
         # (the client logs each refused request itself: the 403 and the 404, nothing else)
         assert [line.split(":", 3)[2].strip() for line in browser.console] == [
             "HTTP 403", "HTTP 404"], browser.console

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.browser.review_loop import ARTEFACTS, Loop, publish, review_loop, token, up_to_a_pause
+from tests.browser.review_loop import (
+    ARTEFACTS,
+    QUEUE,
+    Loop,
+    publish,
+    review_loop,
+    token,
+    up_to_a_pause,
+)
 from tests.browser.test_gateway_page import Browser, Dataset
 from tests.integration.harness import prefix_fixture  # noqa: F401  (the ``prefix`` fixture)
 
@@ -24,9 +32,14 @@ LEASE_S = 8.0
 
 
 async def open_console(browser: Browser, loop: Loop, tenant: str, sub: str) -> None:
-    await browser.call("Page.navigate",
-                       url=f"{loop.url}/review?access_token={token(tenant, sub)}")
+    """The console opened as a reviewer of the tests' queue would: the token in the URL's
+    fragment, which the page moves to its tab's storage and out of the address bar."""
+    await browser.call("Page.navigate", url=f"{loop.url}/review#access_token="
+                                            f"{token(tenant, sub, queues=[QUEUE])}")
     await browser.wait_for(lambda s: s.get("status") == "live", f"{sub}'s console")
+    kept = await browser.evaluate("[location.href, history.length, "
+                                  "sessionStorage.getItem('symfonic-console-token') !== null]")
+    assert "access_token" not in kept[0] and kept[2], kept
 
 
 def listed(ticket: str) -> Any:
@@ -44,10 +57,13 @@ async def click(browser: Browser, button: str) -> None:
     await browser.evaluate(f"document.getElementById({button!r}).click()")
 
 
-async def verdict(browser: Browser, action: str) -> str:
+async def verdict(browser: Browser, action: str) -> tuple[str, int]:
+    """The verdict's outcome and HTTP status (a refusal spelt as a success, ``claimed``,
+    must still be 409)."""
     state = await browser.wait_for(lambda s: s.get("verdict", "").startswith(action + ":"),
                                    f"the verdict on {action}")
-    return state["verdict"].split(":", 1)[1]
+    _, outcome, status = state["verdict"].split(":")
+    return outcome, int(status)
 
 
 async def test_two_reviewers_race_for_a_claim_and_the_lease_runs_out(
@@ -81,8 +97,8 @@ async def test_two_reviewers_race_for_a_claim_and_the_lease_runs_out(
         # The race: both click Claim at once; the validator takes one first.
         await asyncio.gather(click(ana, "claim"), click(bo, "claim"))
         outcomes = {"ana": await verdict(ana, "claim"), "bo": await verdict(bo, "claim")}
-        assert sorted(outcomes.values()) == ["claimed", "held"], outcomes
-        winner = next(who for who, outcome in outcomes.items() if outcome == "claimed")
+        assert sorted(outcomes.values()) == [("claimed", 200), ("held", 409)], outcomes
+        winner = next(who for who, outcome in outcomes.items() if outcome[0] == "claimed")
         loser = bo if winner == "ana" else ana
         for browser in (ana, bo):  # both consoles show the one claim
             await browser.wait_for(lambda s: s.get("claim") == winner, f"claimed by {winner}")
@@ -90,7 +106,7 @@ async def test_two_reviewers_race_for_a_claim_and_the_lease_runs_out(
 
         # The loser's answer is refused while the lease holds.
         await click(loser, "submit")
-        assert await verdict(loser, "answer") == "claimed"
+        assert await verdict(loser, "answer") == ("claimed", 409)  # refused: held by another
 
         # The lease runs out: the validator's expiry, then the loser claims and answers.
         expired = await loop.gateway.reviews.wait(
@@ -98,7 +114,7 @@ async def test_two_reviewers_race_for_a_claim_and_the_lease_runs_out(
         assert expired, "no lease_expired on the ticket's history"
         await loser.wait_for(lambda s: s.get("claim") == "", "the claim gone")
         await click(loser, "claim")
-        assert await verdict(loser, "claim") == "claimed"
+        assert await verdict(loser, "claim") == ("claimed", 200)
         await loser.evaluate("""(() => {
           const approved = document.querySelector('#form select');
           approved.value = [...approved.options].find((o) => o.text === 'true').value;
@@ -106,7 +122,7 @@ async def test_two_reviewers_race_for_a_claim_and_the_lease_runs_out(
           return true; })()""")
         await loser.screenshot(shots["form"])
         await click(loser, "submit")
-        assert await verdict(loser, "answer") == "accepted"
+        assert await verdict(loser, "answer") == ("accepted", 200)
         await loser.wait_for(lambda s: TICKET not in s.get("tickets", "").split(","),
                              "the answered ticket gone from the queue")
         await loser.screenshot(shots["verdict"])

@@ -1,20 +1,23 @@
 """Helpers of the gateway's tests against the real broker (tests/integration and
-tests/browser): a gateway in the test's event loop, an SSE reader, and a spy on the
-requests that wait for a run (tests/unit/test_gateway_tenants.py too)."""
+tests/browser): a gateway in the test's event loop, an SSE reader, a spy on the requests
+that wait for a run, and the tests' tokens (tests/unit's gateway tests too)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import jwt
 
 from symfonic_stream.config import Settings
+from symfonic_stream.gateway.app import GatewayState
 from symfonic_stream.gateway.runs import RunStore
-from symfonic_stream.gateway.server import Gateway
+from symfonic_stream.gateway.server import Gateway, http_server
 
 
 async def read_sse(client: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None,
@@ -61,6 +64,54 @@ async def running_gateway(settings: Settings) -> AsyncIterator[tuple[Gateway, st
         with contextlib.suppress(Exception):
             await asyncio.wait_for(serving, 15)
         await gateway.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(state: GatewayState) -> AsyncIterator[str]:
+    """``state``'s routes on the gateway's own HTTP server (its edge's limits included),
+    on a free port of 127.0.0.1, in the test's loop, without Kafka: its base URL."""
+    server = http_server(state)
+    listening = socket.create_server(("127.0.0.1", 0))
+    serving = asyncio.create_task(server.serve(sockets=[listening]))
+    try:
+        while not server.started:
+            assert not serving.done(), "the server stopped at start"
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{listening.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(serving, 15)
+        listening.close()
+
+
+#: The tests' HS256 key and audience (``jwt`` needs an audience: config.py).
+KEY = "a-test-key-of-at-least-32-bytes-for-hs256"
+AUDIENCE = "symfonic-gateway"
+#: What a token may do unless a test says otherwise: read runs and review.
+READ_AND_REVIEW = "runs:read reviews:answer"
+
+
+def jwt_settings() -> dict[str, Any]:
+    """The settings of a gateway checking the tests' tokens."""
+    return {"gateway_auth": "jwt", "gateway_jwt_key": KEY, "gateway_jwt_audience": AUDIENCE}
+
+
+def mint(tenant: str | None, sub: str | None = None, scope: str | None = READ_AND_REVIEW,
+         queues: list[str] | None = None, **claims: Any) -> str:
+    """A token of the tests' key for ``tenant`` (each claim given, ``None`` ones left out),
+    living five minutes."""
+    now = int(time.time())
+    given = {"tenant": tenant, "sub": sub, "scope": scope, "queues": queues}
+    return jwt.encode({"aud": AUDIENCE, "iat": now, "exp": now + 300, **claims,
+                       **{k: v for k, v in given.items() if v is not None}},
+                      KEY, algorithm="HS256")
+
+
+def bearer(tenant: str | None, sub: str | None = None, scope: str | None = READ_AND_REVIEW,
+           queues: list[str] | None = None, **claims: Any) -> dict[str, str]:
+    """The ``Authorization`` header of :func:`mint`'s token."""
+    return {"Authorization": f"Bearer {mint(tenant, sub, scope, queues, **claims)}"}
 
 
 def spy_on_waits(store: RunStore) -> list[str]:

@@ -276,13 +276,14 @@ async def test_the_gateway_answers_for_a_reviewer_with_only_its_acls(
     await produce_as(deployment.admin, names.agent_events, [pause_event("gw-run", "acme")])
     settings = settings_as(GATEWAY_USER, prefix).model_copy(update={
         "gateway_port": 0, "gateway_host": "127.0.0.1", "gateway_auth": "jwt",
-        "gateway_jwt_key": SecretStr(GATEWAY_KEY)})
+        "gateway_jwt_key": SecretStr(GATEWAY_KEY), "gateway_jwt_audience": "acl-test"})
     async with running_gateway(settings) as (gateway, url):
         ticket = await gateway.reviews.wait(
             "acme", lambda: gateway.reviews.get("acme", "gw-run-i0"), 90)
         assert ticket is not None, resumes.log()
         now = int(time.time())
-        bearer = jwt.encode({"tenant": "acme", "sub": "pat", "scope": "reviews:answer",
+        bearer = jwt.encode({"tenant": "acme", "sub": "pat", "aud": "acl-test",
+                             "scope": "runs:read reviews:answer", "queues": ["default"],
                              "iat": now, "exp": now + 300}, GATEWAY_KEY, algorithm="HS256")
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             claimed = await client.post("/v1/reviews/tickets/gw-run-i0/claim",

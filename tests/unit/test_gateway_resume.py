@@ -10,7 +10,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
-import jwt
 import orjson
 import pytest
 from ag_ui.core import Event as AgUiEvent
@@ -20,31 +19,21 @@ from pydantic import TypeAdapter
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway.agui import AgUiRun
 from symfonic_stream.gateway.app import GatewayState, create_app
-from symfonic_stream.gateway.auth import TokenCheck, scopes
+from symfonic_stream.gateway.auth import TokenCheck
 from symfonic_stream.gateway.resume import Pause, ResumeError, answered_pause, run_error
 from symfonic_stream.gateway.reviews import ReviewStore
 from symfonic_stream.gateway.runs import Held, RunStore
 from symfonic_stream.gateway.sse import read_envelope, without_token
 from symfonic_stream.gateway.viewer import Item, Viewing, agui_messages
 from symfonic_stream.observability.gateway import GatewayMetrics
+from tests.integration.gateway_harness import jwt_settings, mint
 from tests.unit.test_gateway_agui import RUN, _event, _pause, envelopes
 
 AG_UI = TypeAdapter(AgUiEvent)
-SECRET = "a-test-secret-that-is-long-enough-for-hs256"
 
 
 def _token(tenant: str, scope: str | None, sub: str | None = "ana") -> str:
-    now = int(time.time())
-    claims: dict[str, Any] = {"tenant": tenant, "iat": now, "exp": now + 300}
-    claims.update({k: v for k, v in (("scope", scope), ("sub", sub)) if v is not None})
-    return jwt.encode(claims, SECRET, algorithm="HS256")
-
-
-def test_scopes_come_from_scope_or_scp_and_a_token_without_either_only_reads() -> None:
-    assert scopes({"scope": "runs:read reviews:answer"}) == {"runs:read", "reviews:answer"}
-    assert scopes({"scp": ["reviews:answer", 7]}) == {"reviews:answer"}
-    assert scopes({}) == {"runs:read"}
-    assert scopes({"scope": ["runs:read"]}) == frozenset()  # of another type: nothing
+    return mint(tenant, sub, scope, queues=["*"])
 
 
 def test_the_ticket_token_never_leaves_in_an_envelope_or_an_agui_interrupt() -> None:
@@ -154,7 +143,7 @@ def test_the_review_store_keeps_the_latest_state_and_shows_no_token() -> None:
 
 
 def _state() -> GatewayState:
-    settings = Settings(gateway_auth="jwt", gateway_jwt_key=SECRET, gateway_run_wait_s=5.0)
+    settings = Settings(**jwt_settings(), gateway_run_wait_s=5.0)
     runs = RunStore(cache_bytes=10**6, max_runs=10)
     tails: Any = {stream: SimpleNamespace(store=runs) for stream in ("events", "chunks")}
     reviews = ReviewStore()
@@ -183,13 +172,14 @@ async def test_reading_and_answering_are_rights_of_their_own() -> None:
         answer = await client.post(f"/v1/runs/{RUN}/events", content=b"{}",
                                    headers=bearer("runs:read"))
         assert answer.status_code == 400 and "RunAgentInput" in answer.json()["detail"]
-        # The console: reviews:answer and a subject; a tenant's own tickets only.
+        # The console: both scopes and a subject; a tenant's own tickets only.
         listed = await client.get("/v1/reviews/tickets", headers=bearer("runs:read"))
         assert listed.status_code == 403
-        listed = await client.get("/v1/reviews/tickets", headers=bearer("reviews:answer"))
+        listed = await client.get("/v1/reviews/tickets",
+                                  headers=bearer("runs:read reviews:answer"))
         assert [t["ticket"]["ticket_id"] for t in listed.json()["tickets"]] == ["t-1"]
         assert "secret" not in listed.text
-        other = bearer("reviews:answer", tenant="globex")
+        other = bearer("runs:read reviews:answer", tenant="globex")
         assert (await client.get("/v1/reviews/tickets", headers=other)).json() == {"tickets": []}
         claimed = await client.post("/v1/reviews/tickets/t-1/claim", headers=other)
         assert claimed.status_code == 404  # another tenant's ticket: as no ticket at all
@@ -201,7 +191,7 @@ async def test_a_consoles_stream_holds_a_client_slot_of_its_tenant() -> None:
     app = create_app(state)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://gateway") as client:
-        token = _token("acme", "reviews:answer")
+        token = _token("acme", "runs:read reviews:answer")
         refused = await client.get(f"/v1/reviews/events?access_token={token}")
     assert refused.status_code == 503 and refused.json()["error"] == "too_many_tenant_clients"
     assert state.slots.taken == 0

@@ -229,3 +229,65 @@ async def test_a_wait_ends_when_the_run_is_pinned_to_the_requests_tenant() -> No
     _file(store, "r", 1, tenant="acme")
     run = await asyncio.wait_for(waiting, 1.0)
     assert run is not None and run.tenant == "acme"
+
+
+def _lifetime(store: RunStore, run_id: str, tenant: str, offsets: range) -> None:
+    """One lifetime of ``run_id`` as the projectors write it (contract §5): every record,
+    its closing end included, carrying the owner's tenant."""
+    for seq, offset in enumerate(offsets):
+        _file(store, run_id, seq, offset=offset, tenant=tenant, closes=seq == len(offsets) - 1)
+
+
+def test_the_pin_is_the_same_on_every_replica_whatever_each_held_first() -> None:
+    """Issue 43: a run was pinned to the first record this replica happened to hold. acme's
+    run ends, the projectors forget it past its grace, and globex begins a new lifetime of
+    the id: a replica that held acme's records kept the pin (globex's run was foreign to
+    it), one that forgot the run at max_runs (a flood of runs) pinned globex, one started
+    later pinned globex. Every record names its run's owner, and seq 0 under another
+    tenant begins again: all three pin globex and serve its lifetime alone."""
+    held_all = RunStore(cache_bytes=10**6, max_runs=10)
+    flooded = RunStore(cache_bytes=10**6, max_runs=1)
+    started_later = RunStore(cache_bytes=10**6, max_runs=10)
+    for store in (held_all, flooded):
+        _lifetime(store, "r", "acme", range(0, 3))
+    for i in range(5):  # globex's flood: "r" is forgotten by the store of one run
+        _file(flooded, f"flood-{i}", 0, offset=10 + i, tenant="globex")
+    assert flooded.get("r") is None
+    for store in (held_all, flooded):
+        _lifetime(store, "r", "globex", range(20, 23))
+    _file(started_later, "r", 1, offset=21, tenant="globex")  # its window begins mid-run
+    _file(started_later, "r", 2, offset=22, tenant="globex", closes=True)
+    for store in (held_all, flooded, started_later):
+        run = store.get("r")
+        assert run is not None and (run.pinned, run.tenant) == (True, "globex")
+        assert run.foreign == 0 and run.closed
+    run = held_all.get("r")
+    assert run is not None and run.first_offset == 20
+    assert [h.seq for h in run.held] == [0, 1, 2]
+
+
+def test_seq_0_of_a_closed_run_begins_its_next_lifetime_and_ends_the_old_ones_viewers(
+) -> None:
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    _lifetime(store, "r", "acme", range(0, 2))
+    old = store.get("r")
+    assert old is not None and old.closed
+    changed = old.changed
+    assert _file(store, "r", 0, offset=9, tenant="acme") == "filed"
+    new = store.get("r")
+    assert new is not None and new is not old
+    assert (new.first_offset, [h.seq for h in new.held], new.closed) == (9, [0], False)
+    assert changed.is_set() and old.held == []  # (its viewers wake, and find it over)
+    assert store.held_bytes == 10 + HELD_OVERHEAD
+
+
+def test_another_tenants_record_inside_a_lifetime_never_moves_the_pin() -> None:
+    """Only seq 0 begins again; another tenant's record anywhere else is foreign, a
+    closing one included."""
+    store = RunStore(cache_bytes=10**6, max_runs=10)
+    for seq in range(3):
+        _file(store, "r", seq, tenant="acme")
+    for seq, closes in ((3, False), (4, True), (1, False)):
+        assert _file(store, "r", seq, tenant="globex", closes=closes) == "foreign"
+    run = store.get("r")
+    assert run is not None and (run.tenant, run.closed, run.next_seq) == ("acme", False, 3)

@@ -27,14 +27,21 @@ SCHEMA = {"type": "object", "required": ["approved"],
           "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}}}
 
 
-def reviewer_token(key: str, lifetime_s: float) -> str:
-    """A token of the demo's tenant that may read runs and answer their pauses."""
+#: The audience of the demo gateway's tokens (``SYMFONIC_GATEWAY_JWT_AUDIENCE``).
+AUDIENCE = "symfonic-demo"
+
+
+def reviewer_token(key: str, lifetime_s: float, *, reviews: bool = True) -> str:
+    """A token of the demo's tenant that may read runs and, with ``reviews``, review every
+    queue of the tenant (answer and claim its tickets)."""
     # Imported here: PyJWT is the [gateway] extra's, and the demo runs with [tools] alone
     # (then its gateway does not start, and no token is made).
     import jwt
 
     now = int(time.time())
-    return jwt.encode({"tenant": TENANT, "sub": REVIEWER, "scope": "runs:read reviews:answer",
+    rights = ({"scope": "runs:read reviews:answer", "queues": ["*"]} if reviews
+              else {"scope": "runs:read"})
+    return jwt.encode({"tenant": TENANT, "sub": REVIEWER, "aud": AUDIENCE, **rights,
                        "iat": now, "exp": now + int(lifetime_s)}, key, algorithm="HS256")
 
 

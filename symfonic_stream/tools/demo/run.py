@@ -38,7 +38,11 @@ from symfonic_stream.sdk.publisher import EventPublisher
 from symfonic_stream.tools.demo.context import DemoContext, DemoOptions, OutputStats
 from symfonic_stream.tools.demo.pauses import answer_a_pause
 from symfonic_stream.tools.demo.report import print_summary, render_run
-from symfonic_stream.tools.demo.review import answer_through_the_console, reviewer_token
+from symfonic_stream.tools.demo.review import (
+    AUDIENCE,
+    answer_through_the_console,
+    reviewer_token,
+)
 from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 
 __all__ = ["STEPS", "DemoContext", "DemoOptions", "run_demo"]
@@ -119,6 +123,7 @@ async def start_gateway(ctx: DemoContext) -> None:
         "SYMFONIC_METRICS_PORT": str(metrics_port),
         "SYMFONIC_GATEWAY_AUTH": "jwt",
         "SYMFONIC_GATEWAY_JWT_KEY": key,
+        "SYMFONIC_GATEWAY_JWT_AUDIENCE": AUDIENCE,
     }
     log_path = ctx.log_dir / "gateway.log"
     with log_path.open("wb") as log:
@@ -136,13 +141,15 @@ async def start_gateway(ctx: DemoContext) -> None:
         await asyncio.sleep(0.3)
     ctx.metrics_ports["gateway"] = metrics_port
     ctx.gateway_port, ctx.gateway_key = port, key
-    token = reviewer_token(key, ctx.settings.gateway_jwt_max_lifetime_s)
+    lifetime_s = ctx.settings.gateway_jwt_max_lifetime_s
+    reader = reviewer_token(key, lifetime_s, reviews=False)
     ctx.console.print(f"  gateway ready (pid {process.pid}); watch a run live in a browser:")
     ctx.console.print(f"  open http://127.0.0.1:{port}/?run={_run_id(ctx.options, 0)}"
-                      f"&access_token={token}", markup=False, soft_wrap=True)
-    ctx.console.print("  the review console (tenant acme):")
-    ctx.console.print(f"  open http://127.0.0.1:{port}/review?access_token={token}",
-                      markup=False, soft_wrap=True)
+                      f"&access_token={reader}", markup=False, soft_wrap=True)
+    ctx.console.print("  the review console (tenant acme; the token in the fragment, which "
+                      "the browser never sends):")
+    ctx.console.print(f"  open http://127.0.0.1:{port}/review#access_token="
+                      f"{reviewer_token(key, lifetime_s)}", markup=False, soft_wrap=True)
     if not ctx.options.keep_running:
         ctx.console.print("  (the gateway stops with the demo; --keep-running keeps it)",
                           style="dim")
