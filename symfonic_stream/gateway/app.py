@@ -10,7 +10,10 @@
 
 ``Last-Event-ID: n`` or ``?after_seq=n`` resumes after seq n. A run not yet seen is waited
 for up to ``SYMFONIC_GATEWAY_RUN_WAIT_S``, then 404; so is a run the token may not read,
-on the same path (:meth:`.runs.RunStore.wait_for`). docs/gateway.md has the protocol.
+on the same path (:meth:`.runs.RunStore.wait_for`), and counted alike. The token is checked
+before any of a POST's body is read (:func:`.edge.read_body`), and only the GET streams take
+it from ``?access_token=``. Every response says ``Cache-Control: no-store`` and
+``Referrer-Policy: no-referrer`` (:class:`.edge.NoStore`). docs/gateway.md has the protocol.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 tenant.
 
 A request holds a slot from before it waits for its run until its stream ends (or it is
-refused), so a request waiting for a run that never comes costs a slot like a stream does.
+refused), so a request waiting for a run that never comes costs a slot like a stream does;
+a review console's requests hold one too, its stream as long as it is open, a claim or an
+answer while it waits for the validator's verdict.
 ``SYMFONIC_GATEWAY_MAX_CLIENTS`` bounds the process, ``SYMFONIC_GATEWAY_MAX_CLIENTS_PER_
 TENANT`` each tenant (the token's ``tenant`` claim; the tokens without one share a slot
 count): one tenant's requests, waiting or streaming, cannot take every slot of a process

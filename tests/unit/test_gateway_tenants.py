@@ -7,7 +7,6 @@ The same cases on a live gateway and broker: tests/integration/test_gateway_live
 from __future__ import annotations
 
 import asyncio
-import time
 from types import SimpleNamespace
 from typing import Any
 

@@ -353,9 +353,15 @@ SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS_PER_TENANT: {{ $g.maxClientsPerTenant | int64 | toString | quote }}
 SYMFONIC_GATEWAY_CORS_ORIGINS: {{ join "," $g.corsOrigins | quote }}
+SYMFONIC_GATEWAY_MAX_CONNECTIONS: {{ $g.maxConnections | int64 | toString | quote }}
+SYMFONIC_GATEWAY_MAX_HEADER_BYTES: {{ $g.maxHeaderBytes | int64 | toString | quote }}
+SYMFONIC_GATEWAY_REQUEST_TIMEOUT_S: {{ $g.requestTimeoutSeconds | toString | quote }}
+SYMFONIC_GATEWAY_REVIEW_REQUESTS_PER_MINUTE: {{ $g.reviewRequestsPerMinute | int64 | toString | quote }}
 SYMFONIC_GATEWAY_AUTH: {{ $g.auth.mode | quote }}
 SYMFONIC_GATEWAY_EXPOSED: {{ include "symfonic-stream.gateway.exposed" . | eq "true" | toString | quote }}
+SYMFONIC_GATEWAY_ALLOW_UNAUTHENTICATED: {{ $g.auth.allowUnauthenticated | toString | quote }}
 {{- if include "symfonic-stream.gateway.jwt" . }}
+SYMFONIC_GATEWAY_UNSCOPED_TOKENS_READ: {{ $g.auth.unscopedTokensRead | toString | quote }}
 SYMFONIC_GATEWAY_JWT_MAX_LIFETIME_S: {{ $g.auth.maxLifetimeSeconds | toString | quote }}
 {{- with $g.auth.audience }}
 SYMFONIC_GATEWAY_JWT_AUDIENCE: {{ . | quote }}
@@ -687,10 +693,10 @@ priorityClassName: {{ . }}
 {{- if and (include "symfonic-stream.gateway.jwt" .) (eq (empty $g.auth.jwtKey.existingSecret) (and (empty $jwks.existingConfigMap) (empty $jwks.existingSecret))) -}}
 {{- fail "gateway.auth.mode jwt needs exactly one of gateway.auth.jwtKey.existingSecret (a Secret with the HS256 key) and gateway.auth.jwks (a ConfigMap or Secret with the JWKS)." -}}
 {{- end -}}
-{{- if include "symfonic-stream.gateway.exposed" . -}}
 {{- if and (include "symfonic-stream.gateway.jwt" .) (not $g.auth.audience) -}}
-{{- fail "gateway.auth.audience is required with gateway.auth.mode jwt when the gateway is exposed (gateway.ingress.enabled, or a LoadBalancer or NodePort gateway.service.type): without it a token its issuer minted for another service reads the runs." -}}
+{{- fail "gateway.auth.audience is required with gateway.auth.mode jwt (the gateway refuses to start without SYMFONIC_GATEWAY_JWT_AUDIENCE): without it a token its issuer minted for another service reads the runs, behind any Ingress, mesh or route." -}}
 {{- end -}}
+{{- if include "symfonic-stream.gateway.exposed" . -}}
 {{- if and (eq $g.auth.mode "none") (not $g.auth.allowUnauthenticated) -}}
 {{- fail "gateway.auth.mode none serves every tenant's runs to whoever reaches the gateway, and it is exposed (gateway.ingress.enabled, or a LoadBalancer or NodePort gateway.service.type): use mode jwt, or set gateway.auth.allowUnauthenticated to true to mean it." -}}
 {{- end -}}
