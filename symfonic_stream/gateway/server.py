@@ -87,6 +87,9 @@ class Gateway:
         self._socket = socket.create_server((settings.gateway_host, settings.gateway_port),
                                             reuse_port=False)
         self._server = http_server(self.state)
+        if self.state.tokens is None:
+            log.warning("the gateway serves without auth (SYMFONIC_GATEWAY_AUTH=none): whoever "
+                        "reaches its port reads every tenant's runs", extra={"port": self.port})
         self.health.set_ready(False, "reading the topics' recent records")
         for tail in self._readers():
             self._tasks.append(asyncio.create_task(tail.run(), name=f"tail-{tail.topic}"))
@@ -162,10 +165,6 @@ async def serve(settings: Settings) -> int:
             return 1
         log.info("gateway listening", extra={"port": gateway.port,
                                              "metrics_port": settings.metrics_port})
-        if gateway.state.tokens is None:
-            log.warning("the gateway serves without auth (SYMFONIC_GATEWAY_AUTH=none): whoever "
-                        "reaches its port reads every tenant's runs",
-                        extra={"port": gateway.port})
         await gateway.serve()
         return 0
     finally:

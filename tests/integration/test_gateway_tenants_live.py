@@ -175,3 +175,19 @@ async def test_one_tenants_waiting_requests_leave_slots_to_the_others(prefix: st
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_a_gateway_serving_without_auth_says_so_at_start(
+    prefix: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 43: nothing said that a gateway served every tenant's runs to whoever reached
+    its port; now a warning at start, and none from a gateway that checks tokens."""
+    await create_topics(prefix)
+    caplog.set_level(logging.WARNING, logger="symfonic_stream.gateway.server")
+    warned = "the gateway serves without auth"
+    async with running_gateway(settings_for(prefix, gateway_port=0, gateway_host="127.0.0.1")):
+        assert [r.levelname for r in caplog.records if r.getMessage().startswith(warned)] == [
+            "WARNING"]
+    caplog.clear()
+    async with running_gateway(_settings(prefix)):
+        assert not [r for r in caplog.records if r.getMessage().startswith(warned)]
