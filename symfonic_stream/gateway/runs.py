@@ -16,7 +16,7 @@ Two bounds, both settings:
 A run is **pinned** to its tenant by the ``symfonic-tenant`` header of its records: the
 projectors give every record of a run (events, gaps, ends) its owner's tenant, the tenant
 of the run's first event, and dead-letter another tenant's events under that run id
-(contract §5), so any record of a run names its owner, whichever this replica happened to
+(contract §9), so any record of a run names its owner, whichever this replica happened to
 hold first, after a restart, an eviction or on another replica, on either stream. A record
 naming another tenant than its run's is legitimate only as the start of a new lifetime of
 the run id (seq 0: the projectors forgot the old run past its grace, and the id began
