@@ -299,6 +299,8 @@ SYMFONIC_PUNCTUATE_BUDGET_MS: {{ $v.guard.punctuateBudgetMs | int64 | toString |
 SYMFONIC_TENANT_QUEUES: {{ $v.pauses.tenantQueues | toString | quote }}
 SYMFONIC_TICKET_MAX_LIFETIME_S: {{ $v.pauses.ticketMaxLifetimeSeconds | toString | quote }}
 SYMFONIC_REVIEW_CLAIM_LEASE_S: {{ $v.pauses.claimLeaseSeconds | toString | quote }}
+SYMFONIC_REVIEW_CLAIM_MAX_S: {{ $v.pauses.claimMaxSeconds | toString | quote }}
+SYMFONIC_STREAM_TICKET_TOKENS: {{ $v.pauses.streamTicketTokens | toString | quote }}
 SYMFONIC_MAX_ANSWER_BYTES: {{ $v.pauses.maxAnswerBytes | int64 | toString | quote }}
 SYMFONIC_METRICS_PORT: {{ $v.metrics.port | int64 | toString | quote }}
 SYMFONIC_LOG_LEVEL: {{ $v.logLevel | quote }}
