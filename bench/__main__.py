@@ -1,9 +1,5 @@
-"""``python -m bench``: the Kafka benchmark (see :mod:`bench.kafka_bench`)."""
+"""``python -m bench``: the project's consumers against the copier (:mod:`bench.projectors`)."""
 
-from __future__ import annotations
+from bench.projectors import main
 
-import sys
-
-from bench.kafka_bench import main
-
-sys.exit(main())
+raise SystemExit(main())

@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import resource
-import subprocess
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -32,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from bench.report import table
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.models.headers import ANSWER_MARK, RECORD_TYPE_HEADER, TICKET_MARK
@@ -191,15 +189,16 @@ def _measured(step: Callable[[], None], traced: bool) -> tuple[float, float]:
     return cpu, peak
 
 
-def run_case(name: str, traced: bool) -> dict[str, Any]:
-    """One case in this process: registration and answer, measured."""
+def run_case(name: str, traced: str) -> dict[str, Any]:
+    """(In a fresh interpreter.) One case: registration and answer, measured (``traced``:
+    "1" under tracemalloc)."""
     case = CASES[name]
     ticket, request = _ticket(case.schema), _request(case.answer())
     validator, out = _validator(), Collector()
     register = _measured(lambda: validator.process(
-        _record(1, TICKET_ID, ticket, TICKET_MARK), NOW, out), traced)
+        _record(1, TICKET_ID, ticket, TICKET_MARK), NOW, out), traced == "1")
     answer = _measured(lambda: validator.process(
-        _record(2, TICKET_ID, request, ANSWER_MARK), NOW, out), traced)
+        _record(2, TICKET_ID, request, ANSWER_MARK), NOW, out), traced == "1")
     verdicts = [orjson.loads(o.value or b"") for o in out.outputs]
     dead = [f"dead letter {d.reason}: {d.detail}" for d in out.dead_letters]
     verdict = (f"{verdicts[-1].get('reason', 'accepted')}: {verdicts[-1].get('detail', '')}"
@@ -208,35 +207,27 @@ def run_case(name: str, traced: bool) -> dict[str, Any]:
         case.schema)), "register": register, "answer": answer, "verdict": verdict[:160]}
 
 
-def _child(name: str, traced: bool) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "bench.answers", "--child", name] + (["--traced"] * traced)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=True)
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.answers",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable")
     parser.add_argument("--list", action="store_true", help="the constructions, then exit")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(run_case(args.child, args.traced)))
-        return 0
+    from bench.processes import fresh_interpreter  # (not in the measured children)
+
     if args.list:
         for name, case in CASES.items():
             print(f"{name}: {case.construction}")
         return 0
-    print(f"{'case':<32} {'request B':>9} {'reg s':>6} {'reg MiB':>7} {'answer s':>8} "
-          f"{'RSS MiB':>7} {'traced MiB':>10}  verdict")
+    lines = [["case", "request B", "reg s", "reg MiB", "answer s", "RSS MiB", "traced MiB",
+              "verdict"]]
     for name in args.case or CASES:
-        plain, traced = _child(name, False), _child(name, True)
-        print(f"{name:<32} {plain['request_bytes']:9,} {plain['register'][0]:6.3f} "
-              f"{max(plain['register'][1], traced['register'][1]):7.1f} "
-              f"{plain['answer'][0]:8.3f} {plain['answer'][1]:7.1f} {traced['answer'][1]:10.1f}"
-              f"  {plain['verdict']}", flush=True)
+        plain, traced = (fresh_interpreter(run_case, name, mode) for mode in ("0", "1"))
+        lines.append([name, f"{plain['request_bytes']:,}", f"{plain['register'][0]:.3f}",
+                      f"{max(plain['register'][1], traced['register'][1]):.1f}",
+                      f"{plain['answer'][0]:.3f}", f"{plain['answer'][1]:.1f}",
+                      f"{traced['answer'][1]:.1f}", plain["verdict"]])
+    print(table(lines))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The benchmark's SSE client: a raw HTTP/1.1 GET over an asyncio socket, `id:` lines only.
+"""The gateway benchmark's SSE clients: a raw HTTP/1.1 GET over an asyncio socket, ``id:``
+lines only, and the fan-out's viewers in a process of their own (:func:`viewers`).
 
 A browser's ``EventSource`` or httpx would cost the shared CPUs far more per message than
 the gateway under test; this reads the response head, undoes chunked transfer encoding,
@@ -10,7 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 import time
+from pathlib import Path
+from typing import Any
+
+import orjson
 
 
 class SseParser:
@@ -166,3 +172,98 @@ class Viewer(asyncio.Protocol):
             self.error = repr(exc)
         if not self.done.done():
             self.done.set_result(None)
+
+
+def raise_fd_limit(wanted: int) -> int:
+    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (up to the hard limit); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft
+
+
+#: Connections opened at once while connecting.
+CONNECT_AT_ONCE = 100
+
+
+def viewers(port: str, runs_file: str, per_run: str, out: str, within: str) -> int:
+    """(The fan-out's viewers' process, apart from the benchmark's producer, whose commit
+    times a thousand sockets' reads would delay, and from the gateway's event loop.)
+
+    Opens ``per_run`` connections per run id of ``runs_file`` (one per line) to the
+    gateway's ``/v1/runs/<id>/events``, each a :class:`Viewer`. Prints ``connected <n> <s>``
+    once every viewer has received its first message (the parent starts the load then),
+    waits until the gateway has closed every stream (after the run's closing end) or
+    ``within`` seconds, writes every viewer's seqs and times to ``out`` (JSON) and prints
+    ``done``."""
+    raise_fd_limit(65536)
+    run_ids = [line.strip() for line in Path(runs_file).read_text().splitlines() if line.strip()]
+    result = asyncio.run(_viewers(int(port), run_ids, int(per_run), float(within)))
+    Path(out).write_bytes(orjson.dumps(result))
+    print("done", flush=True)
+    return 0
+
+
+async def _viewers(port: int, run_ids: list[str], per_run: int, within: float
+                   ) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    opened: list[tuple[str, Viewer, asyncio.Future[None]]] = []
+    started = time.perf_counter()
+    pending = [run_id for run_id in run_ids for _ in range(per_run)]
+    for start in range(0, len(pending), CONNECT_AT_ONCE):
+        batch = []
+        for run_id in pending[start:start + CONNECT_AT_ONCE]:
+            first: asyncio.Future[None] = loop.create_future()
+            payload = request("127.0.0.1", port, f"/v1/runs/{run_id}/events")
+
+            def viewer(payload: bytes = payload, first: asyncio.Future[None] = first) -> Viewer:
+                return Viewer(payload, first)
+
+            batch.append((run_id, first, loop.create_connection(viewer, "127.0.0.1", port)))
+        made = await asyncio.gather(*(connect for _, _, connect in batch))
+        for (run_id, first, _), (_, protocol) in zip(batch, made, strict=True):
+            opened.append((run_id, protocol, first))
+    connected_s = time.perf_counter() - started
+    firsts = [first for _, _, first in opened]
+    try:
+        async with asyncio.timeout(within):
+            await asyncio.gather(*firsts)
+        print(f"connected {len(opened)} {time.perf_counter() - started:.3f}", flush=True)
+    except TimeoutError:
+        got = sum(1 for f in firsts if f.done())
+        print(f"failed {got} of {len(opened)} got a first message", flush=True)
+    cpu_at_load = time.process_time()
+    lateness: list[float] = []
+    monitor = asyncio.create_task(_watch_loop(lateness))
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            await asyncio.gather(*(v.done for _, v, _ in opened))
+    monitor.cancel()
+    lateness.sort()
+    for _, v, _ in opened:
+        if not v.done.done():
+            v.error = v.error or "still open at the deadline"
+            v.close()
+
+    def late_ms(share: float) -> float:  # (no import of the harness: a light process)
+        return lateness[min(len(lateness) - 1, int(len(lateness) * share))] * 1000 \
+            if lateness else 0.0
+
+    return {
+        "connect_s": connected_s,
+        "cpu_s_during_load": time.process_time() - cpu_at_load,
+        "loop_lateness_ms": {"p50": late_ms(0.5), "p99": late_ms(0.99), "max": late_ms(1.0)},
+        "viewers": [{"run": run_id, "seqs": v.seqs, "times": v.times, "error": v.error}
+                    for run_id, v, _ in opened],
+    }
+
+
+async def _watch_loop(lateness: list[float], tick_s: float = 0.01) -> None:
+    """How late this process's event loop wakes a 10 ms sleep: a late loop stamps its
+    receive times late (the lag is then partly the clients', not the gateway's)."""
+    while True:
+        due = time.perf_counter() + tick_s
+        await asyncio.sleep(tick_s)
+        lateness.append(max(0.0, time.perf_counter() - due))

@@ -1,9 +1,10 @@
-"""The benchmark's raw stream: realistic kernel runs from :mod:`symfonic_stream.tools.synthetic`.
+"""What the benchmarks feed: the raw stream of realistic kernel runs
+(:mod:`symfonic_stream.tools.synthetic`), single raw events, and projected records.
 
-About 60 % text deltas of 20-200 bytes, thinking, tool calls with arguments and their
-results, usage on ``done``, terminals (done, error, cancelled) and a few pauses; runs of
-20-400 events interleaved as concurrent kernels publish them, with ~2 % re-sent duplicates
-and ~2 % bounded reordering. Everything is seeded, so a size and a seed always give the
+The stream: about 60 % text deltas of 20-200 bytes, thinking, tool calls with arguments and
+their results, usage on ``done``, terminals (done, error, cancelled) and a few pauses; runs
+of 20-400 events interleaved as concurrent kernels publish them, with ~2 % re-sent
+duplicates and ~2 % bounded reordering. Everything is seeded, so a size and a seed always give the
 same stream.
 """
 
@@ -105,3 +106,21 @@ def with_timestamp(event: dict[str, Any], now: float) -> bytes:
     if pending is not None:
         fresh["interrupt"] = {**pending, "expires_at": now + 3600.0}
     return orjson.dumps(fresh)
+
+
+def raw_event(run_id: str, index: int, kind: str, timestamp: float, **fields: Any) -> bytes:
+    """One raw AgentEvent, its fields in the kernel's order."""
+    return orjson.dumps({"run_id": run_id, "index": index, "kind": kind,
+                         "timestamp": timestamp, **fields})
+
+
+def envelope(run_id: str, seq: int, ts: float, kind: str, text: str) -> bytes:
+    """A projected record of a run, as the typed projector writes one (an event body)."""
+    return orjson.dumps({"run_id": run_id, "seq": seq, "source_index": seq, "ts": ts,
+                         "event": {"type": kind, "text": text}})
+
+
+def end_envelope(run_id: str, seq: int, ts: float) -> bytes:
+    """A run's closing record, as the projectors write it."""
+    return orjson.dumps({"run_id": run_id, "seq": seq, "source_index": seq, "ts": ts,
+                         "end": {"status": "completed", "error": None}})

@@ -27,8 +27,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.peers.peer_args import peer_parser
-from bench.peers.projection import Projection, copy_value
+from bench.peers.projection import Projection, copy_value, peer_parser
 from symfonic_stream.kafka.group_fencing import group_metadata, send_offsets_fenced
 
 Project = Callable[[bytes], list[tuple[bytes, bytes]]]

@@ -1,15 +1,18 @@
-"""The typed projection as a peer writes it: JSON dict in, envelope bytes out.
+"""What every peer shares: the typed projection as a peer writes it (JSON dict in, envelope
+bytes out), and the command line.
 
-It is :func:`symfonic_stream.projections.typed.project_typed` and the ordering guard's
-envelope over plain dicts, without what the contract adds on top (no validation, no
+The projection is :func:`symfonic_stream.projections.typed.project_typed` and the ordering
+guard's envelope over plain dicts, without what the contract adds on top (no validation, no
 ordering guard: a re-sent event is projected again and a late one out of place, no
 changelog). ``tests/unit/test_bench_peers.py`` checks that, on the benchmark's stream,
 every event's bodies equal the real projection's. Nothing here imports the project, so the
-Quix Streams peer can load it in its own environment.
+peers in their own environment (Quix Streams', ``bench.processes.quix_python``) load it by
+path.
 """
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 import orjson
@@ -111,3 +114,11 @@ class Projection:
         else:
             self._seq.pop(run_id, None)
         return out
+
+
+def peer_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """A parser with the four options every peer requires (a peer adds its own)."""
+    parser = argparse.ArgumentParser(prog=prog)
+    for option in ("--bootstrap", "--input", "--output", "--group"):
+        parser.add_argument(option, required=True)
+    return parser

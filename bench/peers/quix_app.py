@@ -5,7 +5,7 @@
 
 Exactly-once (``processing_guarantee="exactly-once"``), the input read as bytes, each
 event expanded into its envelopes by :mod:`projection` (loaded by path: this runs in the
-peer environment, :mod:`bench.peers.environment`, where the project is not installed),
+peer environment, ``bench.processes.quix_python``, where the project is not installed),
 written with the input's key (the run id). ``commit_interval`` is Quix Streams' own
 checkpoint interval: its default is 5 s; the latency-tuned row uses 0.1 s.
 """
@@ -17,8 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from peer_args import peer_parser
-from projection import Projection
+from projection import Projection, peer_parser
 from quixstreams import Application
 
 

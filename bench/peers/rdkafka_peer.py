@@ -8,7 +8,7 @@ transactional producer: every output ``produce``d, the offsets with
 ``send_offsets_to_transaction`` (the consumer's group metadata: KIP-447), then commit.
 ``--copy`` writes the input values unchanged; otherwise the peers' typed projection
 (:mod:`projection`, loaded by path: this runs in the peer environment,
-:mod:`bench.peers.environment`, where Quix Streams brought confluent-kafka). Set beside
+``bench.processes.quix_python``, where Quix Streams brought confluent-kafka). Set beside
 ``naive-copier`` and ``naive-typed`` it shows what the same work costs on librdkafka
 (C, its own threads) instead of aiokafka (Python, the event loop's thread): the client's
 share of the CPU per event, which no change inside the engine can remove.
@@ -27,8 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from peer_args import peer_parser
-from projection import Projection, copy_value
+from projection import Projection, copy_value, peer_parser
 
 BATCH = 10_000
 

@@ -1,4 +1,4 @@
-"""bench/pauses.py: the benchmark process's own collector pauses, recorded and kept small."""
+"""bench/measure.py's CollectorPauses: the benchmark process's own collector pauses, recorded and kept small."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from bench.pauses import CollectorPauses
+from bench.measure import CollectorPauses
 from symfonic_stream.engine.heap import settle
 
 
@@ -48,6 +48,6 @@ def test_records_each_generations_pauses_until_closed() -> None:
 def test_settle_before_a_load_freezes_the_whole_workload() -> None:
     held = [{"event": n} for n in range(20_000)]  # a workload, as the comparison holds one
     gc.unfreeze()
-    settle()  # as bench.latency and bench.throughput call it before a load
+    settle()  # as bench.measure's measurements call it before a load
     assert gc.get_freeze_count() >= len(held)
     assert gc.get_threshold()[0] >= 50_000  # young collections only past a loop's garbage

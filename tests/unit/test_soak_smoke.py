@@ -8,13 +8,13 @@ import re
 
 import pytest
 
-from bench import soak
+from bench.state import soak
 
 
 def test_the_soak_takes_every_run_through_gap_abandon_and_forget(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    soak.main(["--runs", "5000"])
+    soak(["--runs", "5000"])
     text = capsys.readouterr().out
     phases = dict(re.findall(r"^  (gap timeout|idle timeout|grace) .*?, ([\d,]+) records out",
                              text, re.M))

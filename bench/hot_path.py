@@ -1,0 +1,412 @@
+"""The pure path's CPU, no broker: the offline hot path against plain orjson (``python -m
+bench.offline``, part of ``python -m bench``), instructions per event under valgrind
+(``python -m bench.instructions``), the decoder against a record's keys (``python -m
+bench.decoder``) and AG-UI events built from dicts or from the protocol's models (``python
+-m bench.agui``). Times are CPU seconds of the process (``time.process_time``, best of
+``--repeat``: on a shared machine the wall clock also counts other processes' time).
+
+**Offline**: the baseline is the cheapest thing any JSON consumer must do with the same
+lines, ``orjson.loads`` then ``orjson.dumps``; the figure is the ratio (goal: within 3x),
+in one process on the same input. ``offline``: :func:`symfonic_stream.tools.offline.project_lines`,
+the ``project`` command's loop (one collector per line, no state written), the figure the
+goal is set on; ``engine``: what a live stream task runs per fetched batch, an
+``InputRecord`` per Kafka record (key checked against ``run_id``),
+``ProjectorProcessor.process`` into one collector per 1,000 records, then the stores write
+their changes.
+
+**Instructions**: wall-clock and even CPU-time figures move by ±20 % on a shared 2-core
+machine; an instruction count does not. Each figure runs the same loop under ``valgrind
+--tool=cachegrind`` (a system tool, ``apt-get install valgrind``) twice, once over the
+input and once not at all, so start-up and input generation cancel out: (instructions with
+the loop - without) / events. ``baseline``: ``orjson.dumps(orjson.loads(value))`` per record;
+``decode``: ``decode_agent_event`` with the key check, as the projectors call it; ``typed``
+/ ``chunks``: ``ProjectorProcessor.process`` per record and the stores' changes per
+250-record batch (a partition task's share of a 1,000-record fetch over 4 partitions);
+``task``: ``typed`` with the client's share of a stream task around it, all but the network
+and the event loop: aiokafka reading each 250-record batch as fetched (a transactional
+record batch, CRC checked, read_committed), ``to_input``, step 4's ``append_all`` into the
+transaction's record batches (native, as the engine builds them when the native extension
+is installed), each batch built, and step 9's report; ``task-aiokafka``: ``task`` with the
+batches built by aiokafka's record builder.
+
+**Decoder** (issue 33, item 2): one object of ``n`` keys in an AgentEvent, three ways, each
+through the reference decoder (``decode_record_reference``: orjson, its shape checks,
+pydantic) and the native scanner (``decode_record`` with ``symfonic-scan``): ``distinct``,
+every key once, plain values: the one walk of the tree decides; ``colons``, every key once,
+each value a string with a colon in it: the walk's count of colons cannot decide, one
+``orjson.dumps`` does; ``twice``, one key twice (the first one, last): the exact re-parse,
+which must name the key, decides. Linear growth shows as each size's time over the
+smallest size's, beside the ratio of the sizes: a quadratic check grows with its square.
+
+**AG-UI** (issue 38): the typed envelopes of a synthetic run translated to SSE bytes two
+ways: ``dicts``, what the gateway does (:class:`~symfonic_stream.gateway.agui.AgUiRun`'s
+dicts encoded by orjson); ``models``, each event made the protocol's model (``ag_ui.core.Event``,
+validated) and encoded by pydantic (``model_dump_json(by_alias=True, exclude_none=True)``).
+Each viewer translates its run itself, so the cost is per event per viewer; the output is
+checked equal event for event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import pickle
+import platform
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.measure import best_of
+from bench.processes import call_command
+from bench.report import table
+from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.models import decoding
+from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
+from symfonic_stream.models.names import ProjectionName
+from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.state.store import write_changes
+from symfonic_stream.tools.offline import project_lines
+from symfonic_stream.tools.synthetic import RunShape, generate_run, synthetic_stream
+
+#: Records per collector of the offline engine shape (a fetch), and of a task's share.
+OFFLINE_BATCH = 1000
+TASK_BATCH = 250
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def make_lines(events: int, seed: int = 1) -> list[bytes]:
+    """About ``events`` raw lines from realistic runs (duplicates and reordering included)."""
+    lines: list[bytes] = []
+    batch = 0
+    while len(lines) < events:
+        stream = synthetic_stream(seed + batch, 500, shape=RunShape(), run_prefix=f"b{batch}")
+        lines.extend(orjson.dumps(event) for event in stream)
+        batch += 1
+    return lines[:events]
+
+
+def engine_records(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """``(key, value)`` per line, as the raw topic carries them."""
+    return [(orjson.loads(line)["run_id"].encode(), line) for line in lines]
+
+
+def _baseline(lines: list[bytes]) -> tuple[float, int]:
+    start = time.process_time()
+    for line in lines:
+        orjson.dumps(orjson.loads(line))
+    return time.process_time() - start, len(lines)
+
+
+def _offline(lines: list[bytes], projection: ProjectionName) -> tuple[float, int]:
+    produced = 0
+    start = time.process_time()
+    for released in project_lines(lines, projection):
+        produced += len(released.outputs)
+    return time.process_time() - start, produced
+
+
+def _engine_shape(records: list[tuple[bytes, bytes]], projection: ProjectionName
+                  ) -> tuple[float, int]:
+    processor = ProjectorProcessor(
+        PROJECTIONS[projection], "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
+    )
+    produced = 0
+    now = time.time()
+    start = time.process_time()
+    for first in range(0, len(records), OFFLINE_BATCH):
+        out = Collector()
+        for offset, (key, value) in enumerate(records[first : first + OFFLINE_BATCH],
+                                              start=first):
+            processor.process(InputRecord("bench.in", 0, offset, key, value, (), 0), now, out)
+        write_changes(processor.stores, out.state)
+        produced += len(out.outputs)
+    return time.process_time() - start, produced
+
+
+def offline_figures(events: int, projection: ProjectionName = "typed",
+                    repeat: int = 3) -> dict[str, Any]:
+    """Best-of-``repeat`` timings per event and the ratios to the baseline."""
+    lines = make_lines(events)
+    records = engine_records(lines)
+    gc.collect()
+    baseline, _ = min((_baseline(lines) for _ in range(repeat)), key=lambda r: r[0])
+    full, produced = min((_offline(lines, projection) for _ in range(repeat)),
+                         key=lambda r: r[0])
+    engine, _ = min((_engine_shape(records, projection) for _ in range(repeat)),
+                    key=lambda r: r[0])
+    per_event = 1e6 / len(lines)
+    return {
+        "events": len(lines),
+        "projection": projection,
+        "mean_line_bytes": sum(map(len, lines)) / len(lines),
+        "records_out": produced,
+        "baseline_us_per_event": baseline * per_event,
+        "offline_us_per_event": full * per_event,
+        "engine_shape_us_per_event": engine * per_event,
+        "ratio": full / baseline,
+        "engine_shape_ratio": engine / baseline,
+        "repeat": repeat,
+        "python": platform.python_version(),
+    }
+
+
+def offline(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.offline",
+                                     description="offline hot path against plain orjson")
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--projection", choices=sorted(PROJECTIONS), default="typed")
+    parser.add_argument("--repeat", type=int, default=3, help="best of N")
+    args = parser.parse_args(argv)
+    r = offline_figures(args.events, args.projection, args.repeat)
+    name = args.projection
+    print(f"machine      {platform.processor() or platform.machine()}, python {r['python']}")
+    print(f"events       {r['events']:,} lines, {r['mean_line_bytes']:.0f} bytes average, "
+          f"{r['records_out']:,} records out")
+    print(f"baseline     {r['baseline_us_per_event']:6.2f} us/event  (orjson.loads + orjson.dumps)")
+    print(f"{name:<12} {r['offline_us_per_event']:6.2f} us/event  "
+          "(decode + guard + project + encode, the project command's loop)")
+    print(f"{name + ' live':<12} {r['engine_shape_us_per_event']:6.2f} us/event  "
+          f"(the same per {OFFLINE_BATCH}-record batch as a stream task: key check, state "
+          "written)")
+    print(f"ratio        {r['ratio']:6.2f}x the baseline (goal <= 3x); "
+          f"live shape {r['engine_shape_ratio']:.2f}x")
+    return 0
+
+
+def counted_loop(what: str, records_file: str, passes: str) -> None:
+    """The loop an instruction count measures (in a child process, under valgrind)."""
+    with open(records_file, "rb") as handle:
+        pairs: list[tuple[bytes, bytes]] = pickle.load(handle)
+    if what in ("task", "task-aiokafka"):
+        import asyncio
+
+        asyncio.run(task_loop(pairs, int(passes), native=what == "task"))
+        return
+    inputs = [InputRecord("in", 0, n, k, v, (), 0) for n, (k, v) in enumerate(pairs)]
+    for _ in range(int(passes)):
+        if what == "baseline":
+            for record in inputs:
+                orjson.dumps(orjson.loads(record.value or b""))
+        elif what == "decode":
+            for record in inputs:
+                decode_agent_event(record.value, key=record.key, check_key=True,
+                                   limits=DecodeLimits(1_048_576))
+        else:
+            processor = ProjectorProcessor(
+                PROJECTIONS["typed" if what == "typed" else "chunks"], "out", GuardLimits(),
+                decode=DecodeLimits(1_048_576),
+            )
+            for first in range(0, len(inputs), TASK_BATCH):
+                out = Collector()
+                for record in inputs[first : first + TASK_BATCH]:
+                    processor.process(record, 1.0, out)
+                write_changes(processor.stores, out.state)
+
+
+def _fetched(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
+    """The records as the broker returns them: one transactional batch per TASK_BATCH."""
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    fetched = []
+    for first in range(0, len(pairs), TASK_BATCH):
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=1, producer_id=7,
+            producer_epoch=0, base_sequence=first, batch_size=1 << 30)
+        for n, (key, value) in enumerate(pairs[first : first + TASK_BATCH]):
+            builder.append(n, timestamp=1_700_000_000_000, key=key, value=value, headers=[])
+        fetched.append(bytes(builder.build()))
+    return fetched
+
+
+async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool) -> int:
+    """``task``: fetch, process, produce, report, as a stream task does per batch. Returns
+    how many records the built batches hold (for the test that it read every record)."""
+    from aiokafka import TopicPartition
+    from aiokafka.consumer.fetcher import READ_COMMITTED, PartitionRecords
+    from aiokafka.record.memory_records import MemoryRecords
+    from prometheus_client import CollectorRegistry
+
+    from symfonic_stream.app.topologies import projector_topology
+    from symfonic_stream.config import Settings
+    from symfonic_stream.engine.commit import append_all
+    from symfonic_stream.engine.commit_metrics import report_commit
+    from symfonic_stream.engine.records import to_input
+    from symfonic_stream.kafka.producer import ProcessProducer
+    from symfonic_stream.kafka.record_batches import TransactionBatches
+    from symfonic_stream.observability.metrics import ConsumerMetrics
+
+    fetched = _fetched(pairs)
+    settings = Settings(partitions=4)
+    topology = projector_topology("typed", settings)
+    producer = ProcessProducer(settings, "bench-instructions")  # never started: no network
+    for topic in topology.output_topics:
+        producer._partition_counts[topic] = settings.partitions  # what learn_partitions asks
+    metrics = ConsumerMetrics("typed", CollectorRegistry())
+    tp = TopicPartition(topology.source_topic, 0)
+    written = 0
+    for _ in range(passes):
+        processor = topology.processor_factory(0)
+        for buffer in fetched:  # (each batch's offsets start at 0, as the builder wrote them)
+            records = list(PartitionRecords(tp, MemoryRecords(buffer), [], 0, None, None,
+                                            True, READ_COMMITTED))
+            out = Collector()
+            for record in records:
+                processor.process(to_input(record), 1.0, out)
+            write_changes(processor.stores, out.state)
+            batches = TransactionBatches(producer._producer,
+                                         native=native and producer.native_batches)
+            append_all(topology, producer, batches, 0, out)
+            for _, batch in batches.in_send_order():
+                batch._build()
+                written += batch.record_count()
+            report_commit(metrics, tp.topic, out, len(records))
+    await producer.close()
+    return written
+
+
+def instructions(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions",
+                                     description="instructions per event of the pure path")
+    parser.add_argument("--events", type=int, default=10_000)
+    parser.add_argument("--what", default="baseline,decode,typed,chunks,task,task-aiokafka")
+    args = parser.parse_args(argv)
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise SystemExit("valgrind is not installed")
+    records = engine_records(make_lines(args.events))
+    with tempfile.TemporaryDirectory() as tmp:
+        records_file = str(Path(tmp) / "records.pkl")
+        Path(records_file).write_bytes(pickle.dumps(records))
+
+        def count(what: str, passes: int) -> int:
+            done = subprocess.run(
+                [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                 *call_command(counted_loop, what, records_file, str(passes))],
+                capture_output=True, text=True, check=True)
+            found = _REFS.search(done.stderr)
+            if found is None:
+                raise RuntimeError(f"no instruction count in valgrind's output:\n"
+                                   f"{done.stderr[-2000:]}")
+            return int(found.group(1).replace(",", ""))
+
+        figures = {what: (count(what, 1) - count(what, 0)) / len(records)
+                   for what in args.what.split(",")}
+    base = figures.get("baseline")
+    for what, value in figures.items():
+        ratio = f"  {value / base:5.2f}x the baseline" if base else ""
+        print(f"{what:<13} {value:10,.0f} instructions/event{ratio}")
+    return 0
+
+
+def decoder_record(keys: int, shape: str) -> bytes:
+    """An AgentEvent whose ``m`` holds ``keys`` members of ``shape``."""
+    value = '"at 10:30"' if shape == "colons" else "1"
+    members = [f'"key-{n}":{value}' for n in range(keys)]
+    if shape == "twice":
+        members.append('"key-0":2')
+    return ('{"run_id":"r","index":0,"kind":"x","timestamp":1,"m":{' + ",".join(members)
+            + "}}").encode()
+
+
+def decoder(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.decoder",
+                                     description="the decoder's cost against a record's keys")
+    parser.add_argument("--keys", default="10000,20000,40000",
+                        help="sizes, comma-separated, smallest first")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.keys.split(",")]
+    limits = DecodeLimits(max_bytes=None)
+    ways = {"reference": decoding.decode_record_reference}
+    if decoding.NATIVE_SCAN:
+        ways["native"] = decoding.decode_record
+    lines = [["shape", "keys", "bytes", "reference s", "ratio", "native s", "ratio",
+              "sizes' ratio"]]
+    for shape in ("distinct", "colons", "twice"):
+        first: dict[str, float] = {}
+        for keys in sizes:
+            value = decoder_record(keys, shape)
+            cells = [shape, f"{keys:,}", f"{len(value):,}"]
+            for way in ("reference", "native"):
+                decode = ways.get(way)
+                if decode is None:
+                    cells += ["-", "-"]
+                    continue
+
+                def work(decode: Any = decode, value: bytes = value) -> None:
+                    with contextlib.suppress(DecodeError):  # a refusal is a decision too
+                        decode(value, None, False, limits)
+
+                seconds, _ = best_of(args.repeat, work)
+                first.setdefault(way, seconds)
+                cells += [f"{seconds:.4f}", f"{seconds / first[way]:.2f}"]
+            lines.append([*cells, f"({keys / sizes[0]:.0f})"])
+    print(table(lines))
+    return 0
+
+
+def agui_envelopes(count: int) -> list[dict[str, Any]]:
+    """A synthetic run's typed envelopes, about ``count`` of them."""
+    events = generate_run(random.Random(38), "bench-agui", shape=RunShape(
+        count, count, pause_share=0.0, error_share=0.0, cancel_share=0.0))
+    return [orjson.loads(output.value or b"")
+            for collector in project_lines((orjson.dumps(e) for e in events), "typed")
+            for output in collector.outputs]
+
+
+def agui(argv: list[str] | None = None) -> int:
+    from ag_ui.core import Event
+    from pydantic import TypeAdapter
+
+    from symfonic_stream.gateway.agui import AgUiRun, sse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.agui",
+                                     description="AG-UI events from dicts or from models")
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    adapter: TypeAdapter[Any] = TypeAdapter(Event)
+    run = agui_envelopes(args.events)
+
+    def with_dicts() -> list[bytes]:
+        translation = AgUiRun("bench-agui")
+        return [sse(translation.translate(envelope), envelope["seq"]) for envelope in run]
+
+    def with_models() -> list[bytes]:
+        translation = AgUiRun("bench-agui")
+        out = []
+        for envelope in run:
+            events = [adapter.validate_python(e) for e in translation.translate(envelope)]
+            if not events:
+                out.append(b"")
+                continue
+            parts = [b"data: %s\n\n" % e.model_dump_json(by_alias=True, exclude_none=True)
+                     .encode() for e in events[:-1]]
+            last = events[-1].model_dump_json(by_alias=True, exclude_none=True).encode()
+            parts.append(b"id: %d\ndata: %s\n\n" % (envelope["seq"], last))
+            out.append(b"".join(parts))
+        return out
+
+    def objects(messages: list[bytes]) -> list[Any]:
+        return [orjson.loads(line[6:]) for message in messages
+                for line in message.split(b"\n") if line.startswith(b"data: ")]
+
+    assert objects(with_dicts()) == objects(with_models()), "not the same events"
+    events = len(objects(with_dicts()))
+    dicts, _ = best_of(args.repeat, with_dicts)
+    models, _ = best_of(args.repeat, with_models)
+    print(f"{len(run)} envelopes, {events} AG-UI events, best of {args.repeat}")
+    print(table([["how", "CPU s", "µs/event", "ratio"],
+                 *([name, f"{seconds:.4f}", f"{seconds / events * 1e6:.2f}",
+                    f"{seconds / dicts:.2f}"]
+                   for name, seconds in (("dicts", dicts), ("models", models)))]))
+    return 0
