@@ -189,9 +189,9 @@ def test_compare_reports_the_goals_and_each_latency_runs_cores(
     [latency] = result["latency"]
     assert set(latency) == {"200", "5000", "half"}
     local = bootstrap_servers.split(",")[0].rpartition(":")[0] in ("127.0.0.1", "localhost")
-    for label, rows in latency.items():
-        assert set(rows) == {"copier", "typed", "typed-w2"}, label
-        for row, lat in rows.items():
+    for label, by_row in latency.items():
+        assert set(by_row) == {"copier", "typed", "typed-w2"}, label
+        for row, lat in by_row.items():
             assert lat["samples"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"], (label, row)
             assert lat["consumer_cores"] > 0 and lat["machine_busy_cores"] > 0, (label, row)
             # The harness's own collector, recorded; its workload frozen out of it.

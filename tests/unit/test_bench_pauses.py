@@ -1,4 +1,5 @@
-"""bench/measure.py's CollectorPauses: the benchmark process's own collector pauses, recorded and kept small."""
+"""bench/measure.py's CollectorPauses: the benchmark process's own collector pauses,
+recorded and kept small."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from bench.peers.projection import Projection, project_bodies
 from bench.measure import _steady
+from bench.peers.projection import Projection, project_bodies
 from bench.workload import make_workload
 from symfonic_stream.models.decoding import decode_agent_event
 from symfonic_stream.projections.typed import project_typed
