@@ -1,19 +1,12 @@
-"""What one hostile answer costs the resume validator (issue 33, item 1).
+"""``python -m bench.answers [--case NAME ...] [--list]``: what one hostile answer costs the
+resume validator (issue 33, item 1; docs/pauses.md, "What an answer may cost").
 
-    python -m bench.answers [--case NAME ...] [--list]
-
-Each case is a ticket whose ``payload.response_schema`` an attacker chose (whoever writes a
-ticket writes its schema) and the most expensive answer to it that the case's construction
-gives, as big as the validator takes (``SYMFONIC_MAX_ANSWER_BYTES``, the whole request) unless
-the case says otherwise. Both go through ``ResumeValidator.process`` as the intake hands them
-over: the registration (the schema checked once), then the answer (parsed, checked against the
-schema, a verdict written). The constructions are :data:`CASES`; docs/pauses.md states the
-worst.
-
-Each case runs in a child process of its own, twice: once for CPU time (``time.thread_time``
-around ``process``) and the growth of the process's peak RSS, once under tracemalloc for the
-peak of Python's allocations (slower, so a check stopped by its CPU budget stops earlier there:
-the RSS figure is the one that counts for those). Figures in CPU seconds and MiB.
+Each case (:data:`CASES`) is a ticket whose ``payload.response_schema`` an attacker chose
+and the most expensive answer to it the construction gives, as big as the validator takes
+(``SYMFONIC_MAX_ANSWER_BYTES``) unless it says otherwise, both through
+``ResumeValidator.process`` as the intake hands them over. Each runs twice in a fresh
+interpreter: for CPU (``time.thread_time``) and peak RSS growth, and under tracemalloc for
+Python's peak allocations (slower: a check stopped by its CPU budget stops earlier there).
 """
 
 from __future__ import annotations
@@ -29,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from bench.machine import fresh_interpreter
 from bench.report import table
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Collector, InputRecord
@@ -213,8 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable")
     parser.add_argument("--list", action="store_true", help="the constructions, then exit")
     args = parser.parse_args(argv)
-    from bench.processes import fresh_interpreter  # (not in the measured children)
-
     if args.list:
         for name, case in CASES.items():
             print(f"{name}: {case.construction}")

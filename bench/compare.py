@@ -1,30 +1,15 @@
-"""The typed projector against its peers, side by side in one run (issue 18's table).
+"""The typed projector against its peers, side by side in one run (issue 18's table; the
+rows and the method: docs/benchmarks.md, "Against its peers").
 
     python -m bench.compare [--events 1000000] [--rounds 3] [--rows ...]
 
-Rows (all exactly-once, 4 partitions, the same input, each in its own consumer group):
-``naive-copier`` and ``naive-typed`` (``bench/peers/naive.py``; ``naive-typed-1p``, its one
-producer for all partitions, when ``--rows`` names it), ``quix`` and ``quix-0.1s`` (Quix
-Streams at its default 5 s and at a 0.1 s commit interval, ``bench/peers/quix_app.py``),
-``rdkafka-copier`` and ``rdkafka-typed`` when named (the naive loop on librdkafka,
-throughput only: what the client costs, ``bench/peers/rdkafka_peer.py``), and the project's
-``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``, on a second prefix with
-the same stream: it is the typed group again). Per round:
-
-1. **throughput** (:func:`bench.measure.throughput_round`): *events/s* counts from the first
-   commit; *steady* is the rate between 10 % and 90 % of the input committed (a peer's
-   start-up left out); *steady out/s* multiplies it by the row's output records per input
-   event, counted offline on the same stream (the guard's end and gap records and dropped
-   duplicates make it differ per row);
-2. **latency** (:func:`bench.measure.measure_latency`): each latency row on a fresh prefix
-   at 200 ev/s, 5,000 ev/s and at 50 % of this round's ``copier`` throughput for
-   ``--latency-seconds``; send time to the output read back read_committed. These runs
-   publish the same stream **in kernel order** (re-sent duplicates kept): the peers order
-   nothing, and the ordering guard holds an event delivered early until the one before it
-   comes; with 200 runs interleaved at 200 ev/s that wait is seconds (a hole of up to 5
-   events of a run), and it would be measured as the engine's latency.
-
-It prints the tables with the goals' ratios per round and writes ``--out`` (JSON).
+All exactly-once, 4 partitions, the same input, each in its own consumer group: the
+project's ``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``), and the peers
+(:data:`PEERS`, ``bench/peers/``). Per round: throughput (:func:`bench.measure.throughput_round`;
+*steady out/s* is the steady rate times the row's outputs per event, counted offline on the
+same stream), then latency at 200 ev/s, 5,000 ev/s and half this round's copier throughput,
+on the same stream **in kernel order**: the peers order nothing, and an event the ordering
+guard holds for seconds until the one before it comes would count as the engine's latency.
 """
 
 from __future__ import annotations
@@ -39,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.kafka_io import Session
-from bench.measure import Throughput, broker_version, measure_latency, started, throughput_round
+from bench.machine import broker_version, started
+from bench.measure import Throughput, measure_latency, throughput_round
 from bench.peers.projection import Projection, copy_value
 from bench.processes import BASELINE, QUIX_VERSION, PeerProcess, Process, Row
-from bench.report import say, write_json
+from bench.report import options, say, write_json
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
@@ -55,16 +41,16 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "naive-copier": ("naive", ("--copy",)),
     "naive-typed": ("naive", ()),
     "naive-typed-1p": ("naive", ("--one-producer",)),
-    "quix": ("quix_app.py", ("--commit-interval", "5")),
-    "quix-0.1s": ("quix_app.py", ("--commit-interval", "0.1")),
-    "rdkafka-copier": ("rdkafka_peer.py", ("--copy",)),
-    "rdkafka-typed": ("rdkafka_peer.py", ()),
+    "quix": ("quix", ("--commit-interval", "5")),
+    "quix-0.1s": ("quix", ("--commit-interval", "0.1")),
+    "rdkafka-copier": ("rdkafka", ("--copy",)),
+    "rdkafka-typed": ("rdkafka", ()),
 }
 #: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
 WORKERS_ROW = "typed-w2"
 ROWS = (BASELINE, "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", WORKERS_ROW)
 #: Rows run only when ``--rows`` names them: ``naive-typed`` with one producer (KIP-447),
-#: and the naive loop on librdkafka (``bench/peers/rdkafka_peer.py``, throughput only).
+#: and the naive loop on librdkafka (``bench/peers/peer_env.py``, throughput only).
 OPTIONAL_ROWS = ("naive-typed-1p", "rdkafka-copier", "rdkafka-typed")
 ALL_ROWS = ROWS + OPTIONAL_ROWS
 LATENCY_ROWS = (BASELINE, "naive-typed", "naive-typed-1p", "quix-0.1s", "quix", "typed",
@@ -241,19 +227,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"of {', '.join(ALL_ROWS)}")
-    parser.add_argument("--latency-seconds", type=float, default=15.0, help="0: no latency")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/compare.json"))
-    args = parser.parse_args(argv)
+    args = options("bench.compare", argv, __doc__, events=1_000_000, rounds=3,
+                   rows=(",".join(ROWS), f"of {', '.join(ALL_ROWS)}"),
+                   latency_seconds=(15.0, "0: no latency"), seed=7,
+                   out=Path("bench/results/compare.json"))
     unknown = set(args.rows.split(",")) - set(ALL_ROWS)
     if unknown:
-        parser.error(f"--rows: unknown {', '.join(sorted(unknown))} (rows: "
-                     f"{', '.join(ALL_ROWS)})")
+        raise SystemExit(f"--rows: unknown {', '.join(sorted(unknown))} (rows: "
+                         f"{', '.join(ALL_ROWS)})")
     result = asyncio.run(run(args))
     print(render(result))
     write_json(args.out, result)

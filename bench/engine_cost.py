@@ -1,37 +1,7 @@
-"""What the engine costs around the pure path: the typed projector if its pure path cost
-nothing (``python -m bench.zero_cost``), back-to-back transactions against aiokafka's retry
-delays (``python -m bench.txn_probe``), and one consumer profiled (``python -m bench.profile``).
-
-**Zero cost**: the typed projector does two things the copier does not: the pure work
-(decode, ordering guard, projection, envelope and state encoding) and *more Kafka writes*
-(1.24 output records per input event instead of 1, plus changelog records). On one fresh
-prefix the benchmark's stream is consumed, each row in its own group, one at a time, timed
-like the main benchmark, by ``copier``; ``typed``; ``typed-replay``, the engine running a
-processor that emits for every input record the exact output records and, per batch, one
-state record per run touched, all computed *before* the consumer starts by running the
-real ``ProjectorProcessor`` offline over each partition (the engine's cost for the typed
-projector's output volume: the ceiling any optimisation of the pure path can reach);
-``typed-json-floor``, the same plus the least work any JSON-to-JSON projection must do
-(``orjson.loads`` of each input, ``orjson.dumps`` of each output's value parsed
-beforehand); ``typed-decode-floor``, the JSON floor with the contract's validation (the
-projector's own ``decode_record``), still no guard, no projection, no envelope.
-
-**Transactions**: right after a commit the broker is still finishing it for a few
-milliseconds, and refuses two requests of the next transaction meanwhile: the transaction
-coordinator answers AddPartitionsToTxn with CONCURRENT_TRANSACTIONS until the markers are
-written (KAFKA-5477), and the group coordinator answers TxnOffsetCommit with
-COORDINATOR_NOT_AVAILABLE until it has applied the offsets marker. aiokafka retries the
-first after a fixed 20 ms and the second after ``retry_backoff_ms`` (100 ms); the engine
-sets 2 ms and 20 ms (``ADD_PARTITIONS_RETRY_S``, ``TRANSACTIONAL_RETRY_BACKOFF_MS``). The
-same transactions (``--records`` records of 343 bytes to one output partition, plus the
-input offset, as the engine commits them) run with aiokafka's delays and with the engine's,
-alternating per round.
-
-**Profile**: the benchmark's stream published first, then the consumer started as in the
-benchmark and ``py-spy record`` sampling it (100 Hz, idle frames left out) from its first
-committed offset until it has committed everything. The collapsed stacks are summarised per
-function (own samples, and samples with the function anywhere on the stack) and grouped
-into the layers of the stack.
+"""What the engine costs around the pure path (docs/benchmarks.md, "Why the throughput goal
+cannot be met", "Where the time goes"): the typed projector if its pure path cost nothing
+(``python -m bench.zero_cost``), back-to-back transactions against aiokafka's retry delays
+(``python -m bench.txn_probe``), one consumer profiled (``python -m bench.profile``).
 """
 
 from __future__ import annotations
@@ -55,9 +25,10 @@ from aiokafka import TopicPartition
 from aiokafka.producer import sender as aiokafka_sender
 
 from bench.kafka_io import OffsetWatcher, Session
-from bench.measure import Throughput, at_share, throughput_round
-from bench.processes import BASELINE, Process, Row, bench_consumers, call_command
-from bench.report import say, table
+from bench.machine import at_share, call_command
+from bench.measure import Throughput, throughput_round
+from bench.processes import BASELINE, Process, Row, bench_consumers
+from bench.report import options, say, table
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import copier_topology, projector_topology
 from symfonic_stream.config import Settings, load_settings
@@ -202,13 +173,15 @@ async def zero_cost_rounds(args: argparse.Namespace) -> dict[str, list[Throughpu
 
 
 def zero_cost(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.zero_cost",
-                                     description="the typed projector if its pure path cost "
-                                     "nothing")
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
+    """The typed projector does two things the copier does not: the pure work (decode,
+    guard, projection, encoding) and more Kafka writes (1.24 outputs per event, and its
+    changelog). One stream consumed by ``copier``, ``typed``, ``typed-replay`` (the engine
+    emitting the typed projector's exact outputs and one state record per run and batch,
+    computed beforehand: the pure path free), ``typed-json-floor`` (that, plus ``orjson``
+    loads of each input and dumps of each output), ``typed-decode-floor`` (the JSON floor
+    with the projector's own ``decode_record``: validation, no guard, no projection)."""
+    args = options("bench.zero_cost", argv, zero_cost.__doc__, events=200_000, partitions=4,
+                   rounds=3)
     logging.basicConfig(level=logging.ERROR)
     results = asyncio.run(zero_cost_rounds(args))
     base_rate = statistics.median(t.events_per_s for t in results[BASELINE])
@@ -308,12 +281,13 @@ async def txn_rounds(args: argparse.Namespace) -> dict[str, dict[str, list[float
 
 
 def txn_probe(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.txn_probe",
-                                     description="back-to-back transactions of one producer")
-    parser.add_argument("--transactions", type=int, default=400)
-    parser.add_argument("--records", type=int, default=250)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
+    """Right after a commit the broker refuses the next transaction's AddPartitionsToTxn
+    (CONCURRENT_TRANSACTIONS until the markers are written, KAFKA-5477) and TxnOffsetCommit
+    (COORDINATOR_NOT_AVAILABLE until the offsets marker is applied) for a few ms; aiokafka
+    retries them after 20 and 100 ms, the engine after 2 and 20. The same transactions
+    (``--records`` of 343 bytes and an input offset) with each, alternating per round."""
+    args = options("bench.txn_probe", argv, txn_probe.__doc__, transactions=400, records=250,
+                   rounds=3)
     found = asyncio.run(txn_rounds(args))
     baseline = statistics.median(found["aiokafka"]["mean_ms"])
     print(f"medians of {args.rounds} round(s), {args.transactions} transactions of "
@@ -413,14 +387,15 @@ async def profiled(args: argparse.Namespace) -> str:
 
 
 def profile(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile",
-                                     description="one consumer profiled while it consumes")
-    parser.add_argument("--consumer", default="typed", choices=bench_consumers())
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--py-spy", default=str(Path(sys.executable).parent / "py-spy"))
-    args = parser.parse_args(argv)
+    """The stream published, then the consumer started as in the benchmark and ``py-spy
+    record`` sampling it (100 Hz, idle frames left out) from its first commit to its last;
+    the stacks summarised per function and per layer of the stack."""
+    args = options("bench.profile", argv, profile.__doc__,
+                   consumer=("typed", f"one of {', '.join(bench_consumers())}"),
+                   events=200_000, partitions=4, out=Path,
+                   py_spy=str(Path(sys.executable).parent / "py-spy"))
+    if args.consumer not in bench_consumers():
+        raise SystemExit(f"--consumer: one of {', '.join(bench_consumers())}")
     logging.basicConfig(level=logging.ERROR)
     report = asyncio.run(profiled(args))
     print(report)

@@ -1,36 +1,14 @@
-"""The SSE gateway against issue 19's two goals, on the real broker.
+"""The SSE gateway against issue 19's two goals, each against a baseline of the same run
+(the method: docs/benchmarks.md, "The gateway").
 
     python -m bench.gateway [--earlier 1000000] [--clients 1000 --runs 100] [--quick]
 
-1. **Time to first event** of a run whose partition holds ``--earlier`` records of other
-   runs (goal: < 100 ms). One partition of ``<prefix>.stream-events`` gets N envelopes of
-   other runs (runs of :data:`RUN_LEN` records, :data:`WIDTH` of them interleaved, text and
-   thinking deltas of 20-200 characters, each run closed by an ``end``; written with an
-   idempotent producer, which ``read_committed`` readers see like committed records), then
-   the target run's :data:`TARGET_TEXTS` text deltas and its closing ``end``. Measured,
-   each several times: the **start-up** of a gateway in this process to both tails caught
-   up; **held**, request → first SSE ``id:`` line for the target run, its records in
-   memory; **read back**, the same on a gateway whose ``SYMFONIC_GATEWAY_CACHE_BYTES`` is
-   its minimum (1 KiB), which no longer holds the target's first records: they are read
-   back from Kafka from the run's first offset; and the baseline, the project's
-   :class:`~symfonic_stream.sdk.reader.RunReader`, which reads the run's partition from
-   offset 0, to the target's first record. Each also to the run's last record.
-2. **Fan-out** (goal: ``--clients`` SSE clients on one gateway process, p99 delivery lag
-   < 250 ms after the commit). The gateway runs as deployed (``symfonic-stream gateway``,
-   its own process); the viewers run in a process of their own
-   (:func:`bench.sse_client.viewers`); this process writes the envelopes with a
-   *transactional* producer, one small transaction every ``--txn-ms``, recording for every
-   (run, seq) the time just after ``commit_transaction`` returned. First each run's seq 0 is
-   committed and every viewer must have received it (so all are connected and streaming);
-   then the load: ``--rate`` records per second over ``--runs`` runs, round-robin, each
-   run's last record its closing ``end``. Delivery lag = a viewer's receive time - the
-   commit time of that record, for every seq after 0; every viewer is checked to get every
-   seq once and in order. The baseline, in the same run: a plain ``read_committed``
-   consumer (:class:`bench.kafka_io.OutputReader`) reading the same topic, its lag measured
-   the same way: the least any reader of the topic could achieve.
-
-Clients, gateway, producer and broker share this machine's cores: the output says how many.
-Prints the tables (stdout; progress on stderr), writes ``--out`` (JSON), deletes its topics.
+1. **Time to the first event** of a run behind ``--earlier`` records of other runs on its
+   partition (goal: < 100 ms): held in memory, and read back from Kafka by a gateway whose
+   cache no longer holds it, against the project's ``RunReader`` from offset 0.
+2. **Fan-out**: ``--clients`` SSE clients on one gateway process (goal: p99 delivery lag
+   < 250 ms after the commit), every viewer checked to get every seq once and in order,
+   against a plain ``read_committed`` consumer's lag.
 """
 
 from __future__ import annotations
@@ -53,8 +31,15 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from bench.kafka_io import OutputReader, Session, end_offsets, publish
-from bench.measure import at_share, broker_version, machine_busy_seconds, started
-from bench.processes import ROOT, GatewayProcess, call_command, serving_gateway
+from bench.machine import (
+    ROOT,
+    at_share,
+    broker_version,
+    call_command,
+    machine_busy_seconds,
+    started,
+)
+from bench.processes import GatewayProcess, serving_gateway
 from bench.report import say, table, write_json
 from bench.sse_client import first_event, raise_fd_limit, viewers
 from bench.workload import end_envelope, envelope

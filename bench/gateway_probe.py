@@ -15,7 +15,6 @@ gateway refused the token itself, which measures nothing. The topics are deleted
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import random
@@ -32,7 +31,7 @@ from pydantic import SecretStr
 
 from bench.kafka_io import Session
 from bench.processes import serving_gateway
-from bench.report import say, write_json
+from bench.report import options, say, write_json
 from bench.workload import end_envelope
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import plain_producer_kwargs
@@ -130,12 +129,9 @@ async def run(rounds: int, wait_s: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.gateway_probe",
-                                     description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--wait", type=float, default=0.5, help="SYMFONIC_GATEWAY_RUN_WAIT_S")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/gateway-probe.json"))
-    args = parser.parse_args(argv)
+    args = options("bench.gateway_probe", argv, __doc__, rounds=40,
+                   wait=(0.5, "SYMFONIC_GATEWAY_RUN_WAIT_S"),
+                   out=Path("bench/results/gateway-probe.json"))
     result = asyncio.run(run(args.rounds, args.wait))
     write_json(args.out, result)
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())

@@ -1,54 +1,14 @@
 """The pure path's CPU, no broker: the offline hot path against plain orjson (``python -m
 bench.offline``, part of ``python -m bench``), instructions per event under valgrind
 (``python -m bench.instructions``), the decoder against a record's keys (``python -m
-bench.decoder``) and AG-UI events built from dicts or from the protocol's models (``python
--m bench.agui``). Times are CPU seconds of the process (``time.process_time``, best of
-``--repeat``: on a shared machine the wall clock also counts other processes' time).
-
-**Offline**: the baseline is the cheapest thing any JSON consumer must do with the same
-lines, ``orjson.loads`` then ``orjson.dumps``; the figure is the ratio (goal: within 3x),
-in one process on the same input. ``offline``: :func:`symfonic_stream.tools.offline.project_lines`,
-the ``project`` command's loop (one collector per line, no state written), the figure the
-goal is set on; ``engine``: what a live stream task runs per fetched batch, an
-``InputRecord`` per Kafka record (key checked against ``run_id``),
-``ProjectorProcessor.process`` into one collector per 1,000 records, then the stores write
-their changes.
-
-**Instructions**: wall-clock and even CPU-time figures move by ±20 % on a shared 2-core
-machine; an instruction count does not. Each figure runs the same loop under ``valgrind
---tool=cachegrind`` (a system tool, ``apt-get install valgrind``) twice, once over the
-input and once not at all, so start-up and input generation cancel out: (instructions with
-the loop - without) / events. ``baseline``: ``orjson.dumps(orjson.loads(value))`` per record;
-``decode``: ``decode_agent_event`` with the key check, as the projectors call it; ``typed``
-/ ``chunks``: ``ProjectorProcessor.process`` per record and the stores' changes per
-250-record batch (a partition task's share of a 1,000-record fetch over 4 partitions);
-``task``: ``typed`` with the client's share of a stream task around it, all but the network
-and the event loop: aiokafka reading each 250-record batch as fetched (a transactional
-record batch, CRC checked, read_committed), ``to_input``, step 4's ``append_all`` into the
-transaction's record batches (native, as the engine builds them when the native extension
-is installed), each batch built, and step 9's report; ``task-aiokafka``: ``task`` with the
-batches built by aiokafka's record builder.
-
-**Decoder** (issue 33, item 2): one object of ``n`` keys in an AgentEvent, three ways, each
-through the reference decoder (``decode_record_reference``: orjson, its shape checks,
-pydantic) and the native scanner (``decode_record`` with ``symfonic-scan``): ``distinct``,
-every key once, plain values: the one walk of the tree decides; ``colons``, every key once,
-each value a string with a colon in it: the walk's count of colons cannot decide, one
-``orjson.dumps`` does; ``twice``, one key twice (the first one, last): the exact re-parse,
-which must name the key, decides. Linear growth shows as each size's time over the
-smallest size's, beside the ratio of the sizes: a quadratic check grows with its square.
-
-**AG-UI** (issue 38): the typed envelopes of a synthetic run translated to SSE bytes two
-ways: ``dicts``, what the gateway does (:class:`~symfonic_stream.gateway.agui.AgUiRun`'s
-dicts encoded by orjson); ``models``, each event made the protocol's model (``ag_ui.core.Event``,
-validated) and encoded by pydantic (``model_dump_json(by_alias=True, exclude_none=True)``).
-Each viewer translates its run itself, so the cost is per event per viewer; the output is
-checked equal event for event.
+bench.decoder``), AG-UI events from dicts or from the protocol's models (``python -m
+bench.agui``). Times are CPU seconds of the process, best of ``--repeat`` (on a shared
+machine the wall clock counts other processes' time too); each command's docstring says
+what it compares.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import pickle
@@ -64,9 +24,8 @@ from typing import Any
 
 import orjson
 
-from bench.measure import best_of
-from bench.processes import call_command
-from bench.report import table
+from bench.machine import best_of, call_command
+from bench.report import options, table
 from symfonic_stream.engine.records import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
@@ -160,23 +119,25 @@ def offline_figures(events: int, projection: ProjectionName = "typed",
 
 
 def offline(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.offline",
-                                     description="offline hot path against plain orjson")
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--projection", choices=sorted(PROJECTIONS), default="typed")
-    parser.add_argument("--repeat", type=int, default=3, help="best of N")
-    args = parser.parse_args(argv)
-    r = offline_figures(args.events, args.projection, args.repeat)
+    """The full path against the baseline, the cheapest thing any JSON consumer does with
+    the same lines (``orjson.loads`` then ``orjson.dumps``; goal: within 3x): ``offline``,
+    the ``project`` command's loop (one collector per line, no state written), the figure
+    the goal is set on; ``live``, a stream task's shape: an ``InputRecord`` per record (key
+    checked against ``run_id``), one collector per 1,000 records, the stores' changes written."""
+    args = options("bench.offline", argv, offline.__doc__, events=1_000_000,
+                   projection="typed", repeat=(3, "best of N"))
     name = args.projection
+    if name not in PROJECTIONS:
+        raise SystemExit(f"--projection: one of {', '.join(PROJECTIONS)}")
+    r = offline_figures(args.events, name, args.repeat)
     print(f"machine      {platform.processor() or platform.machine()}, python {r['python']}")
     print(f"events       {r['events']:,} lines, {r['mean_line_bytes']:.0f} bytes average, "
           f"{r['records_out']:,} records out")
     print(f"baseline     {r['baseline_us_per_event']:6.2f} us/event  (orjson.loads + orjson.dumps)")
     print(f"{name:<12} {r['offline_us_per_event']:6.2f} us/event  "
           "(decode + guard + project + encode, the project command's loop)")
-    print(f"{name + ' live':<12} {r['engine_shape_us_per_event']:6.2f} us/event  "
-          f"(the same per {OFFLINE_BATCH}-record batch as a stream task: key check, state "
-          "written)")
+    print(f"{name + ' live':<12} {r['engine_shape_us_per_event']:6.2f} us/event  (the same per "
+          f"{OFFLINE_BATCH}-record batch as a stream task: key check, state written)")
     print(f"ratio        {r['ratio']:6.2f}x the baseline (goal <= 3x); "
           f"live shape {r['engine_shape_ratio']:.2f}x")
     return 0
@@ -274,28 +235,31 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
 
 
 def instructions(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.instructions",
-                                     description="instructions per event of the pure path")
-    parser.add_argument("--events", type=int, default=10_000)
-    parser.add_argument("--what", default="baseline,decode,typed,chunks,task,task-aiokafka")
-    args = parser.parse_args(argv)
+    """Instruction counts do not move with the machine's load. Each loop runs under ``valgrind
+    --tool=cachegrind`` (a system tool) twice, over the input and not at all, so start-up and
+    input cancel out: (with - without) / events. ``baseline``: ``orjson.dumps(orjson.loads())``;
+    ``decode``: ``decode_agent_event`` with the key check; ``typed`` / ``chunks``: the
+    processor per record, the stores' changes per 250 records (a task's share of a 1,000-record
+    fetch over 4 partitions); ``task``: ``typed`` with a stream task around it but the network
+    and the event loop (:func:`task_loop`); ``task-aiokafka``: its batches built by aiokafka."""
+    args = options("bench.instructions", argv, instructions.__doc__, events=10_000,
+                   what="baseline,decode,typed,chunks,task,task-aiokafka")
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise SystemExit("valgrind is not installed")
     records = engine_records(make_lines(args.events))
     with tempfile.TemporaryDirectory() as tmp:
-        records_file = str(Path(tmp) / "records.pkl")
-        Path(records_file).write_bytes(pickle.dumps(records))
+        records_file = Path(tmp) / "records.pkl"
+        records_file.write_bytes(pickle.dumps(records))
 
         def count(what: str, passes: int) -> int:
             done = subprocess.run(
                 [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-                 *call_command(counted_loop, what, records_file, str(passes))],
+                 *call_command(counted_loop, what, str(records_file), str(passes))],
                 capture_output=True, text=True, check=True)
             found = _REFS.search(done.stderr)
             if found is None:
-                raise RuntimeError(f"no instruction count in valgrind's output:\n"
-                                   f"{done.stderr[-2000:]}")
+                raise RuntimeError(f"no count in valgrind's output:\n{done.stderr[-2000:]}")
             return int(found.group(1).replace(",", ""))
 
         figures = {what: (count(what, 1) - count(what, 0)) / len(records)
@@ -318,17 +282,18 @@ def decoder_record(keys: int, shape: str) -> bytes:
 
 
 def decoder(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.decoder",
-                                     description="the decoder's cost against a record's keys")
-    parser.add_argument("--keys", default="10000,20000,40000",
-                        help="sizes, comma-separated, smallest first")
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args(argv)
+    """One AgentEvent of ``n`` keys decided by the reference decoder (orjson, its shape
+    checks, pydantic) and the native scanner: ``distinct`` (every key once: the one walk
+    decides), ``colons`` (each value with a colon: the walk's count cannot decide, one
+    ``orjson.dumps`` does), ``twice`` (the first key again, last: the exact re-parse, which
+    must name the key). Linear growth shows as each size's time over the smallest's beside
+    the sizes' ratio: a quadratic check grows with its square (issue 33, item 2)."""
+    args = options("bench.decoder", argv, decoder.__doc__, repeat=5,
+                   keys=("10000,20000,40000", "sizes, comma-separated, smallest first"))
     sizes = [int(size) for size in args.keys.split(",")]
     limits = DecodeLimits(max_bytes=None)
-    ways = {"reference": decoding.decode_record_reference}
-    if decoding.NATIVE_SCAN:
-        ways["native"] = decoding.decode_record
+    ways = {"reference": decoding.decode_record_reference,
+            "native": decoding.decode_record if decoding.NATIVE_SCAN else None}
     lines = [["shape", "keys", "bytes", "reference s", "ratio", "native s", "ratio",
               "sizes' ratio"]]
     for shape in ("distinct", "colons", "twice"):
@@ -336,8 +301,7 @@ def decoder(argv: list[str] | None = None) -> int:
         for keys in sizes:
             value = decoder_record(keys, shape)
             cells = [shape, f"{keys:,}", f"{len(value):,}"]
-            for way in ("reference", "native"):
-                decode = ways.get(way)
+            for way, decode in ways.items():
                 if decode is None:
                     cells += ["-", "-"]
                     continue
@@ -364,16 +328,16 @@ def agui_envelopes(count: int) -> list[dict[str, Any]]:
 
 
 def agui(argv: list[str] | None = None) -> int:
+    """A synthetic run's typed envelopes translated to SSE bytes two ways (issue 38):
+    ``dicts``, what the gateway does (``AgUiRun``'s dicts encoded by orjson); ``models``,
+    each event made the protocol's model (``ag_ui.core.Event``, validated) and encoded by
+    pydantic. Every viewer translates its run itself: the cost is per event per viewer."""
     from ag_ui.core import Event
     from pydantic import TypeAdapter
 
     from symfonic_stream.gateway.agui import AgUiRun, sse
 
-    parser = argparse.ArgumentParser(prog="python -m bench.agui",
-                                     description="AG-UI events from dicts or from models")
-    parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args(argv)
+    args = options("bench.agui", argv, agui.__doc__, events=2000, repeat=5)
     adapter: TypeAdapter[Any] = TypeAdapter(Event)
     run = agui_envelopes(args.events)
 

@@ -1,190 +1,36 @@
-"""How the benchmarks measure: a row's throughput and its latency against the broker, CPU,
-memory and the collector's pauses, and where a run ran.
+"""A row's throughput and latency against the broker (the method: docs/benchmarks.md,
+"Method, in detail").
 
-**Throughput** (:func:`throughput_round`): a fresh prefix gets the stream published
-*before* timing; then each row consumes it in turn, in its own consumer group with its own
-output topics (and changelog), one row at a time (a row whose groups are another's gets a
-prefix of its own, the stream published again). Time runs from the first committed offset
-the benchmark sees (polling the groups' committed offsets every 50 ms) to the committed
-offsets reaching the end of the topic; the records of that first commit are not counted.
-For two processes at once the slower one's rate counts (the pipeline delivers both outputs
-at that pace). CPU seconds per million events (all processes of the row summed) and peak
-RSS (VmHWM at the end, summed) come from the same window.
-
-**Latency** (:func:`measure_latency`): on a fresh prefix the row's processes start and are
-ready first, then the stream is produced at the offered rate with a fresh kernel
-``timestamp`` (= send time) in every event. The outputs are read ``read_committed``;
-latency = read time - the source event's timestamp (the envelope's ``ts``, the copy's
-``timestamp``, a ticket's source offset mapped back to its send time). Samples of the
-first second are dropped (warm-up).
-
-**The harness's own pauses**: a full collection of CPython's cyclic collector walks every
-tracked object; the benchmark holds its whole workload (a million events as dicts) in the
-process that publishes and reads, where each full collection took about a second and the
-reader read nothing meanwhile, a stall counted to whichever row ran (docs/benchmarks.md).
-So a measurement freezes what it holds before its load, with the engine's own
-``symfonic_stream.engine.heap.settle``, and records the collector's pauses during it
-(:class:`CollectorPauses`).
+A measurement freezes what the benchmark holds before its load (the engine's own
+``symfonic_stream.engine.heap.settle``) and records the collector's pauses during it
+(:class:`bench.machine.CollectorPauses`): a full collection over a million events held as
+dicts took about a second, during which the reader read nothing, a stall counted to
+whichever row ran (docs/benchmarks.md, "The harness's own pauses").
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
-import gc
-import os
-import platform
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-import psutil
 
 from bench.kafka_io import POLL_S, OffsetWatcher, OutputReader, Session, publish_at_rate
-from bench.processes import ROOT, Row
+from bench.machine import (
+    BrokerCpu,
+    CollectorPauses,
+    machine_busy_seconds,
+    nearest_rank,
+    own_cpu_seconds,
+)
+from bench.processes import Row
 from bench.report import say
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.heap import settle
 from symfonic_stream.models.names import TopicNames
-
-T = TypeVar("T")
-
-
-def started(prog: str, argv: list[str] | None = None) -> dict[str, Any]:
-    """A result's first fields: its command line, when, and on what machine."""
-    return {"command": f"python -m {prog} " + " ".join(sys.argv[1:] if argv is None else argv),
-            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "machine": machine()}
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info
-                          if line.startswith("model name")), model)
-    except OSError:
-        pass
-    return {
-        "cpus": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def broker_version(bootstrap: str) -> str:
-    """From ``scripts/kafka.sh status`` about the port of ``bootstrap`` (``host:port``)
-    when the project's broker runs, else unknown."""
-    env = dict(os.environ)
-    port = bootstrap.split(",")[0].rpartition(":")[2]
-    if port.isdigit() and "SYMFONIC_KAFKA_PORT" not in env:
-        env["SYMFONIC_KAFKA_PORT"] = port
-    try:
-        done = subprocess.run([str(ROOT / "scripts" / "kafka.sh"), "status"],
-                              capture_output=True, text=True, timeout=30, check=False, env=env)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    said = done.stdout + done.stderr
-    return next((word for word in said.replace(",", " ").split()
-                 if word[:1].isdigit() and word.count(".") == 2 and "Kafka" in said),
-                "unknown")
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds the whole machine spent busy (all cores, every process) since boot."""
-    times = psutil.cpu_times()
-    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
-
-
-def own_cpu_seconds() -> float:
-    times = psutil.Process().cpu_times()
-    return float(times.user + times.system)
-
-
-class BrokerCpu:
-    """CPU seconds of the broker process serving ``bootstrap``, when it runs on this machine
-    (the broker shares the cores with the consumers: its share is part of every result)."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.split(",")[0].rpartition(":")
-        self._process: psutil.Process | None = None
-        if host not in ("127.0.0.1", "localhost", "::1", "") or not port.isdigit():
-            return
-        try:
-            self._process = next((psutil.Process(c.pid) for c in psutil.net_connections("tcp")
-                                  if c.status == psutil.CONN_LISTEN and c.laddr
-                                  and c.laddr.port == int(port) and c.pid is not None), None)
-        except (psutil.Error, OSError):  # not allowed to see other processes' sockets
-            self._process = None
-
-    def seconds(self) -> float | None:
-        """The broker's user + system CPU seconds so far; None when it is not found here."""
-        try:
-            times = self._process.cpu_times() if self._process is not None else None
-        except psutil.Error:
-            return None
-        return None if times is None else float(times.user + times.system)
-
-
-class CollectorPauses:
-    """The collector's pauses in this process while recording (``gc.callbacks``): their
-    total, the longest of any generation and the longest full one. :meth:`close` stops."""
-
-    def __init__(self) -> None:
-        self.total_s = 0.0
-        self.longest_ms = 0.0
-        self.longest_full_ms = 0.0
-        self._started = 0.0
-        gc.callbacks.append(self._observe)
-
-    def close(self) -> None:
-        if self._observe in gc.callbacks:
-            gc.callbacks.remove(self._observe)
-
-    def _observe(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-            return
-        took_ms = (time.perf_counter() - self._started) * 1000
-        self.total_s += took_ms / 1000
-        self.longest_ms = max(self.longest_ms, took_ms)
-        if info["generation"] == 2:
-            self.longest_full_ms = max(self.longest_full_ms, took_ms)
-
-
-def nearest_rank(ordered: list[float], share: float) -> float:
-    """Nearest-rank percentile of an ascending list (0 when empty)."""
-    if not ordered:
-        return 0.0
-    return ordered[max(1, min(len(ordered), round(share * len(ordered) + 0.5))) - 1]
-
-
-def at_share(ordered: list[float], share: float) -> float:
-    """The value at index ``share`` times the length of an ascending list (0 when empty)."""
-    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else 0.0
-
-
-def best_of(repeat: int, work: Callable[[], T],
-            clock: Callable[[], float] = time.process_time) -> tuple[float, T]:
-    """The least CPU time (of ``clock``) of ``repeat`` runs of ``work``, and what that run
-    returned: on a shared machine the wall clock also counts other processes' time."""
-    best: tuple[float, T] | None = None
-    for _ in range(repeat):
-        start = clock()
-        got = work()
-        took = clock() - start
-        if best is None or took < best[0]:
-            best = (took, got)
-    assert best is not None
-    return best
 
 
 @dataclass(slots=True)
@@ -218,8 +64,10 @@ Point = tuple[float, int, float, float]
 
 async def throughput_round(session: Session, rows: list[Row], records: list[tuple[bytes, bytes]],
                            partitions: int, tag: str) -> dict[str, Throughput]:
-    """Every row of ``rows``, in turn, on ``records`` published on ``partitions``
-    partitions before timing."""
+    """Each row in turn, in its own group, on ``records`` published before timing to a
+    fresh prefix (a row whose groups are another's gets a prefix of its own). Timed from the
+    first commit seen (its records not counted; the groups' offsets polled every 50 ms) to
+    the end of the topic; for two processes the slower one's rate counts."""
     results: dict[str, Throughput] = {}
     shared: tuple[Settings, float] | None = None
     for row in rows:
@@ -395,7 +243,9 @@ class _Samples:
 async def measure_latency(session: Session, row: Row, workload: Workload, rate: float,
                           seconds: float, tag: str, settle_s: float = 1.0) -> Latency:
     """One latency run of ``row`` at ``rate`` events/s for ``seconds`` (0: the whole
-    workload once), on a prefix of its own."""
+    workload once), on a prefix of its own: the row ready first, every event sent with its
+    send time as kernel timestamp, each output timed as it becomes readable
+    (read_committed) against its source's send time; the first second's samples dropped."""
     settings = await session.topics(f"{tag}-{row.slug}", LATENCY_PARTITIONS)
     names = TopicNames(settings.topic_prefix)
     procs = [proc.start() for proc in row.processes(settings, session.log_dir)]

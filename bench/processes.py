@@ -1,18 +1,15 @@
 """The processes a benchmark starts, and which of the project's consumers it measures.
 
-Each consumer runs exactly as deployed: its own process (``python -m symfonic_stream run
-<name>``), configured only by ``SYMFONIC_*`` variables, its metrics and health server on a
-free port. A peer (``python -m bench.compare``) or the gateway is such a process with its
-own command line. CPU time and peak RSS are read with psutil (and ``/proc``'s ``schedstat``
-and ``VmHWM`` where Linux has them). The consumers measured, their outputs and the baseline
-come from the declarations (:mod:`symfonic_stream.consumers`), never from a list here.
+A consumer runs as deployed: its own process (``python -m symfonic_stream run <name>``),
+configured only by ``SYMFONIC_*`` variables, metrics and health on a free port; a peer or
+the gateway is such a process with its own command line. The consumers measured, their
+outputs and the baseline come from the declarations (:mod:`symfonic_stream.consumers`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import signal
@@ -24,7 +21,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 import psutil
 from aiokafka.admin import AIOKafkaAdminClient
@@ -32,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from bench.kafka_io import until
+from bench.machine import ROOT
 from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import engines, registered
@@ -44,102 +42,100 @@ from symfonic_stream.runtime.workers import free_port
 if TYPE_CHECKING:  # (its server costs a fresh interpreter measuring memory 20 MiB)
     from symfonic_stream.gateway.server import Gateway
 
-ROOT = Path(__file__).resolve().parent.parent
 #: The row every other row's figures are divided by: the engine's cost alone.
 BASELINE = COPIER.name
 
 
 def bench_consumers() -> tuple[str, ...]:
-    """The consumers ``run`` starts on the raw topic alone (each a row of the benchmarks),
-    the baseline first: read from the registry when called, so a consumer declared there
-    is measured too."""
+    """The consumers ``run`` starts on the raw topic alone, the baseline first (read from
+    the registry when called: a consumer declared there is measured too)."""
     raw = [c.name for c in registered() if all(e.reads is AGENT_EVENTS for e in c.engines)]
     return (BASELINE, *(name for name in raw if name != BASELINE))
 
 
 def outputs(consumer: str, settings: Settings) -> list[str]:
-    """The topics ``consumer`` writes that no engine reads: where its output leaves the
-    consumers (the pause router's tickets, not its registrations with the validator)."""
-    names = TopicNames(settings.topic_prefix)
-    read = {engine.reads.name(names) for engine in engines()}
+    """What ``consumer`` writes that no engine reads: where its output leaves the consumers
+    (the pause router's tickets, not its registrations with the validator)."""
+    read = {engine.reads.name(TopicNames(settings.topic_prefix)) for engine in engines()}
     return [topic for topology in topologies(consumer, settings)
             for topic in topology.output_topics if topic not in read]
 
 
-def call_command(function: Callable[..., Any], *args: str, json_out: bool = False) -> list[str]:
-    """The command line that calls ``function(*args)`` in a new interpreter: its return
-    value is the exit status, or with ``json_out`` printed as JSON."""
-    module = sys.modules[function.__module__]
-    where = module.__spec__.name if module.__spec__ else module.__name__  # (run as -m: __main__)
-    call = "print(json.dumps(f(*sys.argv[1:])))" if json_out else "sys.exit(f(*sys.argv[1:]))"
-    return [sys.executable, "-c",
-            f"import json, sys; from {where} import {function.__qualname__} as f; {call}", *args]
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of a table: the processes it runs at once, the groups they commit as, and
+    where its outputs land."""
 
+    name: str
+    groups: tuple[str, ...]
+    #: Its processes (default: ``run <group>`` for each group).
+    start: Callable[[Settings, Path], list[Process]] | None = None
+    #: Where its outputs land (default: its consumers' :func:`outputs`).
+    outputs: Callable[[Settings], list[str]] | None = None
+    #: Its groups are another row's: it needs an input of its own, published again.
+    own_input: bool = False
 
-def fresh_interpreter(function: Callable[..., Any], *args: str) -> Any:
-    """``function(*args)``'s JSON result, from an interpreter of its own: what it measures
-    of memory is not hidden by what this process freed."""
-    done = subprocess.run(call_command(function, *args, json_out=True), capture_output=True,
-                          text=True, check=True, timeout=900)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^a-z0-9-]", "-", self.name)
 
+    def processes(self, settings: Settings, log_dir: Path) -> list[Process]:
+        if self.start is not None:
+            return self.start(settings, log_dir)
+        return [Process(group, settings, log_dir) for group in self.groups]
 
-def consumer_env(settings: Settings, port: int) -> dict[str, str]:
-    """The parent's environment without its ``SYMFONIC_*``, plus the benchmark's settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SYMFONIC_")}
-    env.update(
-        SYMFONIC_BOOTSTRAP_SERVERS=settings.bootstrap_servers,
-        SYMFONIC_SECURITY_PROTOCOL=settings.security_protocol,
-        SYMFONIC_TOPIC_PREFIX=settings.topic_prefix,
-        SYMFONIC_PARTITIONS=str(settings.partitions),
-        SYMFONIC_METRICS_PORT=str(port),
-        SYMFONIC_LOG_LEVEL="WARNING",
-    )
-    # Security and engine settings the benchmark was started with carry over unchanged.
-    for name in ("SASL_MECHANISM", "SASL_USERNAME", "SASL_PASSWORD", "SSL_CAFILE",
-                 "SSL_CERTFILE", "SSL_KEYFILE", "BATCH_MAX_RECORDS", "BATCH_MAX_LATENCY_MS",
-                 "GROUP_OFFSET_INTERVAL_MS", "EVENT_LOOP", "COMPRESSION"):
-        value = os.environ.get(f"SYMFONIC_{name}")
-        if value is not None:
-            env[f"SYMFONIC_{name}"] = value
-    return env
+    def topics(self, settings: Settings) -> list[str]:
+        if self.outputs is not None:
+            return self.outputs(settings)
+        return [topic for group in self.groups for topic in outputs(group, settings)]
 
 
 def _cpu_seconds(proc: psutil.Process) -> float:
     """CPU seconds of ``proc``'s live threads, to the nanosecond from Linux's schedstat
     where it has one: psutil's user + system time moves in 10 ms clock ticks, and a smoke
     run's whole window can fall between two."""
-    tasks = Path(f"/proc/{proc.pid}/task")
+    tasks, total_ns = Path(f"/proc/{proc.pid}/task"), 0
     if tasks.is_dir():
-        total_ns = 0
         for task in tasks.iterdir():
             with contextlib.suppress(OSError):  # a thread that just ended
                 total_ns += int((task / "schedstat").read_text().split()[0])
-        if total_ns:
-            return total_ns / 1e9
+    if total_ns:
+        return total_ns / 1e9
     times = proc.cpu_times()
     return float(times.user + times.system)
 
 
 class Process:
     """One process of a row: ``run <name>`` unless ``command`` says otherwise; ``name`` is
-    also its group's suffix and its log's name."""
+    its group's suffix and its log's name."""
 
     def __init__(self, name: str, settings: Settings, log_dir: Path,
                  command: list[str] | None = None) -> None:
         self.name = name
         self.port = free_port()
-        self.env = consumer_env(settings, self.port)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SYMFONIC_")}
+        self.env.update(
+            SYMFONIC_BOOTSTRAP_SERVERS=settings.bootstrap_servers,
+            SYMFONIC_SECURITY_PROTOCOL=settings.security_protocol,
+            SYMFONIC_TOPIC_PREFIX=settings.topic_prefix,
+            SYMFONIC_PARTITIONS=str(settings.partitions),
+            SYMFONIC_METRICS_PORT=str(self.port),
+            SYMFONIC_LOG_LEVEL="WARNING")
+        # Security and engine settings the benchmark was started with carry over unchanged.
+        for setting in ("SASL_MECHANISM", "SASL_USERNAME", "SASL_PASSWORD", "SSL_CAFILE",
+                        "SSL_CERTFILE", "SSL_KEYFILE", "BATCH_MAX_RECORDS",
+                        "BATCH_MAX_LATENCY_MS", "GROUP_OFFSET_INTERVAL_MS", "EVENT_LOOP",
+                        "COMPRESSION"):
+            if f"SYMFONIC_{setting}" in os.environ:
+                self.env[f"SYMFONIC_{setting}"] = os.environ[f"SYMFONIC_{setting}"]
         self.log_path = log_dir / f"{settings.topic_prefix}-{name}.log"
         self.command = command or [sys.executable, "-m", "symfonic_stream", "run", name]
         self.proc: subprocess.Popen[bytes] | None = None
-        self._ps: psutil.Process | None = None
         self.peak_rss = 0
 
     def start(self) -> Self:
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(self.command, env=self.env, stdout=log, stderr=log)
-        self._ps = psutil.Process(self.proc.pid)
         return self
 
     @property
@@ -166,13 +162,13 @@ class Process:
     def ready(self) -> bool:
         return self._get("/readyz")[0] == 200
 
-    async def is_ready(self) -> bool:
-        self.check_alive()
-        return await asyncio.to_thread(self.ready)
-
     async def wait_ready(self, within: float = 120.0) -> float:
-        """Until it is ready; returns the monotonic time it said so."""
-        if not await until(self.is_ready, within):
+        """Until it says it is ready; the monotonic time it did."""
+        async def ready() -> bool:
+            self.check_alive()
+            return await asyncio.to_thread(self.ready)
+
+        if not await until(ready, within):
             raise RuntimeError(f"{self.name} not ready after {within}s:\n{self.log_tail()}")
         return time.monotonic()
 
@@ -189,8 +185,7 @@ class Process:
                    if s.name == name and (not labels or s.labels == labels))
 
     def histograms(self) -> dict[str, dict[str, float]]:
-        """The process's latency histograms: per family, its count, sum and cumulative
-        bucket counts (``le`` → count)."""
+        """Its latency histograms: per family, count, sum and cumulative buckets (``le``)."""
         wanted = {"symfonic_stream_end_to_end_latency_seconds": "end_to_end",
                   "symfonic_stream_transaction_duration_seconds": "transaction"}
         found: dict[str, dict[str, float]] = {}
@@ -217,15 +212,12 @@ class Process:
         return found
 
     def cpu_seconds(self) -> float:
-        """CPU seconds of the process and of its live children (the workers of ``run
-        --workers N``) so far."""
-        assert self._ps is not None
+        """CPU seconds of the process and of its live children (``run --workers N``)."""
+        main = psutil.Process(self.pid)
         total = 0.0
-        for proc in (self._ps, *self._ps.children(recursive=True)):
-            try:
+        for proc in (main, *main.children(recursive=True)):
+            with contextlib.suppress(psutil.Error, OSError):  # a child that just exited
                 total += _cpu_seconds(proc)
-            except (psutil.Error, OSError):  # a child that just exited
-                continue
         return total
 
     def rss(self) -> int:
@@ -241,23 +233,18 @@ class Process:
         return self.peak_rss
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
+        with contextlib.suppress(OSError):
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return ""
 
-    def stop(self, within: float = 30.0) -> int | None:
+    def stop(self, within: float = 30.0) -> None:
         """SIGTERM (graceful: leaves the group, closes the producers), SIGKILL if stuck."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(within)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
+                self.kill()
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -266,9 +253,9 @@ class Process:
 
 
 #: The Quix Streams version the comparison measures, in an environment of its own made on
-#: first use (``build/bench-peers``, about a minute, from the package index pip is
-#: configured with): Quix Streams 3.28 requires ``pydantic<2.14`` and
-#: ``pydantic-settings<2.16``, older than this project's. Not a dependency of the project.
+#: first use (``build/bench-peers``, from the package index pip is configured with): Quix
+#: Streams 3.28 requires ``pydantic<2.14`` and ``pydantic-settings<2.16``, older than this
+#: project's. Not a dependency of the project.
 QUIX_VERSION = "3.28.1"
 PEER_ENV = ROOT / "build" / "bench-peers"
 
@@ -283,13 +270,12 @@ def quix_python() -> Path:
             capture_output=True, text=True)
         return probe.returncode == 0 and probe.stdout.strip() == QUIX_VERSION
 
-    if python.exists() and has_quix():
-        return python
-    subprocess.run([sys.executable, "-m", "venv", str(PEER_ENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
-                   check=True)
-    if not has_quix():
-        raise RuntimeError(f"quixstreams {QUIX_VERSION} did not install into {PEER_ENV}")
+    if not (python.exists() and has_quix()):
+        subprocess.run([sys.executable, "-m", "venv", str(PEER_ENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q",
+                        f"quixstreams=={QUIX_VERSION}"], check=True)
+        if not has_quix():
+            raise RuntimeError(f"quixstreams {QUIX_VERSION} did not install into {PEER_ENV}")
     return python
 
 
@@ -307,7 +293,8 @@ class PeerProcess(Process):
                 "--output", names.stream_events, "--group", self.group, *extra]
         command = ([sys.executable, "-m", "bench.peers.naive", *args] if program == "naive"
                    # (the project is not installed in the peer environment: by path)
-                   else [str(quix_python()), str(ROOT / "bench" / "peers" / program), *args])
+                   else [str(quix_python()), str(ROOT / "bench" / "peers" / "peer_env.py"),
+                         program, *args])
         super().__init__(name, settings, log_dir, command)
 
     async def wait_ready(self, within: float = 120.0) -> float:
@@ -358,33 +345,3 @@ async def serving_gateway(settings: Settings) -> AsyncIterator[Gateway]:
         gateway.stop()
         await task
         await gateway.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One row of a benchmark's table: the processes it runs at once, the groups they
-    commit as (``run`` names, or a peer's), and the topics its outputs land on."""
-
-    name: str
-    groups: tuple[str, ...]
-    #: Its processes (default: ``run <group>`` for each group).
-    start: Callable[[Settings, Path], list[Process]] | None = None
-    #: Where its outputs land (default: its consumers' :func:`outputs`).
-    outputs: Callable[[Settings], list[str]] | None = None
-    #: Its groups are another row's: it needs an input of its own, published again.
-    own_input: bool = False
-
-    @property
-    def slug(self) -> str:
-        """Its name as part of a topic prefix."""
-        return re.sub(r"[^a-z0-9-]", "-", self.name)
-
-    def processes(self, settings: Settings, log_dir: Path) -> list[Process]:
-        if self.start is not None:
-            return self.start(settings, log_dir)
-        return [Process(group, settings, log_dir) for group in self.groups]
-
-    def topics(self, settings: Settings) -> list[str]:
-        if self.outputs is not None:
-            return self.outputs(settings)
-        return [topic for group in self.groups for topic in outputs(group, settings)]

@@ -1,33 +1,15 @@
 """The project's consumers against the limit of the stack: ``python -m bench`` (one table,
-one JSON file) and ``python -m bench.relative_load``.
+one JSON file) and ``python -m bench.relative_load`` (docs/benchmarks.md, "Method, in detail").
 
     python -m bench [--events 200000] [--rounds 1] [--quick] [--out bench/results/latest.json]
 
-Against the broker of ``SYMFONIC_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) it:
-
-1. generates a realistic raw stream (:mod:`bench.workload`), in memory;
-2. **throughput**, on 1 and on 4 partitions, one instance each: every row (:func:`rows`)
-   consumes the stream, published before timing, in its own consumer group, timed by the
-   group's committed offsets (:func:`bench.measure.throughput_round`); with **CPU seconds
-   per million events** and **peak RSS** over its 4-partition run;
-3. **latency** at a fixed offered load of 50 % of the copier's 4-partition throughput: the
-   time from an event's send to its output being readable (:func:`bench.measure.measure_latency`);
-4. **guard-state cost** (:func:`bench.state.measure_state`): bytes per open run and the
-   restore of 100,000 open runs from the changelog;
-5. the offline hot path (:func:`bench.hot_path.offline_figures`: decode + guard + project +
-   encode against ``orjson.loads`` + ``orjson.dumps``).
-
-It prints one table with absolute figures and ratios to the copier and writes everything
-as JSON. Topics it created are deleted at the end (``--keep-topics`` keeps them).
-
-``python -m bench.relative_load [--rows copier,typed] [--events 200000] [--rounds 3]
-[--latency-seconds 20]``: latency at the same *relative* load. The main benchmark offers
-every consumer 50 % of the *copier's* throughput, as the goal is written; a consumer with
-less capacity then runs closer to its own limit, where latency grows steeply (queueing).
-Per round this measures each row's 4-partition throughput, then offers each row 50 % of
-its own: if the typed projector's p99 at its own 50 % is close to the copier's at the
-copier's, its latency gap at a shared offered load is its throughput gap, not something
-the engine adds per record.
+On a realistic raw stream (:mod:`bench.workload`), every row (:func:`rows`): throughput on
+1 and 4 partitions with CPU seconds per million events and peak RSS
+(:func:`bench.measure.throughput_round`), latency at 50 % of the copier's 4-partition
+throughput (:func:`bench.measure.measure_latency`); then the guard's state
+(:func:`bench.state.measure_state`) and the offline hot path
+(:func:`bench.hot_path.offline_figures`).
+One table with ratios to the copier; everything as JSON; every topic made is deleted.
 """
 
 from __future__ import annotations
@@ -45,16 +27,10 @@ from typing import Any
 
 from bench.hot_path import offline_figures
 from bench.kafka_io import Session
-from bench.measure import (
-    Latency,
-    Throughput,
-    broker_version,
-    measure_latency,
-    started,
-    throughput_round,
-)
+from bench.machine import broker_version, started
+from bench.measure import Latency, Throughput, measure_latency, throughput_round
 from bench.processes import BASELINE, Row, bench_consumers
-from bench.report import say, table, write_json
+from bench.report import options, say, table, write_json
 from bench.state import measure_state
 from bench.workload import make_workload
 from symfonic_stream.consumers import registered
@@ -261,31 +237,20 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench",
-                                     description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--events", type=int, default=200_000, help="raw events (200,000)")
-    parser.add_argument("--rounds", type=int, default=1, help="repeat; medians are reported")
-    parser.add_argument("--partitions", default="1,4", help="partition counts (1,4)")
-    parser.add_argument("--latency-seconds", type=float, default=20.0,
-                        help="length of each offered-load run (20; 0: the whole stream once)")
-    parser.add_argument("--restore-runs", type=int, default=100_000,
-                        help="open runs in the state benchmark (100,000)")
-    parser.add_argument("--offline-events", type=int, default=200_000,
-                        help="events of the offline hot-path benchmark (200,000; 0 skips it)")
     every = ",".join(rows())
-    parser.add_argument("--rows", default=every, help=f"rows to run ({every}); the copier "
-                        "always runs")
-    parser.add_argument("--quick", action="store_true",
-                        help="a tiny run (seconds, for smoke tests): the figures mean nothing")
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--pause-share", type=float, default=None,
-                        help="share of runs ending in a pause (0.03; --quick: 0.5, so the "
-                             "pause router's latency row has samples)")
-    parser.add_argument("--out", type=Path, default=Path("bench/results/latest.json"))
-    parser.add_argument("--keep-topics", action="store_true")
-    parser.add_argument("--log-dir", type=Path, default=None,
-                        help="consumer logs (default: a temporary directory, removed)")
-    args = parser.parse_args(argv)
+    args = options(
+        "bench", argv, __doc__,
+        events=(200_000, "raw events"), rounds=(1, "repeat; medians are reported"),
+        partitions=("1,4", "partition counts"),
+        latency_seconds=(20.0, "length of each offered-load run (0: the whole stream once)"),
+        restore_runs=(100_000, "open runs in the state benchmark"),
+        offline_events=(200_000, "events of the offline hot-path benchmark (0 skips it)"),
+        rows=(every, f"rows to run ({every}); the copier always runs"),
+        quick=(False, "a tiny run (seconds, for smoke tests): the figures mean nothing"),
+        seed=7, pause_share=(float, "share of runs ending in a pause (0.03; --quick: 0.5, so "
+                                    "the pause router's latency row has samples)"),
+        out=Path("bench/results/latest.json"), keep_topics=False,
+        log_dir=(Path, "consumer logs (default: a temporary directory, removed)"))
     if args.quick:
         args.events = min(args.events, 3_000)
         args.latency_seconds = 0.0
@@ -323,13 +288,14 @@ async def relative(args: argparse.Namespace) -> dict[str, dict[str, list[float]]
 
 
 def relative_load(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.relative_load",
-                                     description="latency at the same relative load")
-    parser.add_argument("--rows", default=f"{BASELINE},typed")
-    parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency-seconds", type=float, default=20.0)
-    args = parser.parse_args(argv)
+    """Latency at the same *relative* load: ``python -m bench`` offers every consumer 50 %
+    of the copier's throughput, as the goal is written, so a consumer of less capacity runs
+    closer to its own limit, where latency grows steeply. Per round each row's 4-partition
+    throughput, then each row offered 50 % of its own: if the typed projector's p99 is then
+    close to the copier's, its gap at a shared load is its throughput gap, not something the
+    engine adds per record."""
+    args = options("bench.relative_load", argv, relative_load.__doc__,
+                   rows=f"{BASELINE},typed", events=200_000, rounds=3, latency_seconds=20.0)
     logging.basicConfig(level=logging.ERROR)
     found = asyncio.run(relative(args))
     base_p99 = statistics.median(found[BASELINE]["p99_ms"])

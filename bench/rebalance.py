@@ -1,27 +1,16 @@
 """``python -m bench.rebalance``: a deployment scaled as operators scale it, with the state
-users have, and every run checked afterwards (issues 32 and 36).
+users have, every run checked afterwards (issues 32 and 36; docs/benchmarks.md, "Scaling
+with the state users have").
 
-1. ``--runs`` open runs (index 0 of each, a million by default) over ``--partitions`` (12),
-   projected by ``--instances`` (2) ``symfonic-stream run typed`` processes until their
-   group's committed offsets reach the end.
-2. A probe run per partition publishes an event every 50 ms; each probe output is timed as
-   it becomes readable (read_committed).
-3. The scale events, in order: ``join`` (one more instance), ``leave`` (that one goes,
-   SIGTERM), ``kill-restart`` (an instance SIGKILLed and a new one started in its place,
-   on its persistent store's folder with ``--state-dir``). For each: the stall (the longest
-   wait between two probe outputs of a partition it caused, the time until every
-   partition produced again), the changelog records the instances read at set-up, and the
-   probes' outputs per second in the 5 s before and after.
-4. Every run gets its closing event (``done`` at index 1); the group catches up.
-5. The typed topic is read whole and compared, run by run and byte for byte, with the
-   reference oracle's projection (``tests/reference/oracle.py``) of everything published.
-
-``--partitions-only N`` instead measures one instance on N partitions (256 in issue 36):
-the time from its start to its first output, split where the consumer's log says its
-partitions were assigned (before: the process's start and the group's join, where a new
-group waits ``group.initial.rebalance.delay.ms``, 3 s by default, for more members; after:
-the engine's set-up and first transaction), and its transactions per second at a trickle
-of 200 events a second spread over every partition.
+``--runs`` open runs over ``--partitions``, projected by ``--instances`` ``run typed``
+processes until caught up; a probe run per partition publishes every 50 ms, each probe
+output timed as it becomes readable; then ``join``, ``leave`` (SIGTERM) and
+``kill-restart`` (SIGKILL, a successor on the same state folder): for each the stall (the
+longest wait between two probe outputs of a partition it caused), the changelog records
+read at set-up and the probes' outputs per second before and after. Every run then gets
+its closing event and the typed topic is compared run by run, byte for byte, with the
+reference oracle's projection (``tests/reference/oracle.py``) of everything published.
+``--partitions-only N``: one instance on N partitions instead (:func:`many_partitions`).
 """
 
 from __future__ import annotations
@@ -52,7 +41,7 @@ from bench.kafka_io import (
     until,
 )
 from bench.processes import Process
-from bench.report import markdown, say, write_json
+from bench.report import markdown, options, say, write_json
 from bench.workload import raw_event
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import plain_producer_kwargs
@@ -448,27 +437,17 @@ def report(outcome: Outcome) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.rebalance", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--instances", type=int, default=2)
-    parser.add_argument("--hold-s", type=float, default=20.0,
-                        help="how long the deployment runs after each event")
-    parser.add_argument("--state-dir", action="store_true",
-                        help="each instance keeps its state on disk (SYMFONIC_STATE_DIR)")
-    parser.add_argument("--cache-keys", type=int, metavar="N",
-                        help="with --state-dir: SYMFONIC_STATE_CACHE_KEYS (values per store "
-                             "and partition kept in memory; 0: all, loaded at start)")
-    parser.add_argument("--static", action="store_true",
-                        help="static group membership (SYMFONIC_GROUP_INSTANCE_ID per instance)")
-    parser.add_argument("--leave-on-stop", action="store_true",
-                        help="with --static: SYMFONIC_LEAVE_GROUP_ON_STOP (a SIGTERMed "
-                             "instance leaves its group)")
-    parser.add_argument("--partitions-only", type=int, metavar="N",
-                        help="only the one instance on N partitions (first output, txn/s)")
-    parser.add_argument("--json", type=Path, help="also write the figures here")
-    args = parser.parse_args(argv)
+    args = options(
+        "bench.rebalance", argv, __doc__, runs=1_000_000, partitions=12, instances=2,
+        hold_s=(20.0, "how long the deployment runs after each event"),
+        state_dir=(False, "each instance keeps its state on disk (SYMFONIC_STATE_DIR)"),
+        cache_keys=(int, "with --state-dir: SYMFONIC_STATE_CACHE_KEYS (values per store and "
+                         "partition kept in memory; 0: all, loaded at start)"),
+        static=(False, "static group membership (SYMFONIC_GROUP_INSTANCE_ID per instance)"),
+        leave_on_stop=(False, "with --static: SYMFONIC_LEAVE_GROUP_ON_STOP (a SIGTERMed "
+                              "instance leaves its group)"),
+        partitions_only=(int, "only the one instance on N partitions (first output, txn/s)"),
+        json=(Path, "also write the figures here"))
     log_dir = Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
     say(f"consumer logs in {log_dir}")
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bench.state import soak
+from bench.soak import soak
 
 
 def test_the_soak_takes_every_run_through_gap_abandon_and_forget(
