@@ -35,13 +35,12 @@ from bench.machine import (
     ROOT,
     at_share,
     broker_version,
-    call_command,
     machine_busy_seconds,
     started,
 )
 from bench.processes import GatewayProcess, serving_gateway
 from bench.report import say, table, write_json
-from bench.sse_client import first_event, raise_fd_limit, viewers
+from bench.sse_client import ViewersProcess, first_event, raise_fd_limit
 from bench.workload import end_envelope, envelope
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway.server import Gateway
@@ -253,14 +252,14 @@ class Load:
         return total / elapsed if elapsed > 0 else 0.0
 
 
-def check_viewers(viewed: list[dict[str, Any]], run_index: dict[str, int], per_run: int,
-                  committed: dict[tuple[int, int], float]
-                  ) -> tuple[list[str], list[tuple[float, float]]]:
-    """Every viewer got every seq once, in order: the failures (described) and the
-    ``(commit time, lag)`` of every message after seq 0."""
+def delivery(viewed: list[dict[str, Any]], run_index: dict[str, int], per_run: int,
+             load: Load, seen: dict[tuple[int, int], float]) -> dict[str, Any]:
+    """Every viewer got every seq once and in order (else a failure, described), and the
+    lag after the commit of every message after seq 0: the viewers', and the plain reader's
+    that ``seen`` timed."""
     failures: list[str] = []
     lags: list[tuple[float, float]] = []
-    expected = list(range(per_run))
+    expected, committed = list(range(per_run)), load.committed
     for n, viewer in enumerate(viewed):
         seqs: list[int] = viewer["seqs"]
         if seqs != expected:
@@ -276,7 +275,13 @@ def check_viewers(viewed: list[dict[str, Any]], run_index: dict[str, int], per_r
         for seq, at in zip(seqs, viewer["times"], strict=True):
             if seq > 0 and (run, seq) in committed:
                 lags.append((committed[(run, seq)], at - committed[(run, seq)]))
-    return failures, lags
+    floor = lag_figures([(committed[key], at - committed[key]) for key, at in seen.items()
+                         if key[1] > 0 and key in committed], load.load_started)
+    gw = lag_figures(lags, load.load_started)
+    return {"clients": len(viewed), "delivered_messages": sum(len(v["seqs"]) for v in viewed),
+            "failures": len(failures), "failure_examples": failures[:10],
+            "lag": gw, "baseline_reader_lag": floor,
+            "lag_p99_x_baseline": gw["p99_ms"] / floor["p99_ms"] if floor.get("p99_ms") else None}
 
 
 async def fanout_figures(session: Session, n: int, *, runs: int, per_run_viewers: int,
@@ -298,25 +303,15 @@ async def fanout_figures(session: Session, n: int, *, runs: int, per_run_viewers
             seen[(run_index[parsed["run_id"]], parsed["seq"])] = read_at
 
     reader = OutputReader(settings, [load.topic], partitions, on_batch)
-    clients: asyncio.subprocess.Process | None = None
-    within = seconds * 4 + 150
-
-    async def line() -> str:
-        assert clients is not None and clients.stdout is not None
-        async with asyncio.timeout(within):
-            return (await clients.stdout.readline()).decode().strip()
-
+    clients = ViewersProcess(within=seconds * 4 + 150)
     try:
         await gateway.wait_ready()
         rss_idle = gateway.rss()
         await load.producer.start()
         await reader.start()
         await load.commit((run, 0) for run in range(runs))
-        clients = await asyncio.create_subprocess_exec(*call_command(
-            viewers, str(gateway.http_port), str(work / f"runs{n}.txt"), str(per_run_viewers),
-            str(work / f"viewers{n}.json"), str(seconds * 4 + 120)),
-            stdout=asyncio.subprocess.PIPE)
-        said = await line()
+        said = await clients.start(gateway.http_port, work / f"runs{n}.txt", per_run_viewers,
+                                   work / f"viewers{n}.json")
         say(f"  viewers: {said}")
         if not said.startswith("connected"):
             raise RuntimeError(f"the viewers did not all start: {said}")
@@ -333,38 +328,29 @@ async def fanout_figures(session: Session, n: int, *, runs: int, per_run_viewers
         say(f"  load: {rate:,.0f} records/s over {runs} runs for {seconds:g} s "
             f"({per_run} records per run), {per_run_viewers} viewers per run")
         achieved = await load.paced(rate, txn_ms)
-        said = await line()
+        said = await clients.line()
         wall = time.perf_counter() - wall0
         cpu, busy = gateway.cpu_seconds() - cpu0, machine_busy_seconds() - busy0
         sampler.cancel()
-        await clients.wait()
+        await clients.close(kill=False)
         await reader.wait_caught_up()
     finally:
-        if clients is not None and clients.returncode is None:
-            clients.kill()
-            await clients.wait()
+        await clients.close()
         await reader.stop()
         await load.producer.stop()
         gateway.sample_rss()
         gateway.stop()
     got = orjson.loads((work / f"viewers{n}.json").read_bytes())
-    failures, lags = check_viewers(got["viewers"], run_index, per_run, load.committed)
-    base_lags = [(load.committed[key], at - load.committed[key]) for key, at in seen.items()
-                 if key[1] > 0 and key in load.committed]
-    delivered = sum(len(v["seqs"]) for v in got["viewers"])
-    gw, floor = lag_figures(lags, load.load_started), lag_figures(base_lags, load.load_started)
+    delivered = delivery(got["viewers"], run_index, per_run, load, seen)
     return {
-        "runs": runs, "viewers_per_run": per_run_viewers, "clients": len(got["viewers"]),
-        "records_per_run": per_run, "partitions": partitions, "offered_per_s": rate,
-        "achieved_per_s": achieved, "transactions": len(load.transaction_s),
+        "runs": runs, "viewers_per_run": per_run_viewers, "records_per_run": per_run,
+        "partitions": partitions, "offered_per_s": rate, "achieved_per_s": achieved,
+        "transactions": len(load.transaction_s),
         "transaction_ms_mean": 1000 * sum(load.transaction_s) / len(load.transaction_s),
-        "expected_messages": runs * per_run_viewers * per_run, "delivered_messages": delivered,
-        "failures": len(failures), "failure_examples": failures[:10],
-        "lag": gw, "baseline_reader_lag": floor,
-        "lag_p99_x_baseline": gw["p99_ms"] / floor["p99_ms"] if floor.get("p99_ms") else None,
+        "expected_messages": runs * per_run_viewers * per_run, **delivered,
         # (each viewer's seq 0 came before the load)
-        "load_s": wall, "messages_per_s": (delivered - len(got["viewers"])) / wall,
-        "gateway_cpu_s": cpu, "gateway_cores": cpu / wall,
+        "load_s": wall, "messages_per_s": (delivered["delivered_messages"] - len(got["viewers"]))
+        / wall, "gateway_cpu_s": cpu, "gateway_cores": cpu / wall,
         "gateway_rss_mb": {"ready": rss_idle / 2**20, "connected": rss_connected / 2**20,
                            "peak_during_load": rss_peak[0] / 2**20,
                            "peak_vmhwm": gateway.peak_rss / 2**20},

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from bench.machine import call_command
+
 
 class SseParser:
     """Incremental: ``feed`` the bytes of one HTTP response, get the seqs of the ``id:``
@@ -186,6 +188,33 @@ def raise_fd_limit(wanted: int) -> int:
 
 #: Connections opened at once while connecting.
 CONNECT_AT_ONCE = 100
+
+
+class ViewersProcess:
+    """The parent's side of :func:`viewers`: started, its lines read, killed if still up."""
+
+    def __init__(self, within: float) -> None:
+        self.within = within
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, port: int, runs_file: Path, per_run: int, out: Path) -> str:
+        """Started; its first line (``connected ...`` once every viewer streams)."""
+        self.proc = await asyncio.create_subprocess_exec(*call_command(
+            viewers, str(port), str(runs_file), str(per_run), str(out),
+            str(self.within - 30)), stdout=asyncio.subprocess.PIPE)
+        return await self.line()
+
+    async def line(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        async with asyncio.timeout(self.within):
+            return (await self.proc.stdout.readline()).decode().strip()
+
+    async def close(self, kill: bool = True) -> None:
+        """Until it exits (after its last line); killed first unless said otherwise."""
+        if self.proc is not None:
+            if kill and self.proc.returncode is None:
+                self.proc.kill()
+            await self.proc.wait()
 
 
 def viewers(port: str, runs_file: str, per_run: str, out: str, within: str) -> int:
