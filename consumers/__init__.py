@@ -10,6 +10,7 @@ tests fail until it has (docs/engine.md, "Writing a consumer").
 
 from __future__ import annotations
 
+from symfonic_stream.config import METRICS_PORT_BASE
 from symfonic_stream.consumers.chunks import CHUNKS
 from symfonic_stream.consumers.copier import COPIER
 from symfonic_stream.consumers.declaration import (
@@ -62,6 +63,19 @@ def deployed_names() -> tuple[str, ...]:
     return tuple(c.name for c in deployed())
 
 
+def processes() -> tuple[str, ...]:
+    """Every kind of process, by name: the consumers ``run`` starts, then the readers."""
+    return (*(c.name for c in registered()), *(r.name for r in READERS))
+
+
+def metrics_port(process: str) -> int:
+    """The metrics port of ``process`` when ``SYMFONIC_METRICS_PORT`` is unset: the
+    contract's 9400 for the first consumer, then one more for each kind of process in
+    :func:`processes`' order, so processes started side by side never share one
+    (``ValueError`` for a name that is none)."""
+    return METRICS_PORT_BASE + processes().index(process)
+
+
 def engines(consumers: tuple[Consumer, ...] | None = None) -> tuple[Engine, ...]:
     """Every engine of ``consumers`` (default: every registered one), in order."""
     chosen = registered() if consumers is None else consumers
@@ -104,6 +118,8 @@ __all__ = [
     "deployed",
     "deployed_names",
     "engines",
+    "metrics_port",
+    "processes",
     "registered",
     "topics_of",
 ]

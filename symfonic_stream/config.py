@@ -9,11 +9,13 @@ message shows the value of a :data:`SECRET_SETTINGS` entry.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import errno
 import fnmatch
 import importlib.util
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final, Literal
 
@@ -37,6 +39,18 @@ NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*"
 #: key, and the TLS key's path (where the private key lives is worth hiding too).
 SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key")
 
+#: ``SYMFONIC_METRICS_PORT`` of the first consumer when unset (the contract's default); each
+#: other kind of process takes the next port, in the registry's order, so processes started
+#: side by side on one machine never share one (``symfonic_stream.consumers.metrics_port``).
+METRICS_PORT_BASE: Final = 9400
+
+#: How long a process waits for Kafka at start when ``SYMFONIC_STARTUP_TIMEOUT_S`` is unset:
+#: a service (``run``, ``gateway``, a program using the SDK) may start before its Kafka does,
+#: as pods do; a person who typed a command (``topics ensure``, ``publish``, ``tail``, ...)
+#: wants to hear within seconds that the address is wrong.
+SERVICE_STARTUP_TIMEOUT_S: Final = 300.0
+COMMAND_STARTUP_TIMEOUT_S: Final = 15.0
+
 #: Shortest HS256 key (SYMFONIC_GATEWAY_JWT_KEY), in bytes of its UTF-8 text: SHA-256's output.
 HS256_MIN_KEY_BYTES: Final = 32
 
@@ -48,6 +62,25 @@ EventLoop = Literal["uvloop", "asyncio"]
 
 class ConfigError(Exception):
     """A setting is missing or malformed; the message names the environment variable."""
+
+
+class PortInUse(ConfigError):
+    """A port a setting names is taken by another process: the message names the setting."""
+
+
+@contextlib.contextmanager
+def binding(setting: str, port: int, *, off: str = "") -> Iterator[None]:
+    """Around binding ``port`` (the value of ``setting``, or its default): a port in use
+    becomes :class:`PortInUse`, one line naming the setting (``off``: what 0 means, when
+    it means something), instead of the socket's ``OSError`` and its traceback."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        zero = f" ({ENV_PREFIX}{setting}=0 {off})" if off else ""
+        raise PortInUse(f"port {port} is in use by another process: set {ENV_PREFIX}{setting} "
+                        f"to a free port{zero}") from None
 
 
 class Settings(BaseSettings):
@@ -97,7 +130,8 @@ class Settings(BaseSettings):
     stream_ticket_tokens: bool = True
 
     # Operations
-    metrics_port: int = Field(9400, ge=0, le=65535)
+    # Unset: the process kind's own port (METRICS_PORT_BASE and on; for_process fills it in).
+    metrics_port: int | None = Field(None, ge=0, le=65535)
     # Worker processes of one `run` (runtime/workers.py): more than 1 makes it a supervisor.
     workers: int = Field(1, ge=1, le=64)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -163,9 +197,40 @@ class Settings(BaseSettings):
     event_loop: EventLoop = "uvloop"
     transaction_timeout_ms: int = Field(60_000, ge=1000)
     shutdown_timeout_s: float = Field(30.0, gt=0)
-    # Waiting out Kafka (symfonic_stream/kafka/retry.py)
-    startup_timeout_s: float = Field(300.0, gt=0)
+    # Waiting out Kafka (symfonic_stream/kafka/retry.py). Unset: SERVICE_STARTUP_TIMEOUT_S,
+    # or COMMAND_STARTUP_TIMEOUT_S for a command a person types (for_process fills it in).
+    startup_timeout_s: float | None = Field(None, gt=0)
     admin_timeout_s: float = Field(120.0, gt=0)
+
+    def for_process(self, *, metrics_port: int = METRICS_PORT_BASE,
+                    command: bool = False) -> Settings:
+        """These settings with the defaults of one kind of process filled in where the
+        variable is unset: its metrics port, and how long it waits for Kafka at start (a
+        command's seconds, or a service's minutes)."""
+        fill: dict[str, object] = {}
+        if self.metrics_port is None:
+            fill["metrics_port"] = metrics_port
+        if self.startup_timeout_s is None:
+            fill["startup_timeout_s"] = (COMMAND_STARTUP_TIMEOUT_S if command
+                                         else SERVICE_STARTUP_TIMEOUT_S)
+        return self.model_copy(update=fill)
+
+    @property
+    def metrics_port_or_default(self) -> int:
+        """``SYMFONIC_METRICS_PORT``, or the process's default (:meth:`for_process`;
+        without it, METRICS_PORT_BASE)."""
+        return METRICS_PORT_BASE if self.metrics_port is None else self.metrics_port
+
+    @property
+    def startup_wait_s(self) -> float:
+        """``SYMFONIC_STARTUP_TIMEOUT_S``, or the process's default (:meth:`for_process`;
+        without it, a service's)."""
+        return (SERVICE_STARTUP_TIMEOUT_S if self.startup_timeout_s is None
+                else self.startup_timeout_s)
+
+    def startup_wait_words(self) -> str:
+        """The setting and its value, as an error names them."""
+        return f"{ENV_PREFIX}STARTUP_TIMEOUT_S={self.startup_wait_s:g}"
 
     def decode_limits(self) -> DecodeLimits:
         """What every consumer accepts of a record (contract §6's ``too_large`` and

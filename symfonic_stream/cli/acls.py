@@ -32,6 +32,7 @@ from symfonic_stream.app.acls import (
     kafka_acls_command,
     plan_names,
 )
+from symfonic_stream.cli.common import kafka_help
 from symfonic_stream.config import ConfigError, Settings, load_settings
 from symfonic_stream.consumers import deployed_names
 from symfonic_stream.kafka.admin import Admin
@@ -109,7 +110,7 @@ def _principals(pairs: Sequence[str]) -> dict[str, str]:
     return chosen
 
 
-@click.command("acls")
+@click.command("acls", epilog=kafka_help())
 @click.option("--consumer", "consumers", multiple=True, type=click.Choice(plan_names()),
               help="A consumer (or the gateway) whose ACLs to print (repeatable; default: "
                    "every consumer of a deployment).")
@@ -135,7 +136,7 @@ def command(consumers: tuple[str, ...], reviewers: tuple[str, ...],
     and SYMFONIC_TENANT_QUEUES, as the consumers themselves do. See docs/security.md.
     """
     try:
-        settings = load_settings()
+        settings = load_settings().for_process(command=True)  # (--apply waits seconds)
         chosen = () if no_consumers else (consumers or deployed_names())
         plan = build_plan(settings, chosen, [ReviewerSpec.parse(r) for r in reviewers],
                           _principals(principals), allow_wildcard)

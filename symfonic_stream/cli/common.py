@@ -9,7 +9,13 @@ from typing import Any
 
 import click
 
-from symfonic_stream.config import ConfigError, Settings, load_settings
+from symfonic_stream.config import (
+    COMMAND_STARTUP_TIMEOUT_S,
+    SERVICE_STARTUP_TIMEOUT_S,
+    ConfigError,
+    Settings,
+    load_settings,
+)
 from symfonic_stream.sdk.reader import parse_time
 
 EXIT_BROKEN = 1
@@ -44,9 +50,22 @@ def quiet_kafka_logs() -> None:
 
 
 def settings_or_exit() -> Settings:
-    """The validated settings, or exit 2 with the message naming the bad variable."""
+    """The validated settings of a command a person types (a start waits seconds for
+    Kafka, not minutes: :meth:`Settings.for_process`), or exit 2 with the message naming
+    the bad variable."""
     try:
-        return load_settings()
+        return load_settings().for_process(command=True)
     except ConfigError as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+
+
+def kafka_help(*, command: bool = True) -> str:
+    """What ``--help`` says of Kafka: where it is looked for and how long a start waits
+    (the defaults, from the settings' declarations)."""
+    wait = COMMAND_STARTUP_TIMEOUT_S if command else SERVICE_STARTUP_TIMEOUT_S
+    kind = "for a command" if command else "for a service"
+    bootstrap = Settings.model_fields["bootstrap_servers"].default
+    return (f"Kafka: SYMFONIC_BOOTSTRAP_SERVERS (default {bootstrap}); a start waits up to "
+            f"SYMFONIC_STARTUP_TIMEOUT_S for it (default {wait:g} s {kind}), then fails "
+            "naming what it tried.")

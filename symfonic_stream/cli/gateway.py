@@ -11,23 +11,32 @@ import sys
 
 import click
 
-from symfonic_stream.config import ConfigError, load_settings
+from symfonic_stream.cli.common import kafka_help
+from symfonic_stream.config import ConfigError, PortInUse, Settings, load_settings
+from symfonic_stream.consumers import metrics_port
 
 EXIT_USAGE = 2
 
 
-@click.command("gateway")
+def _epilog() -> str:
+    http = Settings.model_fields["gateway_port"].default
+    return (f"HTTP: SYMFONIC_GATEWAY_PORT (default {http}); metrics and health: "
+            f"SYMFONIC_METRICS_PORT (default {metrics_port('gateway')}; 0: none).\n\n"
+            + kafka_help(command=False))
+
+
+@click.command("gateway", epilog=_epilog())
 def command() -> None:
     """Serve each run's typed and chunk streams over HTTP as server-sent events.
 
-    GET /v1/runs/RUN_ID/events and /v1/runs/RUN_ID/chunks on SYMFONIC_GATEWAY_PORT
-    (default 8400); resume with Last-Event-ID or ?after_seq=N. Metrics and health on
-    SYMFONIC_METRICS_PORT. See docs/gateway.md.
+    GET /v1/runs/RUN_ID/events and /v1/runs/RUN_ID/chunks (resume with Last-Event-ID or
+    ?after_seq=N), the page / (/?run=RUN_ID) and the review console /review. See
+    docs/gateway.md.
     """
     from symfonic_stream.gateway.auth import TokenCheck
 
     try:
-        settings = load_settings()
+        settings = load_settings().for_process(metrics_port=metrics_port("gateway"))
         TokenCheck.from_settings(settings)  # the JWKS file is read and checked here
     except (ConfigError, ValueError) as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
@@ -36,4 +45,8 @@ def command() -> None:
     from symfonic_stream.observability.logs import configure_logging
 
     configure_logging("gateway", settings.log_level, secrets=settings.secrets())
-    sys.exit(asyncio.run(serve(settings)))
+    try:
+        sys.exit(asyncio.run(serve(settings)))
+    except PortInUse as exc:  # bound before anything else starts: nothing is left open
+        click.echo(f"symfonic-stream: {exc}", err=True)
+        sys.exit(EXIT_USAGE)

@@ -35,6 +35,7 @@ from rich.progress import (
 from symfonic_stream.cli.common import (
     EXIT_KAFKA,
     EXIT_USAGE,
+    kafka_help,
     quiet_kafka_logs,
     settings_or_exit,
 )
@@ -76,7 +77,7 @@ class PublishSummary:
         }
 
 
-@click.command("publish")
+@click.command("publish", epilog=kafka_help())
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--json", "as_json", is_flag=True, help="Machine output: JSONL on stdout.")
 @click.option("--dry-run", is_flag=True, help="Validate only; send nothing.")

@@ -24,6 +24,7 @@ from symfonic_stream.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     TIME,
+    kafka_help,
     quiet_kafka_logs,
     settings_or_exit,
 )
@@ -57,7 +58,7 @@ class OffsetsType(click.ParamType):  # type: ignore[type-arg]
 OFFSETS = OffsetsType()
 
 
-@click.command("replay")
+@click.command("replay", epilog=kafka_help())
 @click.option(
     "--projection", type=click.Choice(["typed", "chunks"]), required=True,
     help="Which vocabulary to write.",

@@ -15,15 +15,22 @@ import sys
 import click
 
 from symfonic_stream.app.topologies import topologies as topologies_of
-from symfonic_stream.config import ConfigError, load_settings
-from symfonic_stream.consumers import registered
+from symfonic_stream.cli.common import kafka_help
+from symfonic_stream.config import ConfigError, PortInUse, load_settings
+from symfonic_stream.consumers import metrics_port, registered
 
 EXIT_USAGE = 2
 #: Where a worker's metrics server listens: only its supervisor asks it.
 WORKER_HOST = "127.0.0.1"
 
 
-@click.command("run")
+def _epilog() -> str:
+    ports = ", ".join(f"{c.name} {metrics_port(c.name)}" for c in registered())
+    return (f"Metrics and health: SYMFONIC_METRICS_PORT (default: {ports}; 0: none).\n\n"
+            + kafka_help(command=False))
+
+
+@click.command("run", epilog=_epilog())
 @click.argument("consumer", type=click.Choice([c.name for c in registered()]))
 @click.option(
     "--workers",
@@ -37,14 +44,15 @@ WORKER_HOST = "127.0.0.1"
 def command(consumer: str, workers: str | None) -> None:
     """Run CONSUMER (typed, chunks, pauses, resumes, or copier, the benchmark baseline).
 
-    Configuration comes from SYMFONIC_* environment variables; metrics and health are
-    served on SYMFONIC_METRICS_PORT (0 turns the server off).
+    Configuration comes from SYMFONIC_* environment variables (docs/configuration.md).
+    Each consumer has a metrics port of its own by default, so several run side by side.
     """
     from symfonic_stream.runtime import loop as event_loop
     from symfonic_stream.runtime.workers import supervise, worker_index
 
     try:
         settings = load_settings(**({} if workers is None else {"workers": workers}))
+        settings = settings.for_process(metrics_port=metrics_port(consumer))
         index = worker_index()
         if index is not None and settings.group_instance_id is not None:  # one per worker
             settings = settings.model_copy(
@@ -70,7 +78,11 @@ def command(consumer: str, workers: str | None) -> None:
     except Exception as exc:
         click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
         sys.exit(EXIT_USAGE)
-    if settings.workers > 1:
-        sys.exit(event_loop.run(supervise(consumer, settings), settings.event_loop))
     host = "0.0.0.0" if index is None else WORKER_HOST
-    sys.exit(event_loop.run(serve(topologies, settings, host=host), settings.event_loop))
+    main = (supervise(consumer, settings) if settings.workers > 1
+            else serve(topologies, settings, host=host))
+    try:
+        sys.exit(event_loop.run(main, settings.event_loop))
+    except PortInUse as exc:  # bound before anything else starts: nothing is left open
+        click.echo(f"symfonic-stream: {exc}", err=True)
+        sys.exit(EXIT_USAGE)

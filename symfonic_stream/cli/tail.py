@@ -21,6 +21,7 @@ from symfonic_stream.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_KAFKA,
     TIME,
+    kafka_help,
     quiet_kafka_logs,
     settings_or_exit,
 )
@@ -36,7 +37,7 @@ from symfonic_stream.sdk.reader import (
 from symfonic_stream.tools.render import RunRenderer
 
 
-@click.command("tail")
+@click.command("tail", epilog=kafka_help())
 @click.argument("run_id")
 @click.option("--chunks", is_flag=True, help="Read the chunk stream instead of the typed one.")
 @click.option(
@@ -100,10 +101,7 @@ def command(
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_BROKEN)
     except (KafkaError, KafkaUnavailable, OSError) as exc:
-        click.echo(
-            f"symfonic-stream: cannot read from Kafka at {settings.bootstrap_servers}: {exc!r}",
-            err=True,
-        )
+        click.echo(f"symfonic-stream: cannot read the run: {exc}", err=True)
         sys.exit(EXIT_KAFKA)
 
 

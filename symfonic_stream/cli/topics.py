@@ -8,9 +8,13 @@ import sys
 import click
 
 from symfonic_stream.app.topics import required_topics
-from symfonic_stream.config import ConfigError, load_settings
+from symfonic_stream.cli.common import kafka_help, settings_or_exit
 from symfonic_stream.kafka.admin import TopicError, ensure_topics
 from symfonic_stream.kafka.retry import Attempt, KafkaUnavailable
+
+#: After the first failed attempt to reach Kafka, one line every this many attempts (with
+#: the back-off's 5 s ceiling, about one a minute while a Helm hook's Job waits minutes).
+SAY_EVERY = 10
 
 
 @click.group("topics")
@@ -18,7 +22,7 @@ def command() -> None:
     """Manage the project's Kafka topics."""
 
 
-@command.command("ensure")
+@command.command("ensure", epilog=kafka_help())
 @click.option(
     "--with-copier",
     is_flag=True,
@@ -32,11 +36,7 @@ def ensure(with_copier: bool) -> None:
     checked, not changed: one whose partition count or cleanup policy differs is reported
     and the exit status is 1.
     """
-    try:
-        settings = load_settings()
-    except ConfigError as exc:
-        click.echo(f"symfonic-stream: {exc}", err=True)
-        sys.exit(2)
+    settings = settings_or_exit()
     from symfonic_stream.processors.pauses.rules import RulesError
 
     try:
@@ -45,11 +45,13 @@ def ensure(with_copier: bool) -> None:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(2)
     def waiting(attempt: Attempt) -> None:
-        click.echo(f"symfonic-stream: waiting for Kafka: {attempt.describe()}", err=True)
+        if attempt.number % SAY_EVERY == 1:
+            click.echo(f"symfonic-stream: waiting for Kafka, up to "
+                       f"{settings.startup_wait_words()}: {attempt.describe()}", err=True)
 
-    # Often run before Kafka answers (a Helm hook, a compose file): wait as a consumer does.
-    ensure = ensure_topics(settings, specs, timeout_s=settings.startup_timeout_s,
-                           on_wait=waiting)
+    # Waits for Kafka as long as SYMFONIC_STARTUP_TIMEOUT_S says: seconds at a terminal by
+    # default; the chart's Job (a Helm hook that may run before Kafka answers) sets minutes.
+    ensure = ensure_topics(settings, specs, on_wait=waiting)
     try:
         report = asyncio.run(ensure)
     except (TopicError, KafkaUnavailable, OSError) as exc:

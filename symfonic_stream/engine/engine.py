@@ -150,7 +150,7 @@ class Engine(Assignments):
         # Start-up waits for Kafka (the usual order in Kubernetes: pods before brokers),
         # within SYMFONIC_STARTUP_TIMEOUT_S, saying why on /readyz and in one log line per
         # attempt; the topics must then exist (checked once more after a short wait).
-        timeout = self.settings.startup_timeout_s
+        timeout = self.settings.startup_wait_s
         wait = self.readiness.waiting_for_kafka
         if self.settings.state_dir is not None and self.topology.changelog_topic is not None:
             try:
@@ -162,7 +162,8 @@ class Engine(Assignments):
             consumer = await retrying("starting the consumer", self._start_consumer,
                                       timeout_s=timeout, on_wait=wait)
         except KafkaUnavailable as exc:
-            raise EngineError(f"{exc} (SYMFONIC_STARTUP_TIMEOUT_S={timeout:g})") from None
+            raise EngineError(f"{exc}; {self.settings.startup_wait_words()} is how long a "
+                              "start waits") from None
         log.info("consumer started", extra={"group": self.topology.group_id,
                                             "topic": self.topology.source_topic})
         tail = (asyncio.create_task(self.kept.run(self._stopping), name="kept-state-tail")

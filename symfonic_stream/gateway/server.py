@@ -1,9 +1,10 @@
 """The gateway process: its two tails, the HTTP server, and the probes.
 
-Start-up waits for Kafka within ``SYMFONIC_STARTUP_TIMEOUT_S`` like every consumer;
-``/readyz`` says ready once both tails have read their window to the end offsets of start
-(until then a request for a run waits, it is not refused). ``/metrics`` and the probes are
-on ``SYMFONIC_METRICS_PORT``, the streams on ``SYMFONIC_GATEWAY_PORT``.
+Both ports are bound first (a port in use fails at once, naming its setting, with nothing
+opened yet), then start-up waits for Kafka within ``SYMFONIC_STARTUP_TIMEOUT_S`` like every
+consumer; ``/readyz`` says ready once both tails have read their window to the end offsets
+of start (until then a request for a run waits, it is not refused). ``/metrics`` and the
+probes are on ``SYMFONIC_METRICS_PORT``, the streams on ``SYMFONIC_GATEWAY_PORT``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 import uvicorn
 
-from symfonic_stream.config import Settings
+from symfonic_stream.config import Settings, binding
 from symfonic_stream.gateway.answers import ReviewSender
 from symfonic_stream.gateway.app import GatewayState, create_app
 from symfonic_stream.gateway.auth import TokenCheck
@@ -41,7 +42,8 @@ GRACEFUL_SHUTDOWN_S = 5
 class Gateway:
     """The gateway, started and stopped by :func:`serve` (or by a test, in its loop)."""
 
-    def __init__(self, settings: Settings, metrics: GatewayMetrics | None = None) -> None:
+    def __init__(self, settings: Settings, metrics: GatewayMetrics | None = None,
+                 health: HealthState | None = None) -> None:
         self.settings = settings
         self.metrics = metrics or GatewayMetrics()
         names = TopicNames(settings.topic_prefix)
@@ -61,7 +63,7 @@ class Gateway:
         # (a JWKS file that is no JWKS fails here, at start, naming the setting)
         self.state = GatewayState(settings, self.tails, self.metrics,
                                   TokenCheck.from_settings(settings), self.reviews, self.sender)
-        self.health = HealthState()
+        self.health = health or HealthState()
         self._socket: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -75,17 +77,27 @@ class Gateway:
         assert self._socket is not None, "start() first"
         return int(self._socket.getsockname()[1])
 
-    async def start(self) -> None:
-        """Start the tails (waiting for Kafka) and bind the HTTP port."""
+    def bind(self) -> None:
+        """Bind and listen on the HTTP port (``PortInUse`` when it is taken): a request
+        that comes while the gateway waits for Kafka waits too, it is not refused."""
+        if self._socket is not None:
+            return
         settings = self.settings
+        with binding("GATEWAY_PORT", settings.gateway_port):
+            self._socket = socket.create_server((settings.gateway_host, settings.gateway_port),
+                                                reuse_port=False)
+
+    async def start(self) -> None:
+        """Bind the HTTP port (unless :meth:`bind` did) and start the tails, waiting for
+        Kafka."""
+        settings = self.settings
+        self.bind()
         self.health.set_ready(False, "waiting for Kafka")
         for tail in self._readers():
             await retrying(f"starting the gateway's tail of {tail.topic}", tail.start,
-                           timeout_s=settings.startup_timeout_s)
+                           timeout_s=settings.startup_wait_s, setting=settings.startup_wait_words())
         await retrying("starting the gateway's producer of answers", self.sender.start,
-                       timeout_s=settings.startup_timeout_s)
-        self._socket = socket.create_server((settings.gateway_host, settings.gateway_port),
-                                            reuse_port=False)
+                       timeout_s=settings.startup_wait_s, setting=settings.startup_wait_words())
         self._server = http_server(self.state)
         if self.state.tokens is None:
             log.warning("the gateway serves without auth (SYMFONIC_GATEWAY_AUTH=none): whoever "
@@ -153,18 +165,22 @@ def _counter(metrics: GatewayMetrics, stream: str) -> Callable[[str], None]:
 
 
 async def serve(settings: Settings) -> int:
-    """Run the gateway until SIGTERM/SIGINT: 0 after a clean stop, 1 when it cannot start."""
-    gateway = Gateway(settings)
-    probes = await start_configured_health_server(settings.metrics_port,
-                                                  gateway.metrics.registry, gateway.health)
+    """Run the gateway until SIGTERM/SIGINT: 0 after a clean stop, 1 when it cannot start
+    (:class:`~symfonic_stream.config.PortInUse` before anything opened, when a port is
+    taken)."""
+    metrics, health = GatewayMetrics(), HealthState()
+    port = settings.metrics_port_or_default
+    with binding("METRICS_PORT", port, off="serves no metrics"):
+        probes = await start_configured_health_server(port, metrics.registry, health)
+    gateway = Gateway(settings, metrics, health)
     try:
+        gateway.bind()  # (closed by the finally below, with the producer never started)
         try:
             await gateway.start()
         except (KafkaUnavailable, RuntimeError, OSError) as exc:
             log.error("gateway cannot start", extra={"error": str(exc)})
             return 1
-        log.info("gateway listening", extra={"port": gateway.port,
-                                             "metrics_port": settings.metrics_port})
+        log.info("gateway listening", extra={"port": gateway.port, "metrics_port": port})
         await gateway.serve()
         return 0
     finally:

@@ -6,8 +6,9 @@ co-partitioning (state of partition p would be restored from the wrong place), a
 changelog that is not compacted grows forever. Such topics are reported as mismatches.
 
 Every call goes through :class:`Admin`, which retries what a broker that is down or
-restarting answers (:mod:`symfonic_stream.kafka.retry`), within ``SYMFONIC_ADMIN_TIMEOUT_S``
-(or the caller's own bound, e.g. the start-up timeout). No call here can create a topic
+restarting answers (:mod:`symfonic_stream.kafka.retry`): connecting within the settings'
+start-up wait (``SYMFONIC_STARTUP_TIMEOUT_S``), each call within ``SYMFONIC_ADMIN_TIMEOUT_S``
+(or, for both, the caller's own bound). No call here can create a topic
 but CreateTopics (:mod:`symfonic_stream.kafka.no_auto_create`).
 """
 
@@ -61,14 +62,22 @@ class Admin:
 
     ``async with Admin(settings) as admin: await admin.call("what", fn)``; ``fn`` gets the
     aiokafka admin client and is called again after each transient failure, until
-    ``timeout_s`` (default ``SYMFONIC_ADMIN_TIMEOUT_S``) has passed.
+    ``timeout_s`` has passed. Without ``timeout_s``, connecting waits as long as a start
+    does (``Settings.startup_wait_s``) and each call ``SYMFONIC_ADMIN_TIMEOUT_S``.
     """
 
     def __init__(
         self, settings: Settings, *, timeout_s: float | None = None, on_wait: OnWait | None = None
     ) -> None:
         self._settings = settings
-        self._timeout_s = settings.admin_timeout_s if timeout_s is None else timeout_s
+        if timeout_s is None:
+            self._connect_s, self._connect_setting = (settings.startup_wait_s,
+                                                      settings.startup_wait_words())
+            self._timeout_s = settings.admin_timeout_s
+            self._setting = f"SYMFONIC_ADMIN_TIMEOUT_S={settings.admin_timeout_s:g}"
+        else:
+            self._connect_s = self._timeout_s = timeout_s
+            self._connect_setting = self._setting = ""
         self._on_wait = on_wait
         self._client: AIOKafkaAdminClient | None = None
 
@@ -82,8 +91,10 @@ class Admin:
                 raise
             return client
 
-        where = f"connecting to Kafka at {self._settings.bootstrap_servers}"
-        self._client = await self._retry(where, connect)
+        where = (f"connecting to Kafka at {self._settings.bootstrap_servers} "
+                 "(SYMFONIC_BOOTSTRAP_SERVERS)")
+        self._client = await retrying(where, connect, timeout_s=self._connect_s,
+                                      on_wait=self._on_wait, setting=self._connect_setting)
         return self
 
     async def __aexit__(
@@ -100,7 +111,8 @@ class Admin:
         return await self._retry(what, lambda: fn(client))
 
     async def _retry(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
-        return await retrying(what, call, timeout_s=self._timeout_s, on_wait=self._on_wait)
+        return await retrying(what, call, timeout_s=self._timeout_s, on_wait=self._on_wait,
+                              setting=self._setting)
 
 
 @dataclass(frozen=True, slots=True)

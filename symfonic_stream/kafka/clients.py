@@ -13,6 +13,7 @@ from typing import Any
 
 from symfonic_stream import __version__
 from symfonic_stream.config import Settings
+from symfonic_stream.kafka.retry import fold_bootstrap_noise
 
 #: Producer batches: big enough that a copier at full speed sends few requests, small
 #: enough that 12 per-partition producers per process stay cheap.
@@ -38,7 +39,11 @@ def ssl_context(settings: Settings) -> ssl.SSLContext | None:
 
 
 def client_kwargs(settings: Settings, client_id: str) -> dict[str, Any]:
-    """Connection and security kwargs shared by consumers, producers and the admin client."""
+    """Connection and security kwargs shared by consumers, producers and the admin client.
+
+    Every client is made from these, so here aiokafka's own lines for a failed bootstrap
+    give way to the one line of the wait that retries it (kafka/retry.py)."""
+    fold_bootstrap_noise()
     kwargs: dict[str, Any] = {
         "bootstrap_servers": settings.bootstrap_servers,
         "client_id": f"symfonic-stream-{__version__}-{client_id}",

@@ -11,14 +11,21 @@ another, live node) until it succeeds, fails with an error that is an answer, or
 deadline passes. ``on_wait`` hears about every failed attempt, so the caller can log one line
 and let ``/readyz`` say why it waits. The loop is tenacity's; what is Kafka's (which errors
 mean "not now", the words when giving up) is here.
+
+How long a start waits is the settings' (``Settings.startup_wait_s``: a service's minutes, a
+command's seconds); the error when it gives up names that setting and what it tried. aiokafka
+logs every failed bootstrap connection itself, unprefixed, and then raises an error that
+names no cause: :func:`fold_bootstrap_noise` drops those lines and keeps their cause for the
+one line of ours (:func:`error_text`).
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import Final, NoReturn, TypeVar
 
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -58,9 +65,45 @@ class Attempt:
         )
 
 
+#: aiokafka's own lines for a failed bootstrap connection (aiokafka/client.py), by format.
+_BOOTSTRAP_LINES: Final = ('Unable connect to "%s:%s": %s',
+                           'Unable to request metadata from "%s:%s": %s')
+#: The text aiokafka's KafkaConnectionError has when no bootstrap address answered.
+_NO_BOOTSTRAP: Final = "Unable to bootstrap from"
+#: Each bootstrap address's last failure ("host:port" -> its cause), as aiokafka logged it.
+_bootstrap_causes: dict[str, str] = {}
+
+
+class _BootstrapNoise(logging.Filter):
+    """Drops aiokafka's line per failed bootstrap address, keeping its cause."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg not in _BOOTSTRAP_LINES or not isinstance(record.args, tuple):
+            return True
+        host, port, cause = record.args
+        _bootstrap_causes[f"{host}:{port}"] = str(cause)
+        return False
+
+
+_NOISE_FILTER: Final = _BootstrapNoise()
+
+
+def fold_bootstrap_noise() -> None:
+    """From now on, aiokafka's lines for failed bootstrap connections are not logged; their
+    causes go into the error of :func:`retrying` instead (idempotent). Called where every
+    client's settings are built (``symfonic_stream.kafka.clients``)."""
+    client_log = logging.getLogger("aiokafka")  # (aiokafka/client.py logs on it)
+    if _NOISE_FILTER not in client_log.filters:
+        client_log.addFilter(_NOISE_FILTER)
+
+
 def error_text(error: BaseException) -> str:
-    """``Name: message`` once (aiokafka's errors already start their text with their name)."""
+    """``Name: message`` once (aiokafka's errors already start their text with their name);
+    for a bootstrap that failed, what each address answered instead of aiokafka's list of
+    address tuples."""
     name, text = type(error).__name__, str(error)
+    if _NO_BOOTSTRAP in text and _bootstrap_causes:
+        return "; ".join(f"{where}: {cause}" for where, cause in _bootstrap_causes.items())
     if not text:
         return name
     return text if text.startswith(name) else f"{name}: {text}"
@@ -96,10 +139,12 @@ async def retrying(
     *,
     timeout_s: float,
     on_wait: OnWait | None = None,
+    setting: str = "",
 ) -> T:
     """``await call()`` until it succeeds, raises a non-transient error (raised as is), or
     the next wait would end past ``timeout_s`` (then :class:`KafkaUnavailable`, naming
-    ``what`` and the last error)."""
+    ``what``, the last error and ``setting``: the setting that chose ``timeout_s``, as
+    ``NAME=value``)."""
 
     def failed(state: RetryCallState) -> BaseException:
         assert state.outcome is not None
@@ -113,9 +158,11 @@ async def retrying(
                             state.seconds_since_start or 0.0))
 
     def give_up(state: RetryCallState) -> NoReturn:
+        waited = f"{state.seconds_since_start or 0.0:.0f} s"
+        how_long = f"; {setting} is how long it waits" if setting else ""
         raise KafkaUnavailable(
-            f"{what}: no answer from Kafka after {state.attempt_number} attempts in "
-            f"{state.seconds_since_start or 0.0:.0f} s (last error {error_text(failed(state))})"
+            f"{what}: no answer in {waited}, {state.attempt_number} attempts "
+            f"(last: {error_text(failed(state))}){how_long}"
         ) from None
 
     async def attempt() -> T:

@@ -17,7 +17,7 @@ import signal
 from collections.abc import Sequence
 
 from symfonic_stream import native
-from symfonic_stream.config import Settings
+from symfonic_stream.config import Settings, binding
 from symfonic_stream.engine.engine import Engine, EngineError
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.decoding import JSON_SCANNER
@@ -42,7 +42,8 @@ async def serve(
     """Run ``topologies`` (one engine each, in this process) until SIGTERM/SIGINT, or until
     one of them stops (then the others are stopped too); returns the exit status. The
     metrics and health server binds ``host`` (a worker of ``run --workers N``: 127.0.0.1,
-    its supervisor asks it there)."""
+    its supervisor asks it there), before anything connects to Kafka: a port in use raises
+    :class:`~symfonic_stream.config.PortInUse` with nothing left open."""
     # A commit may legitimately wait up to the transaction timeout: liveness must not
     # restart a pod that is slow but still making progress.
     stale_after = max(DEFAULT_STALE_AFTER_S, 2 * settings.transaction_timeout_ms / 1000)
@@ -53,9 +54,10 @@ async def serve(
         engines.append(Engine(topology, settings, metrics, health))
         parts.append((topology.consumer, health))
     health_view = parts[0][1] if len(parts) == 1 else HealthOfMany(parts)
-    server = await start_configured_health_server(
-        settings.metrics_port, engines[0].metrics.registry, health_view, host
-    )
+    port = settings.metrics_port_or_default
+    with binding("METRICS_PORT", port, off="serves no metrics"):
+        server = await start_configured_health_server(
+            port, engines[0].metrics.registry, health_view, host)
     loop = asyncio.get_running_loop()
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from symfonic_stream.config import ENV_PREFIX, ConfigError, Settings
+from symfonic_stream.config import ENV_PREFIX, ConfigError, Settings, binding
 from symfonic_stream.observability.aggregate import (
     WorkerAnswer,
     combine,
@@ -173,8 +173,10 @@ class Supervisor:
             loop.add_signal_handler(sig, self.stop, sig)
         server = None
         try:
-            if self.settings.metrics_port:
-                server = await start_probe_server(self.settings.metrics_port, self)
+            port = self.settings.metrics_port_or_default
+            if port:
+                with binding("METRICS_PORT", port, off="serves no metrics"):
+                    server = await start_probe_server(port, self)
                 self.port = server_port(server)
             try:
                 await self._spawn_all()
@@ -198,7 +200,7 @@ class Supervisor:
         return self.settings.shutdown_timeout_s + SHUTDOWN_MARGIN_S
 
     async def _spawn_all(self) -> None:
-        with_server = bool(self.settings.metrics_port)
+        with_server = bool(self.settings.metrics_port_or_default)
         for index in range(self.count):
             if self._stopping.is_set():
                 return

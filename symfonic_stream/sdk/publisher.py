@@ -8,8 +8,8 @@ Usage::
     # leaving the block flushes and closes; delivery errors are raised there
 
 Entering the block raises :class:`~symfonic_stream.kafka.retry.KafkaUnavailable` when Kafka
-does not answer within ``SYMFONIC_ADMIN_TIMEOUT_S`` and :class:`PublishError` when the topic
-does not exist; either way nothing is left open.
+does not answer within ``SYMFONIC_STARTUP_TIMEOUT_S`` (``Settings.startup_wait_s``) and
+:class:`PublishError` when the topic does not exist; either way nothing is left open.
 
 Every event is checked exactly as the projectors will check it (``too_large``,
 ``invalid_json``, ``invalid_event``; contract §6) *before* anything is sent: an event the

@@ -206,13 +206,15 @@ class RunReader:
         )
         self._consumer = consumer
         try:
+            # First the topic's partitions: the admin client waits for Kafka as long as a
+            # start does (SYMFONIC_STARTUP_TIMEOUT_S), where the consumer tries once.
+            partitions = (await partition_counts(self.settings, [self.topic])).get(self.topic)
+            if not partitions:
+                raise TopicMissingError(f"topic {self.topic} does not exist")
             try:
                 await consumer.start()
             except KafkaConnectionError as exc:
                 raise KafkaUnavailable(f"reader of {self.run_id}: {exc}") from exc
-            partitions = (await partition_counts(self.settings, [self.topic])).get(self.topic)
-            if not partitions:
-                raise TopicMissingError(f"topic {self.topic} does not exist")
             self.partition = partition_for_key(self._key, partitions)
             tp = TopicPartition(self.topic, self.partition)
             consumer.assign([tp])

@@ -41,7 +41,9 @@ def test_defaults_are_the_documented_ones() -> None:
     assert settings.closed_run_grace_s == 600
     assert settings.routing_rules is None
     assert settings.tenant_queues is False
-    assert settings.metrics_port == 9400
+    # Unset: each kind of process fills in its own (test_cli_start.py), the first 9400.
+    assert settings.metrics_port is None and settings.metrics_port_or_default == 9400
+    assert settings.startup_timeout_s is None and settings.startup_wait_s == 300
     assert (settings.partitions, settings.replication_factor, settings.min_insync_replicas) == (
         12, 1, 1,
     )

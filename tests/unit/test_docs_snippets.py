@@ -125,7 +125,7 @@ def test_the_publisher_example_without_kafka_ends_in_its_message(tmp_path: Path)
     script = tmp_path / "publisher.py"
     script.write_text(python_block("tools.md", "async with EventPublisher() as publisher:"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYMFONIC_")}
-    env.update(SYMFONIC_BOOTSTRAP_SERVERS="127.0.0.1:9", SYMFONIC_ADMIN_TIMEOUT_S="1",
+    env.update(SYMFONIC_BOOTSTRAP_SERVERS="127.0.0.1:9", SYMFONIC_STARTUP_TIMEOUT_S="1",
                PYTHONWARNINGS="always", PYTHONDEVMODE="1")
     done = subprocess.run([sys.executable, str(script)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
