@@ -6,15 +6,13 @@
 #   docker run --rm --read-only symfonic-stream:0.1.0 run typed    # typed|chunks|pauses|resumes
 #
 # Stages (docs/deploy.md, "The image"):
-#   web             bundles the review console's script from web/ (npm's packages at the
-#                   versions of web/package-lock.json, esbuild) on NODE_IMAGE;
 #   wheels-source   builds the project's one wheel (the package with its native extension,
-#                   Rust, and the web stage's bundle) and collects the wheels of its runtime
-#                   dependencies (WHEELS=source, the default: needs RUST_IMAGE, NODE_IMAGE,
-#                   the package index and npm's registry);
+#                   Rust, and the review console's committed bundle) and collects the wheels of
+#                   its runtime dependencies (WHEELS=source, the default: needs RUST_IMAGE and
+#                   the package index);
 #   wheels-context  takes those wheels from the build context's dist/image-wheels/ instead
 #                   (WHEELS=context: what `make image` builds, from the wheel `make wheel` made,
-#                   the bundle inside; the web and wheels-source stages are then not built);
+#                   the bundle inside; the wheels-source stage is then not built);
 #   wheels          the one of the two that WHEELS names;
 #   runtime         installs only those wheels into a venv on BASE_IMAGE (no index, no
 #                   compiler, no source tree), then runs as a non-root numeric user, so
@@ -24,18 +22,7 @@
 
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 ARG RUST_IMAGE=rust:1-slim-bookworm
-ARG NODE_IMAGE=node:22-bookworm-slim
 ARG WHEELS=source
-
-# ---------------------------------------------------------------- web
-# The review console's script (JSON Editor and the console, one file) is package data the
-# gateway serves: no browser loads anything from a CDN. Only the console's bundle is made here
-# (the browser tests' AG-UI client is not the image's).
-FROM ${NODE_IMAGE} AS web
-WORKDIR /src/web
-COPY web/package.json web/package-lock.json web/build.mjs ./
-COPY web/src/ src/
-RUN npm ci --no-audit --no-fund --loglevel=error && node build.mjs console
 
 # ---------------------------------------------------------------- wheels-source
 # Bookworm's python3 is 3.11: the wheel is abi3 for 3.11 and newer.
@@ -53,7 +40,6 @@ COPY symfonic_stream/ symfonic_stream/
 # layout): the link's target comes too, so the link resolves in the build stage.
 COPY consumers/ consumers/
 COPY native/ native/
-COPY --from=web /src/symfonic_stream/gateway/static/console.js symfonic_stream/gateway/static/
 # The project wheel (setuptools-rust builds native/ into it) and a wheel for every runtime
 # dependency of the image's role, into /wheels.
 RUN /build/bin/pip wheel --wheel-dir /wheels ".[gateway,rocksdb]"

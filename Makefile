@@ -52,8 +52,8 @@ include mk/release.mk
 	broker-start broker-stop broker-status broker-logs
 
 help:
-	@echo "make venv          create $(VENV) and install the package with its dev extras (and make web)"
-	@echo "make web           bundle the review console and the tests' AG-UI client (npm, esbuild)"
+	@echo "make venv          create $(VENV) and install the package with its dev extras"
+	@echo "make web           bundle the review console (committed) and the tests' AG-UI client (npm, esbuild)"
 	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy + test (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
@@ -76,12 +76,14 @@ help:
 
 # --------------------------------------------------------------------------- venv
 
-venv: $(STAMP) web
+venv: $(STAMP)
 
 # The browser code, bundled by esbuild from npm's packages (web/package-lock.json): the review
-# console into the Python package (package data, so in the wheel `make wheel` builds: no
-# browser loads anything from a CDN), the stock @ag-ui/client into web/build/ for the browser
-# tests. Needs Node.js and npm (as `make schemas-check` does).
+# console into the Python package, the stock @ag-ui/client into web/build/ for the browser
+# tests. Needs Node.js and npm (as `make schemas-check` does). The console's bundle is
+# committed (package data: `pip install .` from a clone, the sdist, the wheel and the image all
+# carry it, with no npm): after a change under web/, `make web` and commit the bundle with it;
+# tests/packaging/test_console_bundle.py rebuilds it from the lock file and compares.
 WEB_BUNDLES := symfonic_stream/gateway/static/console.js web/build/agui-client.js
 web: $(WEB_BUNDLES)
 
@@ -148,7 +150,7 @@ test: venv lint schemas-check chart-check test-main test-cluster test-versions t
 
 # Every suite on the single broker with Kafka's default settings (the benchmark's own checks
 # and the fault table's other rows have their targets: test-bench, test-faults).
-test-main: venv
+test-main: venv web
 	$(call with_kafka,$(call pytest_run,main) $(parallel) $(PYTEST_ARGS),--fresh)
 
 # The benchmark's own checks (python -m bench --quick and each experiment, end to end): minutes

@@ -2,7 +2,7 @@
 # the chart's helm from mk/chart.mk).
 #
 #   wheel        dist/symfonic_stream-<version>-cp311-abi3-<platform>.whl, the extension and the
-#                review console's bundle (make web, through venv) inside
+#                review console's bundle (committed; make web remakes it) inside
 #   sdist        dist/symfonic_stream-<version>.tar.gz
 #   image-base   the base image from Debian's packages (mmdebstrap; made once, then kept)
 #   image        the image from the wheel (buildah), then run: tests/integration/test_image.py
@@ -41,7 +41,7 @@ wheel: venv
 	  { echo "make: $$wheel has no native extension (is cargo on PATH?)" >&2; exit 1; }; \
 	$(BIN)/python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in \
 	  zipfile.ZipFile(sys.argv[1]).namelist())' "$$wheel" symfonic_stream/gateway/static/console.js || \
-	  { echo "make: $$wheel has no review console bundle (make web)" >&2; exit 1; }; \
+	  { echo "make: $$wheel has no review console bundle (git checkout it, or make web)" >&2; exit 1; }; \
 	echo "make: $$wheel ($$(stat -c %s "$$wheel") bytes, the native extension and the console's bundle inside)"
 
 sdist: venv

@@ -1,15 +1,14 @@
-"""The distribution a user installs: one wheel with the native extension inside the package,
-a sdist that builds it wherever cargo is, and a loud pure-Python install where it is not.
+"""The distribution a user installs: one wheel with the native extension and the review
+console's script inside the package, a sdist that builds it wherever cargo is, and a loud
+pure-Python install where it is not.
 
-Each build runs on a copy of the sources a sdist would carry (so no ``build/`` left by an
-earlier build can leak into the wheel), with cargo's target directory shared with the
+Each build runs on a fresh clone's files (so no ``build/``, extension or ignored bundle left
+by an earlier build can leak into the wheel), with cargo's target directory shared with the
 checkout's, so an unchanged crate is linked, not compiled again. No broker.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -19,32 +18,27 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.packaging.sources import (
+    ROOT,
+    build_env,
+    fresh_clone,
+    pip_install,
+    venv_with_dependencies,
+)
+
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 #: The extension inside the package, as the stable ABI names it.
 EXTENSION = "symfonic_stream/_native.abi3.so"
-CARGO_HOME_BIN = Path.home() / ".cargo" / "bin"
+#: The review console's script: committed, so every build carries it without npm.
+CONSOLE = "symfonic_stream/gateway/static/console.js"
 
 
 def _sources(into: Path) -> Path:
-    """The files a build reads, copied to ``into``."""
-    into.mkdir(exist_ok=True)
-    for name in ("pyproject.toml", "README.md", "MANIFEST.in", "LICENSE", "CHANGELOG.md"):
-        if (ROOT / name).exists():
-            shutil.copy(ROOT / name, into / name)
-    ignore = shutil.ignore_patterns("target", "__pycache__", "*.so", "*.pyc")
-    shutil.copytree(ROOT / "symfonic_stream", into / "symfonic_stream", ignore=ignore)
-    shutil.copytree(ROOT / "native", into / "native", ignore=ignore)
-    return into
+    return fresh_clone(into)
 
 
 def _env(*, cargo: bool) -> dict[str, str]:
-    env = {**os.environ, "CARGO_TARGET_DIR": str(ROOT / "native" / "target")}
-    paths = [*env["PATH"].split(os.pathsep), str(CARGO_HOME_BIN)]
-    if not cargo:
-        paths = [p for p in paths if not (Path(p) / "cargo").exists()]
-    env["PATH"] = os.pathsep.join(paths)
-    return env
+    return build_env(cargo=cargo)
 
 
 def _pip_wheel(source: str | Path, out: Path, *, cargo: bool = True) -> Path:
@@ -61,17 +55,10 @@ def _pip_wheel(source: str | Path, out: Path, *, cargo: bool = True) -> Path:
 
 def _version_output(wheel: Path, into: Path) -> str:
     """``symfonic-stream --version`` after ``pip install --no-deps WHEEL`` into a fresh venv
-    whose dependencies are the test venv's (a ``.pth`` naming its site-packages: that
-    directory's own ``.pth`` files, the checkout's editable install among them, stay unread)."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(into)], check=True)
-    python = into / "bin" / "python"
+    with the test venv's dependencies."""
+    python = venv_with_dependencies(into)
+    pip_install(python, wheel, build_env(), into)
     [site] = (into / "lib").glob("python3.*/site-packages")
-    [deps] = [p for p in map(Path, sys.path) if p.name == "site-packages"]
-    (site / "dependencies.pth").write_text(f"{deps}\n")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-         "--disable-pip-version-check", str(wheel)], check=True, timeout=120,
-    )
     where = subprocess.run(
         [python, "-c", "import symfonic_stream; print(symfonic_stream.__file__)"],
         capture_output=True, text=True, check=True, cwd=into,
@@ -97,7 +84,7 @@ def test_the_wheel_carries_the_extension_inside_the_package(wheel: Path) -> None
         metadata = archive.read(f"symfonic_stream-{VERSION}.dist-info/METADATA").decode()
     assert EXTENSION in names
     for data in ("symfonic_stream/py.typed", "symfonic_stream/_native.pyi",
-                 "symfonic_stream/gateway/static/index.html",
+                 "symfonic_stream/gateway/static/index.html", CONSOLE,
                  f"symfonic_stream-{VERSION}.dist-info/licenses/LICENSE"):
         assert data in names
     tops = {n.split("/", 1)[0] for n in names}
@@ -138,8 +125,8 @@ def test_the_sdist_carries_the_crate_and_builds_the_extension(tmp_path: Path) ->
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     for needed in ("native/Cargo.toml", "native/Cargo.lock", "native/src/lib.rs",
                    "native/src/batch.rs", "symfonic_stream/_native.pyi", "pyproject.toml",
-                   "LICENSE", "CHANGELOG.md"):
+                   "LICENSE", "CHANGELOG.md", CONSOLE, "web/package-lock.json"):
         assert needed in names
     assert not any(n.startswith("native/target") or n.endswith(".so") for n in names)
     with zipfile.ZipFile(_pip_wheel(sdist, tmp_path / "wheel")) as archive:
-        assert EXTENSION in archive.namelist()
+        assert EXTENSION in archive.namelist() and CONSOLE in archive.namelist()
