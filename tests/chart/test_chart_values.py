@@ -168,7 +168,41 @@ def test_dockerfile_final_stage() -> None:
     for tool in ("gcc", "build-essential", "apt-get install"):
         assert tool not in final
     assert re.search(r"^ARG BASE_IMAGE=python:3\.11-slim", text, re.M)
-    # the console's bundle, the wheels built from source or taken from the context, the one
-    # chosen, the runtime
-    assert text.count("\nFROM ") == 5
+    # the wheels built from source or taken from the context, the one chosen, the runtime;
+    # the console's bundle is committed package data: no stage needs npm
+    assert text.count("\nFROM ") == 4
+    assert "npm" not in text and "node" not in text.lower().replace("nodes", "")
     assert "import symfonic_stream._native" in final  # the native extension is installed
+
+
+def _routed(path: str, rules: list[dict[str, str]]) -> bool:
+    """Whether an Ingress with ``rules`` sends ``path`` to its backend (Kubernetes'
+    matching: Exact the whole path, Prefix whole path elements)."""
+    for rule in rules:
+        kind, prefix = rule.get("pathType", "Prefix"), rule["path"]
+        if kind == "Exact" and path == prefix:
+            return True
+        if kind == "Prefix" and (prefix == "/" or path == prefix
+                                 or path.startswith(prefix.rstrip("/") + "/")):
+            return True
+    return False
+
+
+def test_the_ingress_routes_every_path_the_gateway_serves_by_default() -> None:
+    """gateway.ingress.paths against the gateway's own routes (its page, the console and
+    its script, the runs' streams, the tickets' API): a route the Ingress does not send
+    to the gateway is one a browser behind it cannot reach."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from starlette.routing import Route
+
+    from symfonic_stream.gateway.app import GatewayState, create_app
+
+    app = create_app(cast(GatewayState, SimpleNamespace(settings=Settings())))
+    served = [re.sub(r"\{[^}]*\}", "x", route.path) for route in app.routes
+              if isinstance(route, Route)]
+    assert {"/", "/review", "/static/console.js", "/v1/runs/x/events"} <= set(served)
+    rules = DEFAULTS["gateway"]["ingress"]["paths"]
+    assert [path for path in served if not _routed(path, rules)] == []
+    assert not _routed("/metrics", rules)  # the probes' port is another Service's
