@@ -40,7 +40,7 @@ from symfonic_stream.models.stream_event import (
 )
 from symfonic_stream.sdk.reader import RunRecord
 
-__all__ = ["RunRenderer", "format_ts", "render_records"]
+__all__ = ["RunRenderer", "format_ts", "question_text", "render_records"]
 
 #: Long tool results and payloads are cut: a terminal is for reading, --json for data.
 MAX_VALUE_CHARS = 400
@@ -181,7 +181,7 @@ class RunRenderer:
             (f" [{event.interrupt_id}] expires {format_ts(event.expires_at)}", _STYLE_META),
         )
         for question in event.questions or ["(no questions)"]:
-            self._line(("  ? ", _STYLE_PAUSE), _question(question))
+            self._line(("  ? ", _STYLE_PAUSE), question_text(question))
 
     def _interrupt(self, event: InterruptEvent) -> None:
         self._line(
@@ -252,7 +252,7 @@ _TYPED: dict[type[Any], Callable[[RunRenderer, Any], None]] = {
 }
 
 
-def _question(question: Any) -> str:
+def question_text(question: Any) -> str:
     """A question as the kernel sent it: text plus options when it has that shape."""
     if isinstance(question, dict) and isinstance(question.get("question"), str):
         text: str = question["question"]

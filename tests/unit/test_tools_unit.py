@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import re
+from typing import Any
 
 import orjson
 import pytest
@@ -180,3 +182,78 @@ def test_the_demo_tells_steady_latency_from_start_up_and_gap_held() -> None:
     stats.gaps_read["damaged"] = 1013.0  # the gap was written: later events wait no more
     assert phase("damaged", 7, 1012.9) == "behind a gap"
     assert phase("damaged", 9, 1013.5) == "steady"
+
+
+def _demo_read_back(*, keep_running: bool = False, keep_topics: bool = False) -> Any:
+    """A demo's context as after its runs: 2 runs, one event re-sent, one lost; the typed
+    projector also dropped one event that came after its gap (its counter says 2)."""
+    from collections import Counter
+
+    from rich.console import Console
+
+    from symfonic_stream.config import Settings
+    from symfonic_stream.tools.demo.context import DemoContext, DemoOptions, OutputStats
+
+    options = DemoOptions(runs=2, keep_running=keep_running, keep_topics=keep_topics)
+    settings = Settings(topic_prefix="symfonic-demo-20261204-021856",
+                        bootstrap_servers="127.0.0.1:9092")
+    ctx = DemoContext(options, settings, Console(width=80), consumers=["typed", "chunks"])
+    ctx.run_ids, ctx.lost, ctx.bad_published, ctx.complete = ["demo-7-00000", "demo-7-00001"], \
+        {"demo-7-00001": 3}, 3, True
+    ctx.events = [{"run_id": "demo-7-00000", "index": i, "kind": "text_delta"}
+                  for i in (0, 1, 1, 2)]
+    for topic in ctx.output_topics:
+        stats = OutputStats(by_type=Counter({"text_delta": 1234, "gap": 1,
+                                             "end_completed": 2}),
+                            ended={"demo-7-00000", "demo-7-00001"})
+        stats.latencies["steady"] = [0.012, 0.020, 1.5]
+        ctx.outputs[topic] = stats
+    ctx.metrics = {"typed": 'symfonic_stream_duplicates_total{consumer="typed"} 2.0\n',
+                   "chunks": 'symfonic_stream_duplicates_total{consumer="chunks"} 1.0\n'}
+    ctx.dead_letters = Counter({"invalid_json": 3, "invalid_event": 3, "key_mismatch": 3})
+    ctx.metrics_ports = {"typed": 41001, "chunks": 41002, "gateway": 41005}
+    ctx.gateway_urls = ["http://127.0.0.1:8400/review?access_token=x"]
+    ctx.rendered_run = "demo-7-00000"
+    return ctx
+
+
+def test_the_demo_summary_fits_80_columns_and_says_what_each_figure_is() -> None:
+    from symfonic_stream.tools.demo.report import summary
+
+    lines = summary(_demo_read_back())
+    assert max(len(line) for line in lines) <= 80
+    text = "\n".join(lines)
+    row = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines
+           if line.startswith("  ") and len(line.split()) > 2}
+    assert row["re-sent events dropped (each written once)"] == ["1", "1"]
+    # the guard counts a late event as a duplicate too: told apart from the re-sent ones
+    assert row["late events dropped (came after their gap)"] == ["1", "0"]
+    assert row["records written"] == ["1,237", "1,237"]
+    assert row["runs ended"] == ["2/2", "2/2"]
+    assert "1 of the events were re-sent" in text and "gap record says what is missing" in text
+    assert "from an event's timestamp" in text and "Not the benchmark's figures" in text
+    assert row["steady, median (p50)"] == ["20", "ms"] and "1,500 ms" in text
+    assert "invalid_event 3, invalid_json 3, key_mismatch 3" in " ".join(text.split())
+    assert not re.search(r"\b1\d{9}\.\d", text)  # no Unix seconds shown as a time
+
+
+def test_the_demo_ends_with_what_still_runs_and_the_next_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from symfonic_stream.tools.demo.report import closing
+
+    monkeypatch.delenv("MAKELEVEL", raising=False)
+    stopped = closing(_demo_read_back(), keeping=False)
+    assert "Stopped" in stopped[0] and "are deleted" in " ".join(stopped)
+    assert stopped[-1].endswith(" demo --keep-running")
+    assert "symfonic-stream" in stopped[-1]
+    monkeypatch.setenv("MAKELEVEL", "1")  # run by `make demo`: its broker goes with it
+    assert closing(_demo_read_back(), keeping=False)[-1] == (
+        "  make demo DEMO_ARGS=--keep-running")
+    running = closing(_demo_read_back(keep_running=True), keeping=True)
+    text = "\n".join(running)
+    assert "Still running until Ctrl-C" in text and "port 41005" in text
+    assert "  http://127.0.0.1:8400/review?access_token=x" in running
+    assert "  export SYMFONIC_TOPIC_PREFIX=symfonic-demo-20261204-021856" in running
+    assert running[-1].endswith("symfonic-stream tail demo-7-00000")
+    assert max(len(line) for line in running if "access_token" not in line) <= 80

@@ -35,8 +35,9 @@ class DemoOptions:
     rate: float = 1000.0
     #: Records of events published this soon after the first are the start-up's.
     startup_s: float = 2.0
-    delete_topics: bool = False
-    #: Leave the consumers running after the summary (to scrape /metrics) until Ctrl-C.
+    #: Leave the demo's topics behind (it deletes them at the end otherwise).
+    keep_topics: bool = False
+    #: Leave the consumers and the gateway running after the summary, until Ctrl-C.
     keep_running: bool = False
 
 
@@ -82,7 +83,11 @@ class DemoContext:
     #: answered through its console and the run then finished (:mod:`.review`).
     gateway_port: int | None = None
     gateway_key: str | None = None
+    #: The gateway's page for a run and its review console, with a reviewer's token.
+    gateway_urls: list[str] = field(default_factory=list)
     review_loop_closed: bool = False
+    #: The run the demo rendered (the closing names it for `tail`).
+    rendered_run: str | None = None
 
     def phase(self, envelope: dict[str, Any], stats: OutputStats) -> str:
         """Which of :data:`PHASES` an output envelope (read back into ``stats``) is in."""

@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+import orjson
+
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
+from symfonic_stream.tools.render import question_text
 
 if TYPE_CHECKING:
     from symfonic_stream.tools.demo.context import DemoContext
@@ -29,20 +32,23 @@ async def answer_a_pause(ctx: DemoContext) -> None:
         if ticket is None:
             console.print(f"  no ticket reached {ctx.names.human_queue(QUEUE)}")
             return
-        console.print(
-            f"  ticket {ticket.ticket_id} on {ctx.names.human_queue(QUEUE)}: run {ticket.run_id}, "
-            f"{ticket.kind} {ticket.name!r}"
-        )
+        what = ticket.kind if ticket.name == ticket.kind else f"{ticket.kind} {ticket.name!r}"
+        console.print(f"  ticket {ticket.ticket_id} on {ctx.names.human_queue(QUEUE)}:",
+                      markup=False, soft_wrap=True)
+        console.print(f"    run {ticket.run_id} asks ({what})", markup=False)
         for question in ticket.questions or []:
-            console.print(f"    question: {question}")
+            console.print(f"    ? {question_text(question)}", markup=False, soft_wrap=True)
         answer = {"approved": True, "note": "looks fine"}
         first = await r.answer(ticket, answer, responder="demo-reviewer")
         await r.commit()
         verdict = "accepted" if first.accepted else f"rejected ({first.reason})"
-        console.print(f"  answer {answer} → {verdict}; resume keyed by run {ticket.run_id}")
+        console.print(f"  answer {orjson.dumps(answer).decode()} → {verdict}, a resume for "
+                      "the kernel", markup=False, soft_wrap=True)
         second = await r.answer(ticket, {"approved": False}, responder="second-reviewer")
-        verdict = "accepted" if second.accepted else f"rejected: {second.reason} ({second.detail})"
-        console.print(f"  a second answer → {verdict}")
+        # (the reason only: its detail names the first answer's time in Unix seconds)
+        verdict = ("accepted" if second.accepted
+                   else f"rejected: {second.reason} (the first answer stands)")
+        console.print(f"  a second answer → {verdict}", markup=False)
 
 
 async def _first_ticket(reviewer: Reviewer, timeout_s: float) -> Ticket | None:

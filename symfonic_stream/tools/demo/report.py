@@ -1,13 +1,22 @@
-"""What the demo prints at the end: the summary table and one run rendered as text."""
+"""What the demo prints at the end: the summary, one run rendered as text, and the closing
+(what still runs, and the next command to type).
+
+The summary is plain lines of at most :data:`WIDTH` columns (a terminal's default): every
+figure on a row of its own, named in words a reader reads once, with what it means beside it
+or under it. Times are times; counts carry thousands separators.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
+import sys
+import textwrap
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING
-
-from rich.table import Table
 
 from symfonic_stream.sdk.reader import RunReader
 from symfonic_stream.tools.render import RunRenderer
@@ -15,6 +24,10 @@ from symfonic_stream.tools.render import RunRenderer
 if TYPE_CHECKING:
     from symfonic_stream.tools.demo.context import DemoContext
 
+#: The widest line the summary and the closing print (URLs with a token excepted).
+WIDTH = 80
+#: Row labels, then one column per output (right-aligned).
+_LABEL, _COLUMN = 50, 11
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -39,75 +52,98 @@ def metric_total(text: str, name: str, consumer: str) -> float | None:
 
 
 def _ms(seconds: float | None) -> str:
-    return "n/a" if seconds is None else f"{seconds * 1000:.0f} ms"
+    return "n/a" if seconds is None else f"{seconds * 1000:,.0f} ms"
 
 
-def _reading(ctx: DemoContext) -> str:
-    """How to read the outputs table's columns, under it."""
-    return (
-        "re-sent dropped: inputs the kernel sent twice, dropped by the projector's ordering "
-        "guard (no output is ever written twice). Latency: kernel timestamp (stamped at "
-        f"publish, {ctx.options.rate:g} events/s) to the output record read back; steady: "
-        f"after the first {ctx.options.startup_s:g} s of publishing (start-up: the "
-        "consumers' first fetches and transactions) and not behind a lost event (those wait "
-        f"for the {ctx.options.gap_timeout_s:g} s gap timeout)"
-    )
+def _row(label: str, values: list[str]) -> str:
+    return f"  {label:<{_LABEL}}" + "".join(f"{v:>{_COLUMN}}" for v in values)
+
+
+def _words(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent,
+                         break_on_hyphens=False)
+
+
+def summary(ctx: DemoContext) -> list[str]:
+    """The summary's lines: what went in, what came out, how long it took."""
+    published = len(ctx.events)
+    resent = published - len({(e["run_id"], e["index"]) for e in ctx.events})
+    options = ctx.options
+    lines = [*_words(f"In: {len(ctx.run_ids):,} runs, {published:,} events, on "
+                     f"{ctx.names.agent_events}"),
+             *_words(f"{resent:,} of the events were re-sent: a kernel that is not sure an "
+                     "event was written sends it again.", "  "),
+             *_words(f"{len(ctx.lost):,} runs each lost one event on purpose: their later "
+                     f"events wait for the {options.gap_timeout_s:g} s gap timeout, then "
+                     "a gap record says what is missing.", "  "),
+             *_words(f"{ctx.bad_published} bad records: not JSON, an index that is a string, "
+                     "a key that is not the run id.", "  "),
+             ""]
+    shown = [(topic, consumer) for topic, consumer in ctx.output_topics.items()
+             if topic in ctx.outputs]
+    names = [consumer for _, consumer in shown]
+    lines += [_row("Out, read back as a reader reads (committed)", names),
+              *_outputs(ctx, shown, resent), ""]
+    lines += _latency(ctx, shown, names)
+    lines += ["", _row("Records out, by type", names)]
+    for kind in sorted({kind for topic, _ in shown for kind in ctx.outputs[topic].by_type}):
+        counts = [ctx.outputs[topic].by_type.get(kind, 0) for topic, _ in shown]
+        lines.append(_row(f"  {kind}", [f"{n:,}" if n else "" for n in counts]))
+    letters = Counter(ctx.dead_letters)
+    lines += ["", *_words("Dead letters (each bad record once per consumer of the raw topic, "
+                          f"on {ctx.names.dead_letter}): "
+                          + (", ".join(f"{reason} {n}" for reason, n in sorted(letters.items()))
+                             or "none"))]
+    if not ctx.complete:
+        lines.append(f"NOT every run ended within {options.timeout_s:g} s.")
+    return lines
+
+
+def _outputs(ctx: DemoContext, shown: list[tuple[str, str]], resent: int) -> list[str]:
+    runs = len(ctx.run_ids)
+    rows: list[tuple[str, list[str]]] = [("records written", []), ("runs ended", []),
+                                         ("re-sent events dropped (each written once)", []),
+                                         ("late events dropped (came after their gap)", []),
+                                         ("gaps (lost events reported, never invented)", [])]
+    for topic, consumer in shown:
+        stats = ctx.outputs[topic]
+        # The guard counts both kinds of drop as duplicates: an index already released (a
+        # re-sent event) and one a gap already covered (late). What was re-sent is known.
+        dropped = metric_total(ctx.metrics.get(consumer, ""),
+                               "symfonic_stream_duplicates_total", consumer)
+        rows[0][1].append(f"{sum(stats.by_type.values()):,}")
+        rows[1][1].append(f"{len(stats.ended):,}/{runs:,}")
+        rows[2][1].append("n/a" if dropped is None else f"{min(int(dropped), resent):,}")
+        rows[3][1].append("n/a" if dropped is None else f"{max(0, int(dropped) - resent):,}")
+        rows[4][1].append(f"{stats.by_type.get('gap', 0):,}")
+    return [_row(label, values) for label, values in rows]
+
+
+def _latency(ctx: DemoContext, shown: list[tuple[str, str]], names: list[str]) -> list[str]:
+    options = ctx.options
+    phases = (("steady, median (p50)", "steady", 0.5), ("steady, p99", "steady", 0.99),
+              (f"in the first {options.startup_s:g} s (start-up), p99", "start-up", 0.99),
+              ("behind a lost event, median", "behind a gap", 0.5))
+    lines = [*_words("Latency: from an event's timestamp, stamped as it is published "
+                     f"({options.rate:,.0f} events/s), to its output record read back "
+                     "committed."),
+             _row("", names)]
+    for label, phase, q in phases:
+        lines.append(_row(label, [_ms(percentile(ctx.outputs[t].latencies[phase], q))
+                                  for t, _ in shown]))
+    lines += _words("Start-up is the consumers' first fetches and transactions; behind a "
+                    "lost event waits for the gap timeout. Not the benchmark's figures "
+                    "(tens of ms: docs/benchmarks.md): there one projector runs alone on a "
+                    "stream in the kernel's order; here four consumers, the gateway, the "
+                    "publisher and this reader share the machine, and the stream is "
+                    "reordered on purpose (an event that comes early waits for the ones "
+                    "before it).")
+    return lines
 
 
 def print_summary(ctx: DemoContext) -> None:
-    console = ctx.console
-    published = len(ctx.events)
-    unique = len({(e["run_id"], e["index"]) for e in ctx.events})
-    head = Table(show_header=False, box=None, pad_edge=False)
-    head.add_row("topic prefix", ctx.settings.topic_prefix)
-    head.add_row("runs", str(len(ctx.run_ids)))
-    head.add_row("events published", f"{published} ({published - unique} re-sent duplicates)")
-    head.add_row("bad records published", str(ctx.bad_published))
-    console.print(head)
-
-    table = Table(title="outputs, read back read_committed", title_justify="left")
-    for column in ("consumer", "records", "runs ended", "re-sent dropped", "gaps",
-                   "steady p50", "steady p99", "start-up p99", "behind a gap p50"):
-        table.add_column(column, justify="left" if column == "consumer" else "right")
-    types = Table(title="records out by type", title_justify="left")
-    types.add_column("type")
-    shown = [(t, c) for t, c in ctx.output_topics.items() if t in ctx.outputs]
-    for topic, consumer in shown:
-        stats = ctx.outputs[topic]
-        types.add_column(consumer, justify="right")
-        duplicates = metric_total(
-            ctx.metrics.get(consumer, ""), "symfonic_stream_duplicates_total", consumer
-        )
-        table.add_row(
-            consumer,
-            str(sum(stats.by_type.values())),
-            f"{len(stats.ended)}/{len(ctx.run_ids)}",
-            "n/a" if duplicates is None else str(int(duplicates)),
-            str(stats.by_type.get("gap", 0)),
-            _ms(percentile(stats.latencies["steady"], 0.5)),
-            _ms(percentile(stats.latencies["steady"], 0.99)),
-            _ms(percentile(stats.latencies["start-up"], 0.99)),
-            _ms(percentile(stats.latencies["behind a gap"], 0.5)),
-        )
-    for name in sorted({name for t, _ in shown for name in ctx.outputs[t].by_type}):
-        types.add_row(name, *(str(ctx.outputs[t].by_type.get(name, 0) or "") for t, _ in shown))
-    console.print(table)
-    console.print(_reading(ctx), style="dim", soft_wrap=True)
-    console.print(types)
-    letters = Counter(ctx.dead_letters)
-    console.print(
-        "dead letters: "
-        + (", ".join(f"{reason} {n}" for reason, n in sorted(letters.items())) or "none")
-        + f" (on {ctx.names.dead_letter}, from every consumer)",
-        soft_wrap=True,
-    )
-    for consumer, port in ctx.metrics_ports.items():
-        console.print(f"metrics of {consumer}: http://127.0.0.1:{port}/metrics")
-    console.print(f"consumer logs: {ctx.log_dir}")
-    if not ctx.complete:
-        console.print(
-            f"[bold red]not every run ended within {ctx.options.timeout_s:g} s[/]"
-        )
+    for line in summary(ctx):
+        ctx.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _pick_run(ctx: DemoContext) -> str | None:
@@ -134,17 +170,53 @@ async def render_run(ctx: DemoContext) -> None:
     run_id = _pick_run(ctx)
     if run_id is None or not ctx.output_topics:
         return
+    ctx.rendered_run = run_id
     renderer = RunRenderer(ctx.console)
     async with RunReader(run_id, ctx.settings, idle_timeout_s=15) as reader:
         async for record in reader:
             renderer.render(record)
     renderer.finish()
-    if ctx.options.delete_topics:
-        return
-    ctx.console.print(
-        f"(the same with: SYMFONIC_TOPIC_PREFIX={ctx.settings.topic_prefix} "
-        f"symfonic-stream tail {run_id})",
-        style="dim",
-        markup=False,
-        soft_wrap=True,
-    )
+
+
+def command_path() -> str:
+    """How a person types this program again: ``.venv/bin/symfonic-stream`` (relative when
+    it lies under the working directory), ``symfonic-stream`` when that is what PATH finds."""
+    script = Path(sys.executable).parent / "symfonic-stream"
+    found = shutil.which("symfonic-stream")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "symfonic-stream"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
+
+
+def closing(ctx: DemoContext, *, keeping: bool) -> list[str]:
+    """The last lines: what still runs (``keeping``: until Ctrl-C) and what to type next."""
+    exe, prefix = command_path(), ctx.settings.topic_prefix
+    kept = keeping or ctx.options.keep_topics
+    topics = (f"the demo's topics ({prefix}.*) stay" if ctx.options.keep_topics else
+              f"the demo's topics ({prefix}.*) are deleted" + (" then" if keeping else ""))
+    if not keeping:
+        lines = [*_words("Stopped: the consumers and the gateway the demo started; "
+                         f"{topics}.")]
+    else:
+        lines = [*_words("Still running until Ctrl-C (which stops them; "
+                         f"{topics}):"),
+                 *_words(", ".join(f"{name} (/metrics on port {port})"
+                                   for name, port in ctx.metrics_ports.items()), "  ")]
+        if ctx.gateway_urls:
+            lines += ["  the gateway, tenant acme's token in each URL: a run live, and the "
+                      "review", "  console (open them in a browser):",
+                      *(f"  {url}" for url in ctx.gateway_urls)]
+    if kept:
+        lines += ["Next, in another terminal, with the demo's topics:",
+                  f"  export SYMFONIC_BOOTSTRAP_SERVERS={ctx.settings.bootstrap_servers}",
+                  f"  export SYMFONIC_TOPIC_PREFIX={prefix}",
+                  f"  {exe} tail {ctx.rendered_run or ctx.run_ids[0]}"]
+    if not keeping:
+        again = ("make demo DEMO_ARGS=--keep-running" if "MAKELEVEL" in os.environ
+                 else f"{exe} demo --keep-running")
+        lines += ["To keep everything running after the summary, to look around:",
+                  f"  {again}"]
+    return lines

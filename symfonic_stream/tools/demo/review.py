@@ -76,9 +76,11 @@ async def answer_through_the_console(ctx: DemoContext) -> None:
             ctx.console.print("  [red]the ticket never reached the console[/]")
             ended.cancel()
             return
-        ctx.console.print(f"  console: ticket {ticket['ticket']['ticket_id']} on queue "
-                          f"{ticket['ticket']['queue']}, no token shown: "
-                          f"{'token' not in ticket['ticket']}")
+        ctx.console.print(f"  the console lists ticket {ticket['ticket']['ticket_id']} (queue "
+                          f"{ticket['ticket']['queue']}),")
+        ctx.console.print("  without the ticket's token (it never reaches a browser)"
+                          if "token" not in ticket["ticket"]
+                          else "  [red]WITH the ticket's token[/]: it must never be shown")
         for action, body in (("claim", {}), ("answer", {"answer": {"approved": True,
                                                                    "note": "within budget"}})):
             status, verdict = await _post(port, bearer, f"/v1/reviews/tickets/"

@@ -25,19 +25,20 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.errors import KafkaError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings
-from symfonic_stream.kafka.admin import ensure_topics
-from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
+from symfonic_stream.kafka.admin import Admin, ensure_topics
+from symfonic_stream.kafka.clients import client_kwargs, plain_producer_kwargs
+from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.runtime.workers import free_port
 from symfonic_stream.sdk.publisher import EventPublisher
 from symfonic_stream.tools.demo.context import DemoContext, DemoOptions, OutputStats
 from symfonic_stream.tools.demo.pauses import answer_a_pause
-from symfonic_stream.tools.demo.report import print_summary, render_run
+from symfonic_stream.tools.demo.report import closing, print_summary, render_run
 from symfonic_stream.tools.demo.review import (
     AUDIENCE,
     answer_through_the_console,
@@ -102,10 +103,7 @@ async def start_consumers(ctx: DemoContext) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"consumer {consumer} not ready after 90 s")
             await asyncio.sleep(0.3)
-        ctx.console.print(
-            f"  {consumer} ready (pid {ctx.processes[consumer].pid}), "
-            f"metrics on http://127.0.0.1:{port}/metrics"
-        )
+        ctx.console.print(f"  {consumer} ready (pid {ctx.processes[consumer].pid})")
 
 
 async def start_gateway(ctx: DemoContext) -> None:
@@ -143,16 +141,12 @@ async def start_gateway(ctx: DemoContext) -> None:
     ctx.gateway_port, ctx.gateway_key = port, key
     lifetime_s = ctx.settings.gateway_jwt_max_lifetime_s
     reader = reviewer_token(key, lifetime_s, reviews=False)
-    ctx.console.print(f"  gateway ready (pid {process.pid}); watch a run live in a browser:")
-    ctx.console.print(f"  open http://127.0.0.1:{port}/?run={_run_id(ctx.options, 0)}"
-                      f"&access_token={reader}", markup=False, soft_wrap=True)
-    ctx.console.print("  the review console (tenant acme; the token in the fragment, which "
-                      "the browser never sends):")
-    ctx.console.print(f"  open http://127.0.0.1:{port}/review#access_token="
-                      f"{reviewer_token(key, lifetime_s)}", markup=False, soft_wrap=True)
-    if not ctx.options.keep_running:
-        ctx.console.print("  (the gateway stops with the demo; --keep-running keeps it)",
-                          style="dim")
+    # (the console's token in the fragment, which the browser never sends)
+    ctx.gateway_urls = [f"http://127.0.0.1:{port}/?run={_run_id(ctx.options, 0)}"
+                        f"&access_token={reader}",
+                        f"http://127.0.0.1:{port}/review#access_token="
+                        f"{reviewer_token(key, lifetime_s)}"]
+    ctx.console.print(f"  gateway ready (pid {process.pid}), on port {port}")
 
 
 async def publish_and_watch(ctx: DemoContext) -> None:
@@ -218,11 +212,12 @@ async def render_example(ctx: DemoContext) -> None:
     await render_run(ctx)
 
 
-async def keep_running(ctx: DemoContext) -> None:
-    if not ctx.options.keep_running:
-        return
-    ctx.console.print("the consumers keep running: scrape their /metrics; Ctrl-C stops them")
-    await asyncio.gather(*(process.wait() for process in ctx.processes.values()))
+async def finish(ctx: DemoContext) -> None:
+    """What still runs and the next command; with --keep-running, wait for Ctrl-C."""
+    for line in closing(ctx, keeping=ctx.options.keep_running):
+        ctx.console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if ctx.options.keep_running:
+        await asyncio.gather(*(process.wait() for process in ctx.processes.values()))
 
 
 STEPS: list[Step] = [
@@ -235,22 +230,30 @@ STEPS: list[Step] = [
     ("scrape metrics", scrape_metrics),
     ("summary", summarize),
     ("one run, rendered", render_example),
-    ("done", keep_running),
+    ("done", finish),
 ]
 
 
 async def run_demo(options: DemoOptions, settings: Settings, console: Console) -> DemoContext:
-    """Run every step; consumers started here are always stopped, whatever happened."""
+    """Run every step; consumers started here are always stopped, whatever happened, and the
+    topics deleted unless kept (SIGTERM, like Ctrl-C, ends the steps and does both)."""
     prefix = options.prefix or f"symfonic-demo-{time.strftime('%Y%m%d-%H%M%S')}"
     ctx = DemoContext(options, settings.model_copy(update={"topic_prefix": prefix}), console)
+    loop, main = asyncio.get_running_loop(), asyncio.current_task()
+    if main is not None:
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
     try:
         for title, step in STEPS:
             console.rule(title, align="left")
             await step(ctx)
     finally:
+        loop.remove_signal_handler(signal.SIGTERM)
         await stop_consumers(ctx)
-        if options.delete_topics:
+        if not options.keep_topics:
             await delete_demo_topics(ctx)
+            if options.keep_running:  # (the closing said so otherwise)
+                console.print(f"stopped; the demo's topics ({prefix}.*) are deleted",
+                              markup=False)
     return ctx
 
 
@@ -268,12 +271,14 @@ async def stop_consumers(ctx: DemoContext) -> None:
 
 
 async def delete_demo_topics(ctx: DemoContext) -> None:
-    admin = AIOKafkaAdminClient(**admin_kwargs(ctx.settings))
-    await admin.start()
+    """Every topic of the demo's prefix (a broker already gone leaves them, said so)."""
+    names = [spec.name for spec in required_topics(ctx.settings)]
     try:
-        await admin.delete_topics([spec.name for spec in required_topics(ctx.settings)])
-    finally:
-        await admin.close()
+        async with Admin(ctx.settings) as admin:
+            await admin.call("deleting the demo's topics", lambda c: c.delete_topics(names))
+    except (KafkaError, KafkaUnavailable, OSError) as exc:
+        ctx.console.print(f"the demo's topics were not deleted: {exc}", markup=False,
+                          soft_wrap=True)
 
 
 # -- helpers -------------------------------------------------------------------------
