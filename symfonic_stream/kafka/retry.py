@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final, NoReturn, TypeVar
@@ -102,8 +103,12 @@ def error_text(error: BaseException) -> str:
     for a bootstrap that failed, what each address answered instead of aiokafka's list of
     address tuples."""
     name, text = type(error).__name__, str(error)
-    if _NO_BOOTSTRAP in text and _bootstrap_causes:
-        return "; ".join(f"{where}: {cause}" for where, cause in _bootstrap_causes.items())
+    if _NO_BOOTSTRAP in text:  # its addresses, as aiokafka's tuples: ('host', port, family)
+        tried = [f"{host}:{port}" for host, port in re.findall(r"\('([^']*)', (\d+)", text)]
+        causes = [f"{where}: {_bootstrap_causes[where]}" for where in tried
+                  if where in _bootstrap_causes]
+        if causes:
+            return "; ".join(causes)
     if not text:
         return name
     return text if text.startswith(name) else f"{name}: {text}"

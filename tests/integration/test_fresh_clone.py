@@ -19,6 +19,7 @@ from urllib.parse import urljoin
 import httpx
 
 from symfonic_stream.runtime.workers import free_port
+from tests.docs_blocks import command_block, commands
 from tests.packaging.sources import (
     NODE_TOOLS,
     ROOT,
@@ -34,6 +35,15 @@ from .harness import consumer_env, create_topics, unique_prefix
 BUNDLE = ROOT / "symfonic_stream" / "gateway" / "static" / "console.js"
 
 
+def test_the_install_blocks_are_what_this_test_runs() -> None:
+    """README.md's and install.md's install blocks: `pip install .`, then `--version` (run
+    below, the dependencies from the test venv instead of the index)."""
+    for page in ("README.md", "install.md"):
+        typed = [c.text.split("#")[0].split() for c in commands(command_block(page,
+                                                                           "pip install ."))]
+        assert typed == [["pip", "install", "."], ["symfonic-stream", "--version"]], page
+
+
 async def test_pip_install_from_a_fresh_clone_without_npm_serves_the_console(
     tmp_path: Path,
 ) -> None:
@@ -43,6 +53,11 @@ async def test_pip_install_from_a_fresh_clone_without_npm_serves_the_console(
     assert not any(shutil.which(tool, path=env["PATH"]) for tool in NODE_TOOLS)
     python = venv_with_dependencies(tmp_path / "venv")
     pip_install(python, ".", env, cwd=clone)  # the README's `pip install .`, offline
+    version = await asyncio.create_subprocess_exec(
+        str(tmp_path / "venv" / "bin" / "symfonic-stream"), "--version", cwd=tmp_path,
+        env=env, stdout=asyncio.subprocess.PIPE)
+    said, _ = await version.communicate()
+    assert said.decode().startswith("symfonic-stream ") and "json scan: native" in said.decode()
 
     prefix = unique_prefix()
     await create_topics(prefix, with_copier=False)

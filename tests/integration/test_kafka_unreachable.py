@@ -105,7 +105,7 @@ async def test_a_consumer_gives_up_after_the_startup_timeout_with_one_clear_mess
     [failure] = [line for line in _log_lines(consumer) if line.get("level") == "ERROR"]
     assert failure["message"] == "consumer cannot start"
     assert "SYMFONIC_STARTUP_TIMEOUT_S=4" in str(failure["error"])
-    assert "no answer from Kafka" in str(failure["error"])
+    assert "no answer in" in str(failure["error"])
     assert "exception" not in failure
 
 
@@ -122,8 +122,9 @@ async def test_topics_ensure_waits_for_kafka_then_creates_the_topics(
     assert process.stderr is not None
     waits: list[bytes] = []
     try:
-        # It says, once per attempt, that it waits; after three attempts it still runs.
-        while len(waits) < 3:
+        # It says once that it waits (a line every tenth attempt after: a terminal's
+        # command, or a Job that waits minutes), and goes on waiting.
+        while not waits:
             line = await asyncio.wait_for(process.stderr.readline(), 60)
             assert line, "topics ensure exited instead of waiting for Kafka"
             if b"waiting for Kafka" in line:
@@ -136,6 +137,7 @@ async def test_topics_ensure_waits_for_kafka_then_creates_the_topics(
             process.kill()
         await proxy.close()
     assert process.returncode == 0, err.decode()
-    assert [b"attempt 1 " in waits[0], b"attempt 3 " in waits[2]] == [True, True], waits
+    assert b"attempt 1 " in waits[0] and b"SYMFONIC_STARTUP_TIMEOUT_S=120" in waits[0], waits
+    assert b"Unable connect to" not in err  # aiokafka's own line, folded into ours
     assert b"Traceback" not in err
     assert f"created  {prefix}.agent-events" in out.decode()

@@ -1,12 +1,16 @@
 """The documentation's worked examples are run, not just read.
 
-docs/records.md's offline example (``symfonic-stream project``) is executed: its input files
-are written from the ``cat`` blocks, the command is run, and what it prints and the
-dead-letter file it writes must be exactly what the page shows. Every ``python`` block of
-the documentation is run too: here the publisher's without a broker (it must end in the
-message it promises, with nothing left open), and every one against the broker in
-tests/integration/test_docs_snippets_live.py; :func:`test_every_python_block_is_run` keeps
-that list whole.
+Every fenced block names its language, and every command block (``bash``, ``sh``,
+``console``) is run by a test, here or against the broker
+(tests/integration/test_docs_snippets_live.py, test_fresh_clone.py), or is one of the few
+in :data:`NOT_RUN`, each with the reason it cannot run here: :func:`test_every_command_block_
+is_run_or_listed` keeps both lists whole. A console block's shown output is held to what its
+commands print (tests/docs_blocks.py says how). Every ``python`` block is run too: here the
+publisher's without a broker (it must end in the message it promises, with nothing left
+open), and every one against the broker; :func:`test_every_python_block_is_run` keeps that
+list whole. docs/records.md's offline example (``symfonic-stream project``) is run with its
+input files written from the ``cat`` blocks, and what it prints and the dead-letter file it
+writes must be exactly what the page shows.
 """
 
 from __future__ import annotations
@@ -18,9 +22,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+from tests.docs_blocks import (
+    ROOT,
+    Session,
+    blocks,
+    command_block,
+    command_blocks,
+    tool_env,
+)
+
+DOCS = ROOT / "docs"
 RECORDS = DOCS / "records.md"
-ROOT = DOCS.parent
 #: Every page whose code a user may copy.
 PAGES = sorted([ROOT / "README.md", *DOCS.glob("*.md"), ROOT / "helm/symfonic-stream/README.md"])
 #: The python blocks the tests run, by (page, a line that names the block).
@@ -31,6 +43,51 @@ RUN_BLOCKS = {
     ("tools.md", 'async with ResumeReader("kernel-1", owner) as resumes:'),
     # Run by tests/unit/test_consumers.py and, on the broker, test_consumer_declared.py.
     ("engine.md", "from symfonic_stream.consumers import Consumer, Engine, Resources"),
+}
+_HERE = "tests/unit/test_docs_snippets.py"
+_LIVE = "tests/integration/test_docs_snippets_live.py"
+#: The command blocks the tests run: (page, a text naming the block) -> the test file that
+#: runs it (it names the block by the same text).
+RUN_COMMANDS = {
+    ("README.md", "make demo"): _LIVE,
+    ("README.md", ".venv/bin/symfonic-stream topics ensure"): _LIVE,
+    ("README.md", "pip install ."): "tests/integration/test_fresh_clone.py",
+    ("install.md", "pip install ."): "tests/integration/test_fresh_clone.py",
+    ("install.md", "_SYMFONIC_STREAM_COMPLETE=bash_source"): _HERE,
+    ("configuration.md", "symfonic-stream topics ensure"): _HERE,
+    ("security.md", "symfonic-stream acls --consumer pauses"): _HERE,
+    ("schemas.md", "symfonic-stream schemas check"): _HERE,
+    ("records.md", "symfonic-stream project"): _HERE,
+    ("engine.md", "symfonic-stream run typed &"): _LIVE,
+    ("gateway.md", "symfonic-stream gateway &"): _LIVE,
+    ("tools.md", "symfonic-stream publish runs.jsonl"): _LIVE,
+    ("tools.md", "symfonic-stream publish --json --dry-run"): _LIVE,
+    ("tools.md", "symfonic-stream tail golden-run --follow"): _LIVE,
+    ("tools.md", "symfonic-stream tail golden-run --json"): _LIVE,
+    ("tools.md", "symfonic-stream replay"): _LIVE,
+}
+_CLUSTER = ("needs a Kubernetes cluster (and the image in a registry); make chart-check "
+            "renders, lints and unit-tests the chart with these values' kind")
+#: The command blocks no test runs, and why: (page, a text naming the block, or None for
+#: every command block of the page) -> the reason.
+NOT_RUN = {
+    ("README.md", "make test"): "it is the test suite, this test included",
+    ("deploy.md", "docker build"): "needs Docker and a registry; make image builds this "
+                                   "Dockerfile (buildah) and runs the image (test_image.py)",
+    ("deploy.md", "helm install symfonic"): _CLUSTER,
+    ("deploy.md", "create secret generic"): _CLUSTER,
+    ("deploy.md", "gateway.enabled=true"): _CLUSTER,
+    ("deploy.md", "-f my-values.yaml"): _CLUSTER,
+    ("deploy.md", "helm uninstall"): _CLUSTER,
+    ("helm/symfonic-stream/README.md", "helm install symfonic"): _CLUSTER,
+    ("security.md", "auth-start"): "starts the authorizer broker; make test-acls runs the "
+                                   "same (tests/integration/test_acls_live.py)",
+    ("schemas.md", "make schemas-check"): "make test runs make schemas-check; make schemas "
+                                          "rewrites the checkout's files it checks",
+    ("dev-broker.md", None): "start and stop brokers of their own (ports, storage, the "
+                             "3-node cluster); make test runs scripts/kafka.sh so itself",
+    ("benchmarks.md", None): "minutes of load that prove nothing as a test (performance "
+                             "lives in bench/); make test-bench runs each one's quick form",
 }
 
 
@@ -45,7 +102,7 @@ def python_block(page: str, naming: str) -> str:
 
 
 def console_blocks(page: Path) -> list[str]:
-    return re.findall(r"```console\n(.*?)```", page.read_text(), flags=re.S)
+    return [b.text for b in blocks(page) if b.language == "console"]
 
 
 def split_session(block: str) -> list[tuple[str, list[str]]]:
@@ -133,3 +190,77 @@ def test_the_publisher_example_without_kafka_ends_in_its_message(tmp_path: Path)
     assert done.stderr.splitlines()[-1].startswith("Kafka did not answer: connecting to Kafka")
     assert "Traceback" not in done.stderr
     assert "Unclosed" not in done.stderr and "ResourceWarning" not in done.stderr
+
+
+def _page(path: str) -> str:
+    return path.removeprefix("docs/")
+
+
+def test_every_block_names_its_language() -> None:
+    """A fence says what it holds: a reader (and this test) knows a command from output."""
+    bare = [str(b) for page in PAGES for b in blocks(page) if not b.language]
+    assert bare == []
+
+
+def test_every_command_block_is_run_or_listed() -> None:
+    """Each command block is run by the test RUN_COMMANDS names (which names it by the same
+    text) or is in NOT_RUN with its reason; and each entry names a block that exists."""
+    found = command_blocks()
+    run = {command_block(page, naming): test for (page, naming), test in RUN_COMMANDS.items()}
+    unrun = {b for b in found for (page, naming) in NOT_RUN
+             if _page(b.page) == page and (naming is None or naming in b.text)}
+    for (page, naming) in NOT_RUN:
+        assert any(_page(b.page) == page and (naming is None or naming in b.text)
+                   for b in found), f"NOT_RUN names no block: {page} {naming}"
+    assert [str(b) for b in found if b not in run and b not in unrun] == []
+    assert [str(b) for b in run if b in unrun] == []
+    for (page, naming), test in RUN_COMMANDS.items():
+        assert naming in (ROOT / test).read_text(), f"{test} does not run {page}: {naming}"
+
+
+async def test_the_misspelt_setting_example(tmp_path: Path) -> None:
+    session = Session([command_block("configuration.md", "symfonic-stream topics ensure")],
+                      tmp_path, tool_env())
+    async with session:
+        session.check()
+
+
+async def test_the_acls_examples_print_kafka_acls_lines(tmp_path: Path) -> None:
+    session = Session([command_block("security.md", "symfonic-stream acls --consumer pauses")],
+                      tmp_path, tool_env())
+    async with session as ran:
+        session.check()
+    for step in ran:
+        assert step.output and all(line.startswith("kafka-acls.sh ") for line in step.output)
+    assert "User:reviewer-globex" in "\n".join(ran[1].output)
+    assert all("--command-config admin.properties" in line for line in ran[2].output)
+
+
+async def test_the_schemas_check_example_finds_schemas_current() -> None:
+    session = Session([command_block("schemas.md", "symfonic-stream schemas check")],
+                      ROOT, tool_env())  # (it reads schemas/, it writes nothing)
+    async with session:
+        session.check()
+
+
+async def test_the_shell_completion_example(tmp_path: Path) -> None:
+    """The bash line is evaluated in bash, after which bash completes the command; the zsh
+    and fish lines (no such shell here) must produce their shells' scripts."""
+    block = command_block("install.md", "_SYMFONIC_STREAM_COMPLETE=bash_source")
+    bash, zsh, fish = block.text.splitlines()
+    env = {**tool_env(), "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", "-c", f"{bash}\ncomplete -p symfonic-stream"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "symfonic-stream" in done.stdout.splitlines()[-1]
+    script = re.search(r'"\$\((.*)\)"', zsh)
+    assert script is not None
+    made = subprocess.run(["bash", "-c", script.group(1)], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert made.returncode == 0 and "compdef" in made.stdout, made.stderr
+    (tmp_path / ".config/fish/completions").mkdir(parents=True)
+    made = subprocess.run(["bash", "-c", fish], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert made.returncode == 0, made.stderr
+    written = tmp_path / ".config/fish/completions/symfonic-stream.fish"
+    assert "complete " in written.read_text()

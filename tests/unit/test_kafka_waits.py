@@ -104,9 +104,37 @@ async def test_retrying_gives_up_after_its_bound_naming_what_and_the_last_error(
         calls += 1
         raise KafkaConnectionError("refused")
 
-    with pytest.raises(KafkaUnavailable, match=r"^asking: no answer from Kafka after \d+ "):
-        await retrying("asking", call, timeout_s=0.6)
+    with pytest.raises(KafkaUnavailable, match=r"^asking: no answer in \d+ s, \d+ attempts "
+                       r"\(last: KafkaConnectionError: refused\); SYMFONIC_STARTUP_TIMEOUT_S=0.6 is how long"):
+        await retrying("asking", call, timeout_s=0.6, setting="SYMFONIC_STARTUP_TIMEOUT_S=0.6")
     assert calls >= 2
+
+
+def test_aiokafkas_line_per_failed_bootstrap_gives_its_cause_to_ours() -> None:
+    """aiokafka logs each address it could not bootstrap from, unprefixed, then raises an
+    error naming none: the line is dropped once clients are made, and its cause named."""
+    import logging
+
+    from aiokafka.errors import KafkaConnectionError
+
+    from symfonic_stream.config import Settings
+    from symfonic_stream.kafka.clients import client_kwargs
+    from symfonic_stream.kafka.retry import error_text
+
+    client_kwargs(Settings(), "test")  # every client is made from these
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    aiokafka_log = logging.getLogger("aiokafka")
+    aiokafka_log.addHandler(handler)
+    try:
+        aiokafka_log.error('Unable connect to "%s:%s": %s', "127.0.0.1", 9,
+                           ConnectionRefusedError(111, "Connect call failed"))
+    finally:
+        aiokafka_log.removeHandler(handler)
+    assert seen == []
+    failed = KafkaConnectionError("Unable to bootstrap from [('127.0.0.1', 9, 2)]")
+    assert error_text(failed) == "127.0.0.1:9: [Errno 111] Connect call failed"
 
 
 def test_readyz_reason_is_one_bounded_line_and_cleared_when_ready() -> None:
