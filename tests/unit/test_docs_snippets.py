@@ -243,7 +243,7 @@ async def test_the_schemas_check_example_finds_schemas_current() -> None:
         session.check()
 
 
-async def test_the_shell_completion_example(tmp_path: Path) -> None:
+def test_the_shell_completion_example(tmp_path: Path) -> None:
     """The bash line is evaluated in bash, after which bash completes the command; the zsh
     and fish lines (no such shell here) must produce their shells' scripts."""
     block = command_block("install.md", "_SYMFONIC_STREAM_COMPLETE=bash_source")

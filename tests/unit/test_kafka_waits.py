@@ -105,7 +105,8 @@ async def test_retrying_gives_up_after_its_bound_naming_what_and_the_last_error(
         raise KafkaConnectionError("refused")
 
     with pytest.raises(KafkaUnavailable, match=r"^asking: no answer in \d+ s, \d+ attempts "
-                       r"\(last: KafkaConnectionError: refused\); SYMFONIC_STARTUP_TIMEOUT_S=0.6 is how long"):
+                       r"\(last: KafkaConnectionError: refused\); "
+                       r"SYMFONIC_STARTUP_TIMEOUT_S=0.6 is how long"):
         await retrying("asking", call, timeout_s=0.6, setting="SYMFONIC_STARTUP_TIMEOUT_S=0.6")
     assert calls >= 2
 
