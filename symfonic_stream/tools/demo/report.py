@@ -56,7 +56,7 @@ def _ms(seconds: float | None) -> str:
 
 
 def _row(label: str, values: list[str]) -> str:
-    return f"  {label:<{_LABEL}}" + "".join(f"{v:>{_COLUMN}}" for v in values)
+    return (f"  {label:<{_LABEL}}" + "".join(f"{v:>{_COLUMN}}" for v in values)).rstrip()
 
 
 def _words(text: str, indent: str = "") -> list[str]:
