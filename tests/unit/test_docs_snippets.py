@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 
 from tests.docs_blocks import (
+    DOCS,
+    PAGES,
     ROOT,
     Session,
     blocks,
@@ -31,10 +33,7 @@ from tests.docs_blocks import (
     tool_env,
 )
 
-DOCS = ROOT / "docs"
 RECORDS = DOCS / "records.md"
-#: Every page whose code a user may copy.
-PAGES = sorted([ROOT / "README.md", *DOCS.glob("*.md"), ROOT / "helm/symfonic-stream/README.md"])
 #: The python blocks the tests run, by (page, a line that names the block).
 RUN_BLOCKS = {
     ("tools.md", "async with EventPublisher() as publisher:"),
