@@ -53,7 +53,7 @@ async def test_demo_runs_end_to_end(bootstrap_servers: str, tmp_path: Path) -> N
     # each bad record is dead-lettered once by every consumer of the raw topic (3 of them)
     assert "invalid_event 3, invalid_json 3, key_mismatch 3" in " ".join(summary.split())
     # a reviewer answered a routed pause: accepted once, then refused as already answered
-    assert re.search(r"answer .* → accepted, a resume for the kernel", out), out
+    assert re.search(r"answer .* → accepted\n +\(a resume for the kernel, on ", out), out
     assert "a second answer → rejected: already_answered (the first answer stands)" in out
     assert not re.search(r"\b1\d{9}\.\d", out)  # times as times, never Unix seconds
     assert re.search(r"^  gateway ready \(pid \d+\), on port \d+$", out, re.MULTILINE)

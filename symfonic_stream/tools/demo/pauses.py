@@ -42,8 +42,11 @@ async def answer_a_pause(ctx: DemoContext) -> None:
         first = await r.answer(ticket, answer, responder="demo-reviewer")
         await r.commit()
         verdict = "accepted" if first.accepted else f"rejected ({first.reason})"
-        console.print(f"  answer {orjson.dumps(answer).decode()} → {verdict}, a resume for "
-                      "the kernel", markup=False, soft_wrap=True)
+        console.print(f"  answer {orjson.dumps(answer).decode()} → {verdict}", markup=False,
+                      soft_wrap=True)
+        if first.accepted:
+            console.print(f"    (a resume for the kernel, on {ctx.names.resumes})", markup=False,
+                          soft_wrap=True)
         second = await r.answer(ticket, {"approved": False}, responder="second-reviewer")
         # (the reason only: its detail names the first answer's time in Unix seconds)
         verdict = ("accepted" if second.accepted
