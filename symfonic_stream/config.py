@@ -37,6 +37,9 @@ NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*"
 
 #: Settings whose value no message shows (config errors, logs): the SASL password, the HS256
 #: key, and the TLS key's path (where the private key lives is worth hiding too).
+#: The first path segments of the gateway's own routes (gateway/app.py), which the AI SDK's
+#: chat routes (SYMFONIC_GATEWAY_CHAT_API) must leave alone.
+GATEWAY_ROUTES: Final = ("v1", "review", "static")
 SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key")
 
 #: ``SYMFONIC_METRICS_PORT`` of the first consumer when unset (the contract's default); each
@@ -173,6 +176,10 @@ class Settings(BaseSettings):
     gateway_request_timeout_s: float = Field(10.0, gt=0)
     # How long an answer or claim sent through the gateway waits for the validator's verdict.
     gateway_verdict_wait_s: float = Field(30.0, gt=0)
+    # Where AI SDK chat clients send (POST) and resume (GET <path>/<run id>/stream): the
+    # `api` of useChat's DefaultChatTransport, whose default is /api/chat.
+    gateway_chat_api: str = Field(
+        "/api/chat", pattern=r"^(/[A-Za-z0-9._~-]+)+$", max_length=200)
 
     # Topic creation (`topics ensure`)
     partitions: int = Field(12, ge=1)
@@ -273,6 +280,11 @@ class Settings(BaseSettings):
                 f"(an HS256 secret) and {ENV_PREFIX}GATEWAY_JWKS_FILE (a JWKS file)"
             )
         self._check_gateway_auth()
+        if self.gateway_chat_api.split("/")[1] in GATEWAY_ROUTES:
+            raise ValueError(
+                f"{ENV_PREFIX}GATEWAY_CHAT_API must not be under the gateway's own routes "
+                f"({', '.join('/' + r for r in GATEWAY_ROUTES)}), got {self.gateway_chat_api!r}"
+            )
         if self.event_loop == "uvloop" and not _installed("uvloop"):
             raise ValueError(
                 f"{ENV_PREFIX}EVENT_LOOP=uvloop, but uvloop is not installed here: install it "

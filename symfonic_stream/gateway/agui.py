@@ -23,7 +23,7 @@ Event = dict[str, Any]
 _MAX_SAFE_INTEGER = 2**53 - 1
 
 
-def _iso(seconds: Any) -> str | None:
+def iso_time(seconds: Any) -> str | None:
     if type(seconds) not in (int, float):
         return None
     try:
@@ -32,11 +32,11 @@ def _iso(seconds: Any) -> str | None:
         return None
 
 
-def _object(value: Any) -> dict[str, Any]:
+def as_object(value: Any) -> dict[str, Any]:
     return value if type(value) is dict else {}
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     return value if type(value) is str else orjson.dumps(value).decode()
 
 
@@ -86,7 +86,7 @@ class AgUiRun:
             out.append({"type": "TEXT_MESSAGE_START", "messageId": self._text,
                         "role": "assistant"})
         return [*out, {"type": "TEXT_MESSAGE_CONTENT", "messageId": self._text,
-                       "delta": _text(event.get("text"))}]
+                       "delta": as_text(event.get("text"))}]
 
     def _on_thinking_delta(self, event: dict[str, Any], seq: Any) -> list[Event]:
         out = self._close_tool() + self._close_text()
@@ -96,24 +96,24 @@ class AgUiRun:
                     {"type": "REASONING_MESSAGE_START", "messageId": self._reasoning,
                      "role": "reasoning"}]
         return [*out, {"type": "REASONING_MESSAGE_CONTENT", "messageId": self._reasoning,
-                       "delta": _text(event.get("text"))}]
+                       "delta": as_text(event.get("text"))}]
 
     def _on_tool_call_start(self, event: dict[str, Any], seq: Any) -> list[Event]:
         out = self._close_all()
-        self._tool = _text(event.get("tool_call_id"))
+        self._tool = as_text(event.get("tool_call_id"))
         return [*out, {"type": "TOOL_CALL_START", "toolCallId": self._tool,
-                       "toolCallName": _text(event.get("tool_name"))}]
+                       "toolCallName": as_text(event.get("tool_name"))}]
 
     def _on_tool_call_delta(self, event: dict[str, Any], seq: Any) -> list[Event]:
         if event.get("tool_call_id") != self._tool:  # not the open call's: as it is
             return self._on_custom(event, seq)
         return [{"type": "TOOL_CALL_ARGS", "toolCallId": self._tool,
-                 "delta": _text(event.get("args_delta"))}]
+                 "delta": as_text(event.get("args_delta"))}]
 
     def _on_tool_result(self, event: dict[str, Any], seq: Any) -> list[Event]:
-        call = _text(event.get("tool_call_id"))
+        call = as_text(event.get("tool_call_id"))
         return [*self._close_all(), {"type": "TOOL_CALL_RESULT", "messageId": f"{call}:result",
-                                     "toolCallId": call, "content": _text(event.get("result")),
+                                     "toolCallId": call, "content": as_text(event.get("result")),
                                      "role": "tool"}]
 
     def _on_usage(self, event: dict[str, Any], seq: Any) -> list[Event]:
@@ -131,12 +131,12 @@ class AgUiRun:
         return self._close_all()
 
     def _on_extension(self, event: dict[str, Any], seq: Any) -> list[Event]:
-        return [*self._close_all(), {"type": "CUSTOM", "name": _text(event.get("name")),
+        return [*self._close_all(), {"type": "CUSTOM", "name": as_text(event.get("name")),
                                      "value": event.get("payload")}]
 
     def _on_custom(self, event: dict[str, Any], seq: Any) -> list[Event]:
         """A type this version does not know: as it is."""
-        return [*self._close_all(), {"type": "CUSTOM", "name": _text(event.get("type")),
+        return [*self._close_all(), {"type": "CUSTOM", "name": as_text(event.get("type")),
                                      "value": event}]
 
     def _end(self, end: dict[str, Any]) -> list[Event]:
@@ -154,10 +154,10 @@ class AgUiRun:
                      **({"usage": usage} if usage else {})}]
         if status == "cancelled":
             return [{**finished, "outcome": {"type": "cancelled"}}]
-        error = _object(end.get("error"))
+        error = as_object(end.get("error"))
         if status == "error":
-            return [{"type": "RUN_ERROR", "message": _text(error.get("message", "error")),
-                     "code": _text(error.get("type", "error"))}]
+            return [{"type": "RUN_ERROR", "message": as_text(error.get("message", "error")),
+                     "code": as_text(error.get("type", "error"))}]
         if status == "abandoned":
             return [{"type": ABANDONED.type, "code": ABANDONED.name, "message": ABANDONED.means}]
         return [finished]  # paused without an interrupt: nothing to answer, a plain finish
@@ -201,16 +201,16 @@ _HANDLERS: dict[str, Callable[[AgUiRun, dict[str, Any], Any], list[Event]]] = {
 
 def _interrupt(event: dict[str, Any]) -> Event:
     """An ask_user or interrupt StreamEvent as an AG-UI interrupt of RUN_FINISHED."""
-    payload = _object(event.get("payload"))
+    payload = as_object(event.get("payload"))
     questions = event.get("questions") if type(event.get("questions")) is list else None
     interrupt: Event = {
-        "id": _text(event.get("interrupt_id")),
-        "reason": _text(event.get("name") or event.get("type")),
+        "id": as_text(event.get("interrupt_id")),
+        "reason": as_text(event.get("name") or event.get("type")),
         # (never the token: the gateway answers with it on a reviewer's behalf)
         "metadata": {k: event.get(k) for k in ("resumable", "session_id") if k in event},
     }
     if questions:
-        interrupt["message"] = "\n".join(_text(q) for q in questions)
+        interrupt["message"] = "\n".join(as_text(q) for q in questions)
         interrupt["metadata"]["questions"] = questions
     elif payload:
         interrupt["metadata"]["payload"] = payload
@@ -218,7 +218,7 @@ def _interrupt(event: dict[str, Any]) -> Event:
         interrupt["toolCallId"] = event["tool_call_id"]
     if type(payload.get("response_schema")) is dict:
         interrupt["responseSchema"] = payload["response_schema"]
-    expires = _iso(event.get("expires_at"))
+    expires = iso_time(event.get("expires_at"))
     if expires is not None:
         interrupt["expiresAt"] = expires
     return interrupt

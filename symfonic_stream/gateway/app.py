@@ -5,6 +5,10 @@
 ``GET /v1/runs/{run_id}/chunks``           the run's chunk envelopes (stream-chunks topic)
 ``POST /v1/runs/{run_id}/events``          AG-UI: a ``RunAgentInput``; with ``resume``, it
                                            answers the run's pause (:mod:`.resume`)
+``GET {chat API}/{run_id}/stream``         the run as the AI SDK's UI message stream, where
+                                           ``useChat`` resumes (``/api/chat/{id}/stream``)
+``POST {chat API}``                        an AI SDK chat request: it answers the run's
+                                           pause (:mod:`.chat`)
 ``/review``, ``/v1/reviews/...``           the review console (:mod:`.console`)
 =========================================  ==================================================
 
@@ -35,7 +39,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from symfonic_stream.config import Settings
-from symfonic_stream.gateway import console
+from symfonic_stream.gateway import aisdk, chat, console
 from symfonic_stream.gateway.answers import ReviewSender
 from symfonic_stream.gateway.auth import (
     ANSWER_REVIEWS,
@@ -54,10 +58,19 @@ from symfonic_stream.gateway.runs import Run
 from symfonic_stream.gateway.slots import Slots
 from symfonic_stream.gateway.sse import BadRequest, check_run_id, resume_after
 from symfonic_stream.gateway.tail import TopicTail
-from symfonic_stream.gateway.viewer import Viewing, agui_messages, envelope_messages, records
+from symfonic_stream.gateway.viewer import (
+    Viewing,
+    agui_messages,
+    aisdk_messages,
+    envelope_messages,
+    records,
+)
+from symfonic_stream.models.event_types import Format
 from symfonic_stream.observability.gateway import GatewayMetrics
 
 log = logging.getLogger(__name__)
+#: A stream's wire format: the envelopes as on the topic, or a translation of them.
+Wire = Format
 
 
 @dataclass
@@ -89,7 +102,7 @@ class _RunStream(EventSourceResponse):
     """An SSE response that pins its run while it streams and counts how it ended."""
 
     def __init__(self, state: GatewayState, stream: str, run: Run, after: int,
-                 ag_ui: bool, tenant: str | None,
+                 wire: Wire, tenant: str | None,
                  answer: Callable[[Viewing], AsyncIterator[bytes]] | None = None) -> None:
         self._state, self._stream, self._run = state, stream, run
         self._tenant = tenant  # whose slot it holds, given back when the stream ends
@@ -101,19 +114,25 @@ class _RunStream(EventSourceResponse):
             state.metrics.read_backs.labels(stream).inc()
 
         content: AsyncIterator[bytes]
-        if answer is not None:  # an AG-UI resume: its verdicts, then the continuation
+        if answer is not None:  # a resume or chat request: verdicts, then the continuation
             content = answer(viewing)
-        elif ag_ui:  # translated from the run's start, sent from after ``after``
+        elif wire is Format.AG_UI:  # translated from the run's start, sent after ``after``
             items = records(tail, run, -1, viewing, read_back)
             content = agui_messages(items, run.run_id, after, viewing)
+        elif wire is Format.AI_SDK:  # the same, as the run's UI message
+            content = aisdk_messages(records(tail, run, -1, viewing, read_back), run, after,
+                                     viewing, message_id=run.run_id)
         else:
             content = envelope_messages(records(tail, run, after, viewing, read_back),
                                         run.run_id, viewing)
+        headers = {"X-Accel-Buffering": "no"}  # (Cache-Control: NoStore's)
+        if wire is Format.AI_SDK:
+            headers[aisdk.HEADER[0]] = aisdk.HEADER[1]
         super().__init__(
             content,
             ping=settings.gateway_heartbeat_s,
             send_timeout=settings.gateway_send_timeout_s,
-            headers={"X-Accel-Buffering": "no"},  # (Cache-Control: NoStore's)
+            headers=headers,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -150,14 +169,16 @@ def _refuse(state: GatewayState, stream: str, status: int, reason: str, detail: 
                         headers=headers)
 
 
-async def _run_stream(request: Request, stream: str) -> Response:
+async def _run_stream(request: Request, stream: str, *, chat_id: bool = False) -> Response:
+    """A run's stream (``chat_id``: the AI SDK's resume route, ``{chat API}/{id}/stream``)."""
     state: GatewayState = request.app.state.gateway
     settings, posting = state.settings, request.method == "POST"
     try:
-        run_id = check_run_id(request.path_params["run_id"])
+        run_id = check_run_id(request.path_params["chat_id" if chat_id else "run_id"])
         after = resume_after(request.headers.get("last-event-id"),
                              request.query_params.get("after_seq"))
-        ag_ui = posting or _format(request.query_params.get("format"), stream)
+        wire = (Format.AG_UI if posting else Format.AI_SDK if chat_id
+                else _format(request.query_params.get("format"), stream))
     except BadRequest as exc:
         return _refuse(state, stream, 400, "bad_request", str(exc))
     try:  # the token before anything of the body is read, and before any wait
@@ -194,7 +215,41 @@ async def _run_stream(request: Request, stream: str) -> Response:
                                            reviews, sender, wait_s, viewing)
 
     tenant = None if grant is None else grant.tenant
-    return await _open(state, stream, run_id, after, ag_ui, grant is not None, tenant, answer)
+    return await _open(state, stream, run_id, after, wire, grant is not None, tenant, answer)
+
+
+async def _chat(request: Request) -> Response:
+    """``POST {chat API}``: an AI SDK chat request, answering the run's pause (:mod:`.chat`).
+    Answering is all it does, so its token must answer before any of its body is read."""
+    state: GatewayState = request.app.state.gateway
+    settings, stream = state.settings, "events"
+    try:
+        answerer = _answerer(state, _reader(state, request, True))
+    except AuthError as exc:
+        return _refuse(state, stream, exc.status, exc.reason, exc.detail)
+    try:
+        given = chat.parse_request(await read_body(request, MAX_INPUT_BYTES,
+                                                   settings.gateway_request_timeout_s))
+        run_id = check_run_id(given.id)
+    except BodyRefused as exc:
+        return _refuse(state, stream, exc.status, exc.reason, exc.detail,
+                       headers={"Connection": "close"})
+    except BadRequest as exc:
+        return _refuse(state, stream, 400, "bad_request", str(exc))
+    later = state.rates.take((answerer.tenant, answerer.subject), time.monotonic())
+    if later is not None:
+        return _refuse(state, stream, 429, "rate_limited",
+                       rate_limited(settings.gateway_review_requests_per_minute),
+                       headers={"Retry-After": str(math.ceil(later))})
+    assert state.reviews is not None and state.sender is not None
+    reviews, sender, wait_s = state.reviews, state.sender, settings.gateway_verdict_wait_s
+
+    def answer(run: Run) -> Callable[[Viewing], AsyncIterator[bytes]]:
+        return lambda viewing: chat.answered(state.tails[stream], run, given, answerer,
+                                             reviews, sender, wait_s, viewing)
+
+    return await _open(state, stream, run_id, -1, Format.AI_SDK, True, answerer.tenant,
+                       answer)
 
 
 def _reader(state: GatewayState, request: Request, posting: bool) -> Grant | None:
@@ -222,7 +277,7 @@ def _answerer(state: GatewayState, grant: Grant | None) -> Grant:
     return grant
 
 
-async def _open(state: GatewayState, stream: str, run_id: str, after: int, ag_ui: bool,
+async def _open(state: GatewayState, stream: str, run_id: str, after: int, wire: Wire,
                 with_tokens: bool, tenant: str | None,
                 answer: Callable[[Run], Callable[[Viewing], AsyncIterator[bytes]]] | None
                 ) -> Response:
@@ -237,7 +292,7 @@ async def _open(state: GatewayState, stream: str, run_id: str, after: int, ag_ui
         run = await store.wait_for(run_id, _readable(with_tokens, tenant),
                                    settings.gateway_run_wait_s)
         if run is not None:
-            response = _RunStream(state, stream, run, after, ag_ui, tenant,
+            response = _RunStream(state, stream, run, after, wire, tenant,
                                   answer(run) if answer is not None else None)
     finally:
         if response is None:  # (else the stream holds the slot until it ends)
@@ -251,13 +306,15 @@ async def _open(state: GatewayState, stream: str, run_id: str, after: int, ag_ui
                    f"window after waiting {settings.gateway_run_wait_s:g} s")
 
 
-def _format(name: str | None, stream: str) -> bool:
-    """Whether the stream is AG-UI events (only the typed one can be) or envelopes."""
-    if name in (None, "", "envelope"):
-        return False
-    if name == "ag-ui" and stream == "events":
-        return True
-    raise BadRequest(f"format must be envelope or (for /events) ag-ui, got {name[:40]!r}")
+def _format(name: str | None, stream: str) -> Wire:
+    """The stream's wire format: envelopes, or (the typed stream alone) AG-UI events or the
+    AI SDK's UI message stream."""
+    if name in (None, "", Format.ENVELOPE):
+        return Format.ENVELOPE
+    if name in (Format.AG_UI, Format.AI_SDK) and stream == "events":
+        return Format(name)
+    raise BadRequest("format must be envelope or (for /events) ag-ui or ai-sdk, got "
+                     f"{name[:40]!r}")
 
 
 def _readable(with_tokens: bool, tenant: str | None) -> Callable[[Run], bool]:
@@ -276,19 +333,27 @@ async def _chunks(request: Request) -> Response:
     return await _run_stream(request, "chunks")
 
 
+async def _chat_stream(request: Request) -> Response:
+    return await _run_stream(request, "events", chat_id=True)
+
+
 def create_app(state: GatewayState) -> Starlette:
     origins = [o.strip() for o in state.settings.gateway_cors_origins.split(",") if o.strip()]
     # (POST with JSON: the AG-UI client's run requests, the console's answers)
     middleware = [Middleware(NoStore)] + ([Middleware(
         CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST"],
-        allow_headers=["Last-Event-ID", "Authorization", "Content-Type", "Accept"])]
+        allow_headers=["Last-Event-ID", "Authorization", "Content-Type", "Accept"],
+        expose_headers=[aisdk.HEADER[0]])]
         if origins else [])
+    api = state.settings.gateway_chat_api
     app = Starlette(routes=[
         Route("/", page, methods=["GET"]),
         Route("/review", console.page, methods=["GET"]),
         Route("/static/console.js", console.script, methods=["GET"]),
         Route("/v1/runs/{run_id:str}/events", _events, methods=["GET", "POST"]),
         Route("/v1/runs/{run_id:str}/chunks", _chunks, methods=["GET"]),
+        Route(api, _chat, methods=["POST"]),
+        Route(api + "/{chat_id:str}/stream", _chat_stream, methods=["GET"]),
         Route("/v1/reviews/events", console.events, methods=["GET"]),
         Route("/v1/reviews/tickets", console.tickets, methods=["GET"]),
         Route("/v1/reviews/tickets/{ticket_id:str}/{action:str}", console.act,

@@ -137,7 +137,8 @@ async def resumed(tail: TopicTail, run: Run, given: RunAgentInput, answerer: Gra
     ``answerer``: the token's grant, with ``reviews:answer`` and a subject."""
     try:
         pause = answered_pause(await pauses_of(tail, run), given, run.run_id)
-        verdicts = await _answer_all(run, pause, given, answerer, reviews, sender, wait_s)
+        payloads = {e.interrupt_id: e.payload for e in given.resume or []}
+        verdicts = await answer_all(run, pause, payloads, answerer, reviews, sender, wait_s)
     except ResumeError as refused:
         viewing.run_ended = True
         yield run_error(refused.code, refused.message)
@@ -155,12 +156,12 @@ async def resumed(tail: TopicTail, run: Run, given: RunAgentInput, answerer: Gra
             yield part
 
 
-async def _answer_all(run: Run, pause: Pause, given: RunAgentInput, answerer: Grant,
-                      reviews: ReviewStore, sender: ReviewSender,
-                      wait_s: float) -> dict[str, Verdict]:
-    """Each entry answered (at once, as the validator takes them apart anyway), once every
-    ticket is known and the answerer's to answer; the first refusal as a ResumeError."""
-    payloads: dict[str, Any] = {e.interrupt_id: e.payload for e in given.resume or []}
+async def answer_all(run: Run, pause: Pause, payloads: dict[str, Any], answerer: Grant,
+                     reviews: ReviewStore, sender: ReviewSender,
+                     wait_s: float) -> dict[str, Verdict]:
+    """Each of the pause's interrupts answered with its payload (at once, as the validator
+    takes them apart anyway), once every ticket is known and the answerer's to answer; the
+    first refusal as a ResumeError. AG-UI resumes and AI SDK chat requests both come here."""
     tenant, by = answerer.tenant, answerer.subject
     assert by is not None
     tickets = {}

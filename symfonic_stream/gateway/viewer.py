@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import orjson
 
+from symfonic_stream.gateway import aisdk
 from symfonic_stream.gateway.agui import AgUiRun
 from symfonic_stream.gateway.agui import sse as agui_sse
 from symfonic_stream.gateway.runs import Held, Run
@@ -189,6 +190,43 @@ async def agui_messages(items: AsyncGenerator[list[Item], None], run_id: str, af
                     parts.append(agui_sse(events, item.seq))
                 if item.name == "end":  # the AG-UI run's end: the response's
                     viewing.run_ended = True
+                    yield _sent(viewing, len(parts), b"".join(parts))
+                    return
+            if parts:
+                yield _sent(viewing, len(parts), b"".join(parts))
+
+
+async def aisdk_messages(items: AsyncGenerator[list[Item], None], run: Run, after: int,
+                         viewing: Viewing, *, message_id: str | None,
+                         told: list[aisdk.Chunk] | None = None
+                         ) -> AsyncGenerator[bytes, None]:
+    """``?format=ai-sdk``: the run's UI message from after ``after``, up to where the run
+    waits (a pause that is its latest record) or its closing end, then ``[DONE]``. The run
+    is translated from its start (:mod:`.aisdk`), and what belongs to seqs up to ``after``
+    is not sent. The response's first chunk is ``start`` naming ``message_id`` (None: the
+    client's own message goes on), then ``told`` (a chat request's verdicts)."""
+    translation = aisdk.AiSdkRun(run.run_id)
+    first = [aisdk.start(message_id), *(told or [])]
+    yield _sent(viewing, len(first), aisdk.sse(first, None))
+    async with contextlib.aclosing(items):
+        async for batch in items:
+            parts = []
+            for item in batch:
+                if isinstance(item, Truncated):
+                    if item.to_seq > after:
+                        parts.append(aisdk.sse([{"type": TRUNCATED.ai_sdk,
+                                                 "data": asdict(item)}], None))
+                    continue
+                chunks = translation.translate(orjson.loads(item.data))
+                if item.seq <= after:
+                    continue
+                waits = item.name == "end" and not item.closes and run.next_seq <= item.seq + 1
+                if waits:  # the run waits for an answer: the response's end
+                    chunks.append(translation.paused_finish())
+                parts.append(aisdk.sse(chunks, item.seq))
+                if item.closes or waits:
+                    viewing.run_ended = True
+                    parts.append(aisdk.DONE)
                     yield _sent(viewing, len(parts), b"".join(parts))
                     return
             if parts:

@@ -27,6 +27,7 @@ PAGES = sorted(
 #: project follows); a page linking elsewhere on the web fails.
 UPSTREAM_HOSTS = frozenset({
     "docs.ag-ui.com",            # the AG-UI protocol the gateway speaks
+    "ai-sdk.dev",                # the AI SDK, whose UI message stream the gateway speaks
     "html.spec.whatwg.org",      # server-sent events
     "keepachangelog.com",        # CHANGELOG.md's format
     "semver.org",                # the version scheme
