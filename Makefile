@@ -79,15 +79,18 @@ help:
 venv: $(STAMP)
 
 # The browser code, bundled by esbuild from npm's packages (web/package-lock.json): the review
-# console into the Python package, the stock @ag-ui/client into web/build/ for the browser
-# tests. Needs Node.js and npm (as `make schemas-check` does). The console's bundle is
-# committed (package data: `pip install .` from a clone, the sdist, the wheel and the image all
-# carry it, with no npm): after a change under web/, `make web` and commit the bundle with it;
-# tests/packaging/test_console_bundle.py rebuilds it from the lock file and compares.
-WEB_BUNDLES := symfonic_stream/gateway/static/console.js web/build/agui-client.js
+# console into the Python package, the stock @ag-ui/client and a page on the AI SDK's useChat
+# into web/build/ for the browser tests. Needs Node.js and npm (as `make schemas-check` does).
+# The console's bundle is committed (package data: `pip install .` from a clone, the sdist,
+# the wheel and the image all carry it, with no npm): after a change under web/, `make web`
+# and commit the bundle with it; tests/packaging/test_console_bundle.py rebuilds it from the
+# lock file and compares.
+WEB_BUNDLES := symfonic_stream/gateway/static/console.js web/build/agui-client.js \
+	web/build/aisdk-chat.js
 web: $(WEB_BUNDLES)
 
-$(WEB_BUNDLES) &: web/package.json web/package-lock.json web/build.mjs $(wildcard web/src/*.js)
+$(WEB_BUNDLES) &: web/package.json web/package-lock.json web/build.mjs $(wildcard web/src/*.js) \
+		$(wildcard web/src/*.jsx)
 	@command -v npm >/dev/null 2>&1 || { echo "make: npm (Node.js) is required to bundle web/" >&2; exit 1; }
 	cd web && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
 
