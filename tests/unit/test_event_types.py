@@ -22,8 +22,8 @@ from symfonic_stream.gateway import agui, aisdk
 from symfonic_stream.gateway.sse import read_envelope
 from symfonic_stream.models.envelope import TypedEventRecord
 from symfonic_stream.models.event_types import (
-    EVENT_TYPES,
     AI_SDK_PARTS,
+    EVENT_TYPES,
     GATEWAY_EVENTS,
     RESUME_ERROR_CODES,
     STREAM_EVENT_TYPES,
