@@ -71,6 +71,8 @@ from symfonic_stream.observability.gateway import GatewayMetrics
 log = logging.getLogger(__name__)
 #: A stream's wire format: the envelopes as on the topic, or a translation of them.
 Wire = Format
+#: What answers a run's pause once the run is found: its response's content.
+Answer = Callable[[Run], Callable[[Viewing], AsyncIterator[bytes]]]
 
 
 @dataclass
@@ -195,24 +197,18 @@ async def _run_stream(request: Request, stream: str, *, chat_id: bool = False) -
                            headers={"Connection": "close"})
         except BadRequest as exc:
             return _refuse(state, stream, 400, "bad_request", str(exc))
-    answer = None
+    answer: Answer | None = None
     if posted is not None and posted.resume:
         try:
             answerer = _answerer(state, grant)
         except AuthError as exc:
             return _refuse(state, stream, exc.status, exc.reason, exc.detail)
-        later = state.rates.take((answerer.tenant, answerer.subject), time.monotonic())
-        if later is not None:
-            return _refuse(state, stream, 429, "rate_limited",
-                           rate_limited(settings.gateway_review_requests_per_minute),
-                           headers={"Retry-After": str(math.ceil(later))})
-        assert state.reviews is not None and state.sender is not None
-        reviews, sender, wait_s = state.reviews, state.sender, settings.gateway_verdict_wait_s
         given = posted
-
-        def answer(run: Run) -> Callable[[Viewing], AsyncIterator[bytes]]:
-            return lambda viewing: resumed(state.tails[stream], run, given, answerer,
-                                           reviews, sender, wait_s, viewing)
+        made = _answering(state, stream, answerer, lambda tail, run, *rest: resumed(
+            tail, run, given, *rest))
+        if isinstance(made, Response):
+            return made
+        answer = made
 
     tenant = None if grant is None else grant.tenant
     return await _open(state, stream, run_id, after, wire, grant is not None, tenant, answer)
@@ -236,6 +232,20 @@ async def _chat(request: Request) -> Response:
                        headers={"Connection": "close"})
     except BadRequest as exc:
         return _refuse(state, stream, 400, "bad_request", str(exc))
+    answer = _answering(state, stream, answerer, lambda tail, run, *rest: chat.answered(
+        tail, run, given, *rest))
+    if isinstance(answer, Response):
+        return answer
+    return await _open(state, stream, run_id, -1, Format.AI_SDK, True, answerer.tenant,
+                       answer)
+
+
+def _answering(state: GatewayState, stream: str, answerer: Grant,
+               reply: Callable[..., AsyncIterator[bytes]]) -> Answer | Response:
+    """How the request's answer is made, ``reply(tail, run, answerer, reviews, sender,
+    wait_s, viewing)`` (an AG-UI resume's or a chat request's); or the 429 of the
+    responder's rate."""
+    settings = state.settings
     later = state.rates.take((answerer.tenant, answerer.subject), time.monotonic())
     if later is not None:
         return _refuse(state, stream, 429, "rate_limited",
@@ -245,11 +255,10 @@ async def _chat(request: Request) -> Response:
     reviews, sender, wait_s = state.reviews, state.sender, settings.gateway_verdict_wait_s
 
     def answer(run: Run) -> Callable[[Viewing], AsyncIterator[bytes]]:
-        return lambda viewing: chat.answered(state.tails[stream], run, given, answerer,
-                                             reviews, sender, wait_s, viewing)
+        return lambda viewing: reply(state.tails[stream], run, answerer, reviews, sender,
+                                     wait_s, viewing)
 
-    return await _open(state, stream, run_id, -1, Format.AI_SDK, True, answerer.tenant,
-                       answer)
+    return answer
 
 
 def _reader(state: GatewayState, request: Request, posting: bool) -> Grant | None:
@@ -278,9 +287,7 @@ def _answerer(state: GatewayState, grant: Grant | None) -> Grant:
 
 
 async def _open(state: GatewayState, stream: str, run_id: str, after: int, wire: Wire,
-                with_tokens: bool, tenant: str | None,
-                answer: Callable[[Run], Callable[[Viewing], AsyncIterator[bytes]]] | None
-                ) -> Response:
+                with_tokens: bool, tenant: str | None, answer: Answer | None) -> Response:
     """The run's stream once the run is there and readable (else 404 after the wait)."""
     settings = state.settings
     no_slot = state.slots.take(tenant)

@@ -234,8 +234,9 @@ async def test_use_chat_shows_resumes_and_answers_a_run(prefix: str, tmp_path: P
         site = tmp_path / "site"  # (what the loop's page server serves, of another origin)
         (site / "aisdk-chat.js").write_bytes(CHAT_PAGE.read_bytes())
         (site / "chat.html").write_text(
-            '<!doctype html><meta charset="utf-8"><title>useChat</title><body data-loaded='
-            '"yes"><div id="root"></div><script src="aisdk-chat.js"></script></body>')
+            '<!doctype html><meta charset="utf-8"><title>useChat</title>'
+            '<script src="aisdk-chat.js"></script>'  # (run before the body says it is loaded)
+            '<body data-loaded="yes"><div id="root"></div></body>')
         gateway_port = int(loop.url.rsplit(":", 1)[1])
         cutter = Cutter(gateway_port)
         async with cutter.running() as proxy:
