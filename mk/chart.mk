@@ -1,12 +1,16 @@
 # Helm chart checks. Included by the main Makefile (`make chart-check`, run by `make test`)
 # and usable alone:  make -f mk/chart.mk chart-check
 #
-#   chart-tools      build the pinned helm + helm-unittest once (scripts/tools.sh, cached)
+#   chart-tools      build the pinned helm, helm-unittest and promtool once (scripts/tools.sh,
+#                    cached)
 #   chart-lint       helm lint --strict: default values and every ci/*-values.yaml scenario
 #   chart-template   helm template of the same scenarios into $(CHART_OUT)/rendered/
 #   chart-negative   values that must fail to render (tests/chart/invalid/*.yaml, `# expect:`)
 #   chart-unittest   helm-unittest suites (helm/symfonic-stream/tests/*_test.yaml)
 #   chart-validate   rendered manifests against the Kubernetes schemas, offline (CRDs skipped)
+#   chart-alerts     promtool check rules + promtool test rules (helm/symfonic-stream/tests/alerts/)
+#   chart-dashboard  every panel query run by promtool on two releases' series: each release
+#                    picked alone, and both apart (tests/chart/dashboard_releases.py)
 #   chart-docs       rewrite the chart README's values table from values.yaml
 #
 # Recipes are plain POSIX sh, so they behave the same under the main Makefile's bash.
@@ -28,6 +32,9 @@ CHART_HELM_ENV := HELM_PLUGINS="$(CHART_TOOLS_DIR)/helm-plugins" \
 	HELM_CACHE_HOME="$(abspath $(CHART_OUT))/helm/cache" \
 	HELM_DATA_HOME="$(abspath $(CHART_OUT))/helm/data"
 CHART_RUN_HELM := $(CHART_HELM_ENV) "$(CHART_HELM)"
+CHART_PROMTOOL := $(CHART_TOOLS_DIR)/bin/promtool
+CHART_RULES := $(CHART_DIR)/files/prometheus-rules.yaml
+CHART_ALERT_TESTS = $(sort $(wildcard $(CHART_DIR)/tests/alerts/*.yaml))
 CHART_SCENARIOS = $(sort $(wildcard $(CHART_DIR)/ci/*-values.yaml))
 CHART_INVALID = $(sort $(wildcard tests/chart/invalid/*.yaml))
 # Under the main Makefile, $(STAMP) is the venv's install stamp (target `venv`); alone, the
@@ -35,9 +42,10 @@ CHART_INVALID = $(sort $(wildcard tests/chart/invalid/*.yaml))
 CHART_VENV := $(STAMP)
 
 .PHONY: chart-check chart-tools chart-lint chart-template chart-negative chart-unittest \
-	chart-validate chart-docs chart-docs-check chart-venv
+	chart-validate chart-alerts chart-dashboard chart-docs chart-docs-check chart-venv
 
-chart-check: chart-lint chart-template chart-negative chart-unittest chart-validate chart-docs-check
+chart-check: chart-lint chart-template chart-negative chart-unittest chart-validate chart-alerts \
+	chart-dashboard chart-docs-check
 	@echo "chart-check: OK"
 
 chart-tools:
@@ -83,6 +91,21 @@ chart-unittest: chart-tools
 chart-validate: chart-template chart-venv
 	@"$(CHART_PYTHON)" tests/chart/validate_manifests.py \
 	  $(addprefix --kube-version ,$(CHART_KUBE_VERSIONS)) $(CHART_OUT)/rendered/*.yaml
+
+# Every alert fires in a test and stays quiet in another (tests/unit/test_alert_rules.py checks
+# that each alert has both); the rules file itself must load.
+chart-alerts: chart-tools
+	@echo "promtool check rules $(CHART_RULES)"
+	@"$(CHART_PROMTOOL)" check rules $(CHART_RULES)
+	@echo "promtool test rules $(CHART_ALERT_TESTS)"
+	@"$(CHART_PROMTOOL)" test rules $(CHART_ALERT_TESTS)
+
+# Grafana's dashboard-linter does not build from the Go module proxy (docs/metrics.md,
+# "Dashboard"): its rules are tests/unit/test_dashboard_lint.py's, and Prometheus' engine runs
+# every panel's query here.
+chart-dashboard: chart-tools chart-venv
+	@"$(CHART_PYTHON)" -m tests.chart.dashboard_releases --promtool "$(CHART_PROMTOOL)" \
+	  --out $(CHART_OUT)
 
 chart-docs-check: chart-venv
 	@"$(CHART_PYTHON)" tests/chart/values_doc.py --check

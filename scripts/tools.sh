@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build the pinned chart tools from Go module sources, once, into a cache outside git:
 #
-#   helm            helm.sh/helm/v3/cmd/helm                      (go install, pinned)
-#   helm-unittest   github.com/helm-unittest/helm-unittest        (go build, pinned)
+#   helm            helm.sh/helm/v3/cmd/helm                       (go install, pinned)
+#   helm-unittest   github.com/helm-unittest/helm-unittest         (go build, pinned)
+#   promtool        github.com/prometheus/prometheus/cmd/promtool  (go install, pinned)
 #
-# Nothing is fetched from GitHub or a release page: both tools come from the Go module
+# Nothing is fetched from GitHub or a release page: every tool comes from the Go module
 # proxy configured in `go env GOPROXY` (with checksum verification left on), so this works
 # on a machine whose only network access is the package registries.
 #
@@ -19,7 +20,7 @@
 #
 # Environment:
 #   SYMFONIC_TOOLS_DIR   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/symfonic-stream/tools)
-#   HELM_VERSION, HELM_UNITTEST_VERSION   override the pins (CI should not)
+#   HELM_VERSION, HELM_UNITTEST_VERSION, PROMTOOL_VERSION   override the pins (CI should not)
 #
 # A cold build (empty cache, 2 cores) takes 3-5 minutes (measured: 200 s idle, 311 s on a
 # busy machine), almost all of it compiling
@@ -31,6 +32,9 @@ HELM_VERSION="${HELM_VERSION:-v3.21.3}"
 # helm-unittest v1.1.2 is built against helm.sh/helm/v3 v3.21.3: the same helm library
 # renders in `helm template` and in the unit tests.
 HELM_UNITTEST_VERSION="${HELM_UNITTEST_VERSION:-v1.1.2}"
+# Prometheus v3.16.0's module version (its Go module is tagged v0.<major><minor>.<patch>):
+# promtool checks the chart's alert rules and runs their unit tests (`promtool test rules`).
+PROMTOOL_VERSION="${PROMTOOL_VERSION:-v0.316.0}"
 
 TOOLS_DIR="${SYMFONIC_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symfonic-stream/tools}"
 BIN_DIR="$TOOLS_DIR/bin"
@@ -55,6 +59,7 @@ log() { echo "tools.sh: $*" >&2; }
 
 helm_stamp="$BIN_DIR/.helm-$HELM_VERSION"
 unittest_stamp="$UNITTEST_DIR/.unittest-$HELM_UNITTEST_VERSION"
+promtool_stamp="$BIN_DIR/.promtool-$PROMTOOL_VERSION"
 
 if [[ "$mode" == "env" ]]; then
   print_env
@@ -62,7 +67,8 @@ if [[ "$mode" == "env" ]]; then
 fi
 
 ready() {
-  [[ -x "$BIN_DIR/helm" && -f "$helm_stamp" && -x "$UNITTEST_DIR/untt" && -f "$unittest_stamp" ]]
+  [[ -x "$BIN_DIR/helm" && -f "$helm_stamp" && -x "$UNITTEST_DIR/untt" && -f "$unittest_stamp"
+     && -x "$BIN_DIR/promtool" && -f "$promtool_stamp" ]]
 }
 
 if [[ "$mode" != "force" ]] && ready; then
@@ -82,7 +88,7 @@ if command -v flock >/dev/null; then
     exit 0
   fi
 fi
-# Keep every Go byte under the cache root; use the installed Go (both modules need 1.26+)
+# Keep every Go byte under the cache root; use the installed Go (each module needs 1.26+)
 # unless GOTOOLCHAIN says otherwise.
 export GOPATH="$TOOLS_DIR/go"
 export GOMODCACHE="$TOOLS_DIR/go/pkg/mod"
@@ -144,7 +150,20 @@ EOF
   touch "$unittest_stamp"
 fi
 
+if [[ "$mode" == "force" || ! -x "$BIN_DIR/promtool" || ! -f "$promtool_stamp" ]]; then
+  log "building promtool $PROMTOOL_VERSION (go install)"
+  rm -f "$BIN_DIR"/.promtool-*
+  # The version Prometheus' own build (.promu.yml) injects; its module's VERSION file says it.
+  prom_release="$(go mod download -json "github.com/prometheus/prometheus@$PROMTOOL_VERSION" \
+                  | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/VERSION"
+  GOBIN="$BIN_DIR" go install -trimpath -tags netgo \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(cat "$prom_release")" \
+    "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION"
+  touch "$promtool_stamp"
+fi
+
 log "tools ready in $((SECONDS - start))s: $BIN_DIR, plugins in $PLUGINS_DIR"
 "$BIN_DIR/helm" version --short >&2
+"$BIN_DIR/promtool" --version 2>&1 | head -1 >&2
 HELM_PLUGINS="$PLUGINS_DIR" "$BIN_DIR/helm" plugin list >&2
 echo "$BIN_DIR"

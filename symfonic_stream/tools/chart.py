@@ -11,6 +11,7 @@ Helm reads only files inside the chart, so ``make schemas`` writes there:
   its place.
 * ``values.yaml``'s ``consumers:`` block, between its two marker lines, and
   ``values.schema.json``'s ``consumers`` property.
+* ``files/grafana-dashboard.json``: the dashboard ``symfonic_stream.tools.dashboard`` declares.
 
 ``python -m symfonic_stream.tools.chart --write`` rewrites them; ``--check`` exits 1 when
 one differs (so does a unit test).
@@ -32,9 +33,11 @@ from symfonic_stream.app.topics import declared_topics
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import READERS, Consumer, deployed
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.tools.dashboard import dashboard
 
 CHART = Path("helm/symfonic-stream")
 DATA_FILE = "files/consumers.yaml"
+DASHBOARD_FILE = "files/grafana-dashboard.json"
 #: What the templates replace with ``kafka.topicPrefix``.
 PREFIX = "{prefix}"
 BEGIN = "# <consumers: generated from consumers/ by `make schemas`>"
@@ -187,11 +190,18 @@ def schema_text(current: str) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
+def dashboard_text() -> str:
+    """The dashboard's JSON, keys in the order Grafana writes them (JSON has no comments: the
+    do-not-edit note is docs/metrics.md's)."""
+    return json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n"
+
+
 def chart_files(chart: Path = CHART) -> dict[Path, str]:
     """Each generated file of the chart and the text it must hold."""
     values, schema = chart / "values.yaml", chart / "values.schema.json"
     return {
         chart / DATA_FILE: data_text(),
+        chart / DASHBOARD_FILE: dashboard_text(),
         values: values_text(values.read_text(encoding="utf-8")),
         schema: schema_text(schema.read_text(encoding="utf-8")),
     }
