@@ -156,7 +156,9 @@ if [[ "$mode" == "force" || ! -x "$BIN_DIR/promtool" || ! -f "$promtool_stamp" ]
   # The version Prometheus' own build (.promu.yml) injects; its module's VERSION file says it.
   prom_release="$(go mod download -json "github.com/prometheus/prometheus@$PROMTOOL_VERSION" \
                   | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/VERSION"
-  GOBIN="$BIN_DIR" go install -trimpath -tags netgo \
+  # remove_all_sd leaves out the service-discovery plugins (AWS, Azure, GCE, Kubernetes, ...),
+  # which rule checks and tests never use: 2.5 instead of 6.5 minutes of CPU to compile.
+  GOBIN="$BIN_DIR" go install -trimpath -tags netgo,remove_all_sd \
     -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(cat "$prom_release")" \
     "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION"
   touch "$promtool_stamp"

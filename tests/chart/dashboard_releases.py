@@ -96,7 +96,7 @@ def expr_tests(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return tests
 
 
-def test_file(dashboard: dict[str, Any]) -> dict[str, Any]:
+def promtool_file(dashboard: dict[str, Any]) -> dict[str, Any]:
     return {
         "rule_files": [str(RULES)],
         "evaluation_interval": "1m",
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
     dashboard = json.loads(DASHBOARD.read_text())
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "dashboard-releases-test.yaml"
-    tests = test_file(dashboard)
+    tests = promtool_file(dashboard)
     path.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
     checks = len(tests["tests"][0]["promql_expr_test"])
     print(f"promtool test rules {path} ({checks} queries of the panels and variables, "
