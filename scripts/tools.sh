@@ -22,10 +22,11 @@
 #   SYMFONIC_TOOLS_DIR   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/symfonic-stream/tools)
 #   HELM_VERSION, HELM_UNITTEST_VERSION, PROMTOOL_VERSION   override the pins (CI should not)
 #
-# A cold build (empty cache, 2 cores) takes 3-5 minutes (measured: 200 s idle, 311 s on a
-# busy machine), almost all of it compiling
-# Kubernetes client libraries; the Go build and module caches live under the cache root,
-# so helm-unittest reuses most of what the helm build compiled, and a warm run is instant.
+# A cold build (empty cache, 2 cores) takes 4-7 minutes (helm and helm-unittest measured
+# 200 s idle, 311 s on a busy machine; with promtool 399 s on a busy one: helm 82 s,
+# helm-unittest 76 s, promtool 212 s), almost all of it compiling Kubernetes client
+# libraries and Prometheus; the Go build and module caches live under the cache root, so
+# helm-unittest reuses most of what the helm build compiled, and a warm run is instant.
 set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v3.21.3}"
