@@ -37,10 +37,12 @@ NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*"
 
 #: Settings whose value no message shows (config errors, logs): the SASL password, the HS256
 #: key, and the TLS key's path (where the private key lives is worth hiding too).
-#: The first path segments of the gateway's own routes (gateway/app.py), which the AI SDK's
-#: chat routes (SYMFONIC_GATEWAY_CHAT_API) must leave alone.
-GATEWAY_ROUTES: Final = ("v1", "review", "static")
 SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key")
+
+#: The first path segments of the gateway's own routes (gateway/app.py), which the AI SDK's
+#: chat routes (SYMFONIC_GATEWAY_CHAT_API) must leave alone (and the chart's values.schema.json
+#: refuses for gateway.chatApi).
+GATEWAY_ROUTES: Final = ("v1", "review", "static")
 
 #: ``SYMFONIC_METRICS_PORT`` of the first consumer when unset (the contract's default); each
 #: other kind of process takes the next port, in the registry's order, so processes started

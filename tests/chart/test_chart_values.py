@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from symfonic_stream.config import ENV_PREFIX, Settings
+from symfonic_stream.config import ENV_PREFIX, GATEWAY_ROUTES, Settings
 
 from . import values_doc
 
@@ -93,6 +93,8 @@ def test_defaults_and_every_scenario_match_the_schema() -> None:
         ({"gateway": {"port": 0}}, "0 is less than the minimum of 1"),
         ({"gateway": {"corsOrigins": "https://a,https://b"}}, "is not of type 'array'"),
         ({"gateway": {"ingress": {"hosts": [{"name": "a.example.com"}]}}}, "'host' is a required"),
+        ({"gateway": {"chatApi": "/v1/chat"}}, "should not be valid under"),
+        ({"gateway": {"chatApi": "api/chat"}}, "does not match"),
     ],
 )
 def test_the_schema_rejects_unknown_keys_and_wrong_types(
@@ -100,6 +102,24 @@ def test_the_schema_rejects_unknown_keys_and_wrong_types(
 ) -> None:
     errors = _errors(_merge(DEFAULTS, override))
     assert any(expected in error for error in errors), errors
+
+
+def test_the_schema_refuses_the_chat_api_config_py_refuses() -> None:
+    """gateway.chatApi's rules are SYMFONIC_GATEWAY_CHAT_API's (config.py), checked by the
+    chart before a pod would fail at start."""
+    from pydantic import ValidationError
+
+    rule = SCHEMA["properties"]["gateway"]["properties"]["chatApi"]
+    assert rule["not"]["pattern"] == f"^/({'|'.join(GATEWAY_ROUTES)})(/|$)"
+    for value in ("/api/chat", "/agents/chat", "/v10/chat", "/reviews", "/v1", "/v1/chat",
+                  "/static/x", "api/chat", "/api/chat/", "/a b"):
+        chart_refuses = bool(_errors(_merge(DEFAULTS, {"gateway": {"chatApi": value}})))
+        try:
+            Settings(gateway_chat_api=value)
+            config_refuses = False
+        except ValidationError:
+            config_refuses = True
+        assert chart_refuses == config_refuses, value
 
 
 def test_every_object_in_the_schema_is_closed() -> None:
@@ -199,10 +219,16 @@ def test_the_ingress_routes_every_path_the_gateway_serves_by_default() -> None:
 
     from symfonic_stream.gateway.app import GatewayState, create_app
 
-    app = create_app(cast(GatewayState, SimpleNamespace(settings=Settings())))
+    chat_api = DEFAULTS["gateway"]["chatApi"]
+    assert chat_api == Settings().gateway_chat_api  # the chart's default is config.py's
+    app = create_app(cast(GatewayState, SimpleNamespace(
+        settings=Settings(gateway_chat_api=chat_api))))
     served = [re.sub(r"\{[^}]*\}", "x", route.path) for route in app.routes
               if isinstance(route, Route)]
-    assert {"/", "/review", "/static/console.js", "/v1/runs/x/events"} <= set(served)
-    rules = DEFAULTS["gateway"]["ingress"]["paths"]
+    assert {"/", "/review", "/static/console.js", "/v1/runs/x/events", chat_api,
+            f"{chat_api}/x/stream"} <= set(served)
+    # What gateway-ingress.yaml routes on a host without paths of its own (its
+    # helm-unittest, gateway_test.yaml, checks the template does so).
+    rules = [*DEFAULTS["gateway"]["ingress"]["paths"], {"path": chat_api, "pathType": "Prefix"}]
     assert [path for path in served if not _routed(path, rules)] == []
     assert not _routed("/metrics", rules)  # the probes' port is another Service's

@@ -355,6 +355,7 @@ SYMFONIC_GATEWAY_SEND_TIMEOUT_S: {{ $g.sendTimeoutSeconds | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS: {{ $g.maxClients | int64 | toString | quote }}
 SYMFONIC_GATEWAY_MAX_CLIENTS_PER_TENANT: {{ $g.maxClientsPerTenant | int64 | toString | quote }}
 SYMFONIC_GATEWAY_CORS_ORIGINS: {{ join "," $g.corsOrigins | quote }}
+SYMFONIC_GATEWAY_CHAT_API: {{ $g.chatApi | quote }}
 SYMFONIC_GATEWAY_MAX_CONNECTIONS: {{ $g.maxConnections | int64 | toString | quote }}
 SYMFONIC_GATEWAY_MAX_HEADER_BYTES: {{ $g.maxHeaderBytes | int64 | toString | quote }}
 SYMFONIC_GATEWAY_REQUEST_TIMEOUT_S: {{ $g.requestTimeoutSeconds | toString | quote }}
