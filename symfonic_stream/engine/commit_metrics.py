@@ -1,5 +1,5 @@
 """What a committed transaction tells the metrics: records in by type, records out by type,
-end-to-end latency, dead letters, tickets and resumes, the processors' counts.
+end-to-end latency, dead letters, tickets, resumes and claims, the processors' counts.
 
 Called once per committed transaction, never per record on the way: a transaction that
 aborts counts nothing, so the counters agree with what read_committed readers see.
@@ -48,3 +48,5 @@ def report_commit(metrics: ConsumerMetrics, topic: str, out: Collector, consumed
         metrics.ticket_routed(queue, kind, n)
     for outcome, n in out.resumes.items():
         metrics.resume(outcome, n)
+    for (queue, outcome), n in out.claims.items():
+        metrics.claim(queue, outcome, n)

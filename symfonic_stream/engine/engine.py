@@ -83,6 +83,8 @@ class Engine(Assignments):
         self.readiness = Readiness(health, metrics)
         self._consumer: AIOKafkaConsumer | None = None
         self.tasks: dict[TopicPartition, StreamTask] = {}
+        # The gauges read at each scrape see the processors of the partitions owned then.
+        metrics.watch(self._processors)
         self._to_set_up: set[TopicPartition] = set()
         # Held while fetched records, a punctuation or a revocation touches the tasks.
         self._lock = asyncio.Lock()
@@ -113,6 +115,9 @@ class Engine(Assignments):
             if topology.changelog_topic is not None and topology.source.grouped
             and settings.state_keep_s > 0 else None
         )
+
+    def _processors(self) -> list[object]:
+        return [task.processor for task in self.tasks.values()]
 
     def _member(self) -> GroupMetadata | None:
         """Whose generation fences the offsets of the next transaction (commit step 6)."""

@@ -97,6 +97,8 @@ class Collector:
     #: the processors' own closed sets (never a record's headers, never a tenant).
     tickets: Counter[tuple[str, str]] = field(default_factory=Counter)
     resumes: Counter[str] = field(default_factory=Counter)
+    #: Claims decided by (queue, outcome), the same way.
+    claims: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def emit(self, record: OutputRecord) -> None:
         self.outputs.append(record)
@@ -118,6 +120,7 @@ class Collector:
         self.inputs.clear()
         self.tickets.clear()
         self.resumes.clear()
+        self.claims.clear()
 
 
 class Processor(Protocol):

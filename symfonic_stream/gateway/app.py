@@ -54,7 +54,7 @@ from symfonic_stream.gateway.page import page
 from symfonic_stream.gateway.rates import PerMinute, rate_limited
 from symfonic_stream.gateway.resume import MAX_INPUT_BYTES, parse_input, resumed
 from symfonic_stream.gateway.reviews import ReviewStore
-from symfonic_stream.gateway.runs import Run
+from symfonic_stream.gateway.runs import Held, Run
 from symfonic_stream.gateway.slots import Slots
 from symfonic_stream.gateway.sse import BadRequest, check_run_id, resume_after
 from symfonic_stream.gateway.tail import TopicTail
@@ -108,7 +108,9 @@ class _RunStream(EventSourceResponse):
                  answer: Callable[[Viewing], AsyncIterator[bytes]] | None = None) -> None:
         self._state, self._stream, self._run = state, stream, run
         self._tenant = tenant  # whose slot it holds, given back when the stream ends
-        self.viewing = viewing = Viewing()
+        self.viewing = viewing = Viewing(delivered=_delivery(state.metrics, stream))
+        # A client resuming: a stream from after a seq (an answer's stream never is).
+        self._resumed = answer is None and after >= 0
         settings = state.settings
         tail = state.tails[stream]
 
@@ -141,6 +143,8 @@ class _RunStream(EventSourceResponse):
         metrics, stream = self._state.metrics, self._stream
         self._run.viewers += 1
         metrics.viewers.labels(stream).inc()
+        if self._resumed:
+            metrics.resumes.labels(stream).inc()
         ending = "disconnected"
         try:
             await super().__call__(scope, receive, send)
@@ -159,6 +163,18 @@ class _RunStream(EventSourceResponse):
             if self.viewing.first_sent is not None:
                 metrics.first_event.labels(stream).observe(
                     self.viewing.first_sent - self.viewing.started)
+
+
+def _delivery(metrics: GatewayMetrics, stream: str) -> Callable[[list[Held]], None]:
+    """What observes a stream's live records as they go out: each one's lag behind its
+    Kafka timestamp (docs/metrics.md says why that one), a write's worth in one update."""
+    lag = metrics.delivery_lag.labels(stream)
+
+    def delivered(batch: list[Held]) -> None:
+        now = time.time()
+        lag.observe_many([now - held.ts for held in batch if held.ts])
+
+    return delivered
 
 
 def _refuse(state: GatewayState, stream: str, status: int, reason: str, detail: str, *,

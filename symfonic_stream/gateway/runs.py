@@ -41,8 +41,9 @@ from typing import Literal
 
 from symfonic_stream.gateway.sse import Envelope
 
-#: Bookkeeping bytes of one held record on top of its value (the tuple, the int, the str).
-HELD_OVERHEAD = 120
+#: Bookkeeping bytes of one held record on top of its value (the object, the int, the str,
+#: the timestamp's float).
+HELD_OVERHEAD = 150
 
 #: What :meth:`RunStore.append` did with a record (the tail's ``records`` metric).
 Filing = Literal["filed", "repeated", "foreign"]
@@ -56,6 +57,9 @@ class Held:
     name: str
     data: bytes
     closes: bool
+    #: The record's Kafka timestamp (Unix s; 0: unknown, as for a read-back's records):
+    #: where its delivery lag is measured from (:mod:`.viewer`).
+    ts: float = 0.0
 
 
 def _seq_of(held: Held) -> int:
@@ -153,7 +157,7 @@ class RunStore:
         return self._runs.get(run_id)
 
     def append(self, partition: int, offset: int, envelope: Envelope, data: bytes,
-               tenant: str | None = None) -> Filing:
+               tenant: str | None = None, ts: float = 0.0) -> Filing:
         """File one record under its run (creating the run at its first record, pinning
         it at its first from an event); what became of the record."""
         run = self._runs.get(envelope.run_id)
@@ -178,7 +182,7 @@ class RunStore:
             return "repeated"
         if envelope.seq > run.next_seq:
             self.jumped += 1
-        run.held.append(Held(envelope.seq, envelope.name, data, envelope.closes))
+        run.held.append(Held(envelope.seq, envelope.name, data, envelope.closes, ts))
         size = len(data) + HELD_OVERHEAD
         run.held_bytes += size
         self.held_bytes += size

@@ -96,7 +96,7 @@ class TopicTail:
             for tp, records in batch.items():
                 for record in records:
                     self._file(tp.partition, record.offset, record.key, record.value,
-                               record.headers)
+                               record.headers, record.timestamp / 1000)
                 if records:
                     self.positions[tp.partition] = records[-1].offset + 1
             if self._catch_up_to:  # (commit markers move the position past the records)
@@ -108,14 +108,14 @@ class TopicTail:
             await asyncio.sleep(0)
 
     def _file(self, partition: int, offset: int, key: bytes | None, value: bytes | None,
-              headers: Sequence[tuple[str, bytes | None]] | None) -> None:
+              headers: Sequence[tuple[str, bytes | None]] | None, ts: float) -> None:
         envelope = read_envelope(value)
         if envelope is None or key != envelope.run_id.encode():
             self._on_record("skipped")  # not an envelope of its key's run: never sent
             return
         assert value is not None
         filing = self.store.append(partition, offset, envelope, without_token(envelope, value),
-                                   tenant_of(headers))
+                                   tenant_of(headers), ts)
         self._on_record(filing)
         if filing == "foreign" and self._first_foreign(envelope.run_id):
             # Once per run; no run id or tenant in a log line: the offset finds the record.

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
+from typing import cast
 
 import orjson
 
@@ -33,6 +34,9 @@ class Viewing:
     sent: int = 0
     #: The run's closing ``end`` record was sent (else the client went away or was dropped).
     run_ended: bool = False
+    #: Told each batch of live records as it goes to the client: records held in memory
+    #: that came after the stream had caught up with its run (the delivery lag's).
+    delivered: Callable[[list[Held]], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,9 @@ async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
         yield [Truncated(next_seq, run.first_seq - 1, "before the gateway's window")]
         next_seq = run.first_seq
     offset = run.first_offset  # where a read-back starts (moves on as it reads)
+    # Once the stream has waited for its run, what memory gives it is live: its lag is the
+    # gateway's delivery (the history before, and any read from Kafka, is not).
+    live = False
     while True:
         if next_seq < run.held_from:
             if on_read_back is not None:
@@ -79,6 +86,8 @@ async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
             continue
         held = run.held_after(next_seq - 1)
         for batch in _pieces(held):
+            if live and viewing.delivered is not None:
+                viewing.delivered(cast(list[Held], batch))
             yield batch
             last = batch[-1]
             assert isinstance(last, Held)
@@ -92,6 +101,7 @@ async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
             viewing.run_ended = True
             return
         await run.changed.wait()
+        live = True
 
 
 def _pieces(held: list[Held]) -> list[list[Item]]:

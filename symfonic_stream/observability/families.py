@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from symfonic_stream import __version__, installed_version, native
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.observability.histogram import BatchHistogram
+from symfonic_stream.observability.queues import QueueGauges
 
 PREFIX: Final = "symfonic_stream_"
 
@@ -47,6 +48,10 @@ RESUME_OUTCOMES: Final = frozenset(
     {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "claimed",
      "invalid_answer"}
 )
+#: How the resume validator decided a claim of a ticket (docs/pauses.md, "Claims"): a new
+#: claim ``granted``, the holder's ``renewed``, or refused: another reviewer ``held`` it,
+#: it was ``answered``, or its claimant ``rested`` after a claim of its total lifetime.
+CLAIM_OUTCOMES: Final = ("granted", "renewed", "held", "answered", "rested")
 #: The keys of ``Collector.counts`` (engine/records.py) and the counter each one feeds.
 COUNT_KEYS: Final = frozenset({
     "duplicates", "gaps", "unknown_kind", "abandoned_runs", "evicted_runs",
@@ -125,7 +130,8 @@ class _Families:
         )
 
     def _engine(self) -> None:
-        """Latency, transactions, fencing, rebalances, restores, tickets, resumes."""
+        """Latency, transactions, fencing, rebalances, restores, tickets, resumes, claims,
+        the queues."""
         counter, histogram = self._counter, self._histogram
         # Observed for every output record: a transaction's worth in one call.
         self.end_to_end = BatchHistogram(
@@ -161,6 +167,16 @@ class _Families:
             "tickets_routed", "Tickets written to human queues.", "queue", "kind"
         )
         self.resumes = counter("resumes", "Resume requests, by outcome.", "outcome")
+        self.claims = counter(
+            "review_claims", "Claims of tickets the resume validator decided, by the ticket's "
+            "queue and the outcome.", "queue", "outcome"
+        )
+        # Read from the processors at each scrape (observability/queues.py).
+        self.queues = QueueGauges(
+            (PREFIX + "review_open_tickets", PREFIX + "review_oldest_open_ticket_seconds",
+             PREFIX + "review_next_expiry_seconds"),
+            self.claims, CLAIM_OUTCOMES, self._registry,
+        )
 
     def _process(self) -> None:
         """The process: ready or not, and what it is."""

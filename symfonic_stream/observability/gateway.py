@@ -1,4 +1,4 @@
-"""The gateway's metrics (docs/metrics.md, "Gateway"): viewers, messages, the tails.
+"""The gateway's metrics (docs/metrics.md, "Gateway"): viewers, messages, delivery, the tails.
 
 Labels are bounded: ``stream`` is ``events`` or ``chunks``, ``outcome`` one of the fixed
 sets below. No run id is ever a label.
@@ -11,6 +11,7 @@ from typing import Final
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from symfonic_stream.observability.families import PREFIX
+from symfonic_stream.observability.histogram import BatchHistogram
 
 STREAMS: Final = ("events", "chunks")
 #: How a viewer's stream ended.
@@ -26,6 +27,9 @@ EDGE_REFUSALS: Final = ("too_many_connections", "headers_too_large", "request_ti
 FILINGS: Final = ("filed", "repeated", "foreign", "skipped")
 FIRST_EVENT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
                               2.5, 5, 10, 30)
+#: A live record's timestamp to its send: milliseconds when all is well, up to a minute
+#: when the tail or a viewer falls behind.
+DELIVERY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class GatewayMetrics:
@@ -60,8 +64,18 @@ class GatewayMetrics:
             f"{PREFIX}gateway_first_event_seconds",
             "Request to the first message of its stream sent.", ["stream"],
             buckets=FIRST_EVENT_BUCKETS, registry=reg)
+        # Observed for every live record sent to every viewer: a write's worth in one call.
+        self.delivery_lag = BatchHistogram(
+            f"{PREFIX}gateway_delivery_lag_seconds",
+            "A live record's Kafka timestamp (set as its transaction produced it, before "
+            "its commit) to its send to a viewer.", "stream", DELIVERY_BUCKETS, reg)
+        self.resumes = Counter(f"{PREFIX}gateway_resumes", "Streams served from after a seq "
+                               "(Last-Event-ID or ?after_seq): a client resuming.", ["stream"],
+                               registry=reg)
         for stream in STREAMS:
             self.viewers.labels(stream)
+            self.delivery_lag.labels(stream)
+            self.resumes.labels(stream)
             self.messages.labels(stream)
             self.read_backs.labels(stream)
             self.runs.labels(stream)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
 
 from symfonic_stream.observability.families import (
+    CLAIM_OUTCOMES,
     COUNT_KEYS,
     DEAD_LETTER_REASONS,
     PREFIX,
@@ -27,6 +28,7 @@ from symfonic_stream.observability.families import (
     RESUMES_CONSUMER,
     _families,
 )
+from symfonic_stream.observability.queues import Processors
 
 __all__ = ["ConsumerMetrics", "SupervisorMetrics"]
 
@@ -80,6 +82,7 @@ class ConsumerMetrics:
         self.transactions_committed = 0
         # Only the resume validator resumes; zero series on other consumers would be noise.
         self._resumes: dict[str, Counter] = {}
+        self._claims: dict[tuple[str, str], Counter] = {}
         if consumer == RESUMES_CONSUMER:
             for outcome in RESUME_OUTCOMES:
                 self._resume_child(outcome)
@@ -234,6 +237,24 @@ class ConsumerMetrics:
                 )
             child = self._resumes[outcome] = self._f.resumes.labels(self.consumer, outcome)
         return child
+
+    def claim(self, queue: str, outcome: str, n: int = 1) -> None:
+        """``n`` claims of tickets of ``queue`` (a queue of the routing rules) decided
+        ``outcome`` (:data:`CLAIM_OUTCOMES`)."""
+        child = self._claims.get((queue, outcome))
+        if child is None:
+            if outcome not in CLAIM_OUTCOMES:
+                raise ValueError(
+                    f"unknown claim outcome {outcome!r}; expected one of {list(CLAIM_OUTCOMES)}"
+                )
+            child = self._claims[queue, outcome] = self._f.claims.labels(
+                self.consumer, queue, outcome)
+        child.inc(n)
+
+    def watch(self, processors: Processors) -> None:
+        """Read the queue gauges at each scrape from ``processors()``, the processors of
+        the partitions this consumer owns then (observability/queues.py)."""
+        self._f.queues.watch(self.consumer, processors)
 
     # -- readiness --------------------------------------------------------------------------
 

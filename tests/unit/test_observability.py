@@ -30,6 +30,7 @@ from symfonic_stream.observability import (
     start_health_server,
 )
 from symfonic_stream.observability.histogram import BatchHistogram
+from symfonic_stream.observability.queues import QueueTickets
 
 P = "symfonic_stream_"
 
@@ -324,7 +325,18 @@ def exercise(m: ConsumerMetrics) -> None:
     m.state_restored(0.1, 1)
     m.ticket_routed("default", "ask_user")
     m.resume("accepted")
+    m.claim("default", "granted")
+    m.watch(lambda: [OneOpenTicket()])
     m.set_ready(True)
+
+
+class OneOpenTicket:
+    """A processor with one ticket open on queue ``default`` (observability/queues.py)."""
+
+    def review_queues(self, now: float) -> dict[str, QueueTickets]:
+        tickets = QueueTickets()
+        tickets.add(now - 60, now + 600)
+        return {"default": tickets}
 
 
 # -- health ------------------------------------------------------------------------------

@@ -59,8 +59,9 @@ class ReviewDesk:
         if review is None:
             return  # (a ticket of a version before reviews: nothing to claim)
         if request.action == "claim":
-            review.claim(request.responder, now, self.lease_s, request.request_id,
-                         self.max_claim_s)
+            queue = review.queue  # (the metric's label: a queue of the rules, no tenant)
+            out.claims[queue, review.claim(request.responder, now, self.lease_s,
+                                           request.request_id, self.max_claim_s)] += 1
         else:
             review.release(request.responder, now, request.request_id)
         self.publish(key, review, out)

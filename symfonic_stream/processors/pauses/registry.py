@@ -24,12 +24,14 @@ run (a kernel's re-send), else another tenant's ticket, registered on its own.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from symfonic_stream.engine.records import Collector
+from symfonic_stream.observability.queues import QueueTickets
 from symfonic_stream.processors.expiring import ExpiringState, within_budget
 from symfonic_stream.processors.pauses.review import Review
 from symfonic_stream.state.store import Codec, StateStore
@@ -113,6 +115,44 @@ def ticket_key(ticket_id: str, tenant: str | None, known: bool = True) -> str:
     return orjson.dumps([tenant if known else False, ticket_id]).decode()
 
 
+class OpenTickets:
+    """The registry's open tickets (registered, with a review, unanswered) by key: their
+    queue, when they were registered and when they expire; what the queue gauges are read
+    from (observability/queues.py). Derived from the store, never stored: each change of a
+    ticket is one dict update here, and a restore rebuilds it."""
+
+    def __init__(self, queues: Iterable[str] = ()) -> None:
+        #: The routing rules' queues: each one's gauges are there, 0 when none is open.
+        self._queues = tuple(queues)
+        self._open: dict[str, tuple[str, float, float]] = {}
+
+    def track(self, key: str, ticket: Registered) -> None:
+        """``ticket`` just changed (registered, answered, escalated): where it stands now."""
+        review = ticket.review
+        if review is None or ticket.answered_at:  # (a ticket of a version before reviews:
+            self._open.pop(key, None)             # no queue to count it on)
+        else:
+            self._open[key] = (review.queue, ticket.registered_at, ticket.expires_at)
+
+    def drop(self, key: str) -> None:
+        self._open.pop(key, None)
+
+    def clear(self) -> None:
+        self._open.clear()
+
+    def by_queue(self, now: float) -> dict[str, QueueTickets]:
+        """Per queue, its tickets open at ``now`` (an expired one is not: it can no longer
+        be answered, though it is remembered until its grace ends)."""
+        queues = {queue: QueueTickets() for queue in self._queues}
+        for queue, registered_at, expires_at in self._open.values():
+            tickets = queues.get(queue)
+            if tickets is None:
+                tickets = queues[queue] = QueueTickets()
+            if expires_at > now:
+                tickets.add(registered_at, expires_at)
+        return queues
+
+
 @dataclass(frozen=True, slots=True)
 class Named:
     """The ticket an answer names (``key`` None: none), or that its token matched several."""
@@ -125,7 +165,8 @@ class Named:
 class TicketRegistry(ExpiringState[Registered]):
     """Every tenant's tickets of one registrations partition."""
 
-    def __init__(self, grace_s: float, punctuate_budget_s: float) -> None:
+    def __init__(self, grace_s: float, punctuate_budget_s: float,
+                 queues: Iterable[str] = ()) -> None:
         super().__init__(StateStore("tenant-ticket", TICKET_CODEC), punctuate_budget_s)
         self.tickets = self.state
         #: The previous version's store, only read (restored, then moved into ``tickets``).
@@ -133,6 +174,7 @@ class TicketRegistry(ExpiringState[Registered]):
         self._grace_s = grace_s
         #: Ticket id → the keys of its tickets.
         self._by_id: dict[str, list[str]] = {}
+        self.open = OpenTickets(queues)
 
     @property
     def stores(self) -> tuple[StateStore[Registered], ...]:
@@ -146,8 +188,15 @@ class TicketRegistry(ExpiringState[Registered]):
             self._previous.delete(ticket_id)
         super().restored()
         self._by_id.clear()
-        for key, _ in self.tickets.items():
+        self.open.clear()
+        for key, ticket in self.tickets.items():
             self._by_id.setdefault(orjson.loads(key)[1], []).append(key)
+            self.open.track(key, ticket)
+
+    def review_queues(self, now: float) -> dict[str, QueueTickets]:
+        """Per queue, its tickets open at ``now`` (observability/queues.py reads it at each
+        scrape)."""
+        return self.open.by_queue(now)
 
     def deadline_of(self, value: Registered) -> float:
         """Its review's next timer, else answered, expired (and routed) longer than the
@@ -163,8 +212,10 @@ class TicketRegistry(ExpiringState[Registered]):
                 self.on_timer(key, ticket, now, out)  # its review's
                 self.tickets.touch(key)
                 self.tickets.schedule(key, self.deadline_of(ticket))
+                self.open.track(key, ticket)  # (an escalation moved it to another queue)
                 continue
             self.tickets.delete(key)
+            self.open.drop(key)
             if ticket is not None:
                 self.on_forget(key, ticket, out)
             ticket_id = orjson.loads(key)[1]

@@ -105,9 +105,11 @@ class Review:
         del self.history[:-MAX_HISTORY]
 
     def claim(self, by: str, now: float, lease_s: float, request: str | None,
-              max_claim_s: float = float("inf")) -> str | None:
+              max_claim_s: float = float("inf")) -> str:
         """``by`` claims the ticket (again: the lease is renewed, but never past
-        ``max_claim_s`` after the claim began); why not, if it cannot."""
+        ``max_claim_s`` after the claim began). The outcome (a metric's label,
+        observability's ``CLAIM_OUTCOMES``): ``granted``, ``renewed``, or why not
+        (``answered``, ``held``, ``rested``)."""
         holder = self.holder(now)
         reason, refusal = (("answered", "answered already") if self.answered is not None
                            else ("held", f"claimed by {holder}") if holder not in (None, by)
@@ -115,16 +117,16 @@ class Review:
                                  f"it may claim again at {self.rested_until}")
                            if by == self.rested_by and now < self.rested_until
                            else (None, None))
-        if refusal is not None:
+        if reason is not None:
             self.note(now, "claim_refused", by=by, request=request, reason=reason,
                       detail=refusal)
-            return refusal
+            return reason
         if holder is None or not self.claim_since:  # (a claim of a version before lifetimes)
             self.claim_since = now
         self.claim_by = by
         self.claim_until = min(now + lease_s, self.claim_since + max_claim_s)
         self.note(now, "claimed", by=by, request=request)
-        return None
+        return "granted" if holder is None else "renewed"
 
     def release(self, by: str, now: float, request: str | None) -> str | None:
         """The holder gives the claim back; why not, if ``by`` does not hold it."""

@@ -96,7 +96,7 @@ class ResumeValidator(TicketRegistry):
         self._max_lifetime_s = max_lifetime_s
         self._decode = decode
         self._desk = desk or ReviewDesk(names, RoutingRules())
-        super().__init__(grace_s, punctuate_budget_s)
+        super().__init__(grace_s, punctuate_budget_s, self._desk.rules.queues())
 
     def process(self, record: InputRecord, now: float, out: Collector) -> None:
         try:
@@ -161,6 +161,7 @@ class ResumeValidator(TicketRegistry):
         self.add(ticket.ticket_id, key, registered)
         self._desk.registered(key, registered, ticket.model_dump(), out)
         self.tickets.schedule(key, self.deadline_of(registered))  # (now with its review's)
+        self.open.track(key, registered)
 
     def on_timer(self, key: str, ticket: Registered, now: float, out: Collector) -> None:
         self._desk.timer(key, ticket, now, out)
@@ -224,6 +225,7 @@ class ResumeValidator(TicketRegistry):
             self._desk.publish(key, ticket.review, out)
         self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
+        self.open.track(key, ticket)
         resume = {
             "ticket_id": request.ticket_id,
             "run_id": ticket.run_id,
