@@ -209,18 +209,41 @@ PAUSES = Row("Pause path", (
                      "to {{queue}} {{kind}}"),), width=8, stacked=True),
     Panel("Review requests /s", "Claims, releases and answers reaching the resume validator "
           "(one count: a claim is not counted apart), and the review-state records it wrote "
-          "for them (claimed, released, refused, lease run out, escalated, answered). "
-          "Tickets routed with no requests for an hour fires SymfonicStreamReviewIdle.",
+          "for them (claimed, released, refused, lease run out, escalated, answered).",
           "ops", (
               Target(f"sum {by()} ({rate(consumer('records_in_total', VALIDATOR, REQUEST))})",
                      "requests"),
               Target(f"sum {by()} ({rate(consumer('records_out_total', VALIDATOR, REVIEW))})",
                      "review-state changes")), width=8),
+    Panel("Open tickets by queue", "Tickets registered on each queue and not yet answered "
+          "nor expired (a claimed one too), as the resume validator holds them; an escalated "
+          "ticket counts on the queue it went to.", "short", (
+              Target(f"sum {by('queue')} ({consumer('review_open_tickets', VALIDATOR)})",
+                     "{{queue}}"),), width=8, stacked=True),
+    Panel("Oldest open ticket by queue", "How long the oldest open ticket of each queue has "
+          "waited since it was registered. Over an hour with no claim on the queue in that "
+          "hour fires SymfonicStreamQueueUnclaimed.", "s", (
+              Target(f"max {by('queue')} "
+                     f"({consumer('review_oldest_open_ticket_seconds', VALIDATOR)})",
+                     "{{queue}}"),), width=8),
+    Panel("Next expiry by queue", "Time left before the next open ticket of each queue "
+          "expires unanswered (its run then ends abandoned). Under 15 minutes for 5 fires "
+          "SymfonicStreamTicketNearExpiry.", "s", (
+              Target(f"min {by('queue')} "
+                     f"({consumer('review_next_expiry_seconds', VALIDATOR)})",
+                     "{{queue}}"),), width=8),
+    Panel("Claims by queue and outcome", "Claims the resume validator decided per interval, "
+          "by the ticket's queue: granted, renewed (by its holder), or refused: held "
+          "(another reviewer holds it), answered, rested (its claimant's claim ran its total "
+          "lifetime).", "short", (
+              Target(f"sum {by('queue', 'outcome')} "
+                     f"({increase(consumer('review_claims_total', VALIDATOR))})",
+                     "{{queue}} {{outcome}}"),), stacked=True),
     Panel("Answers by outcome /s", "What the resume validator decided: accepted, or the "
           "reason a claim or answer was refused (expired: the answer came after its ticket "
           "expired, SymfonicStreamAnswersAfterExpiry).", "ops", (
               Target(f"sum {by('outcome')} ({rate(consumer('resumes_total'))})",
-                     "{{outcome}}"),), width=24, stacked=True),
+                     "{{outcome}}"),), stacked=True),
 ))
 
 GATEWAY = Row("Gateway", (
@@ -248,6 +271,15 @@ GATEWAY = Row("Gateway", (
     Panel("First message p50 / p99", "A stream's request to its first message sent: what a "
           "viewer waits before it sees anything (its backlog read from memory or Kafka).",
           "s", _p50_p99(gateway("gateway_first_event_seconds_bucket"), "stream")),
+    Panel("Delivery lag p50 / p99", "A live record's Kafka timestamp (set as the "
+          "consumer's transaction produced it, just before its commit) to its send to a "
+          "viewer: what a viewer that is caught up waits for each record. p99 over 5 s for "
+          "10 minutes fires SymfonicStreamGatewayDeliveryLag.", "s",
+          _p50_p99(gateway("gateway_delivery_lag_seconds_bucket"), "stream")),
+    Panel("Resumes served", "Streams served from after a seq (Last-Event-ID or ?after_seq), "
+          "per interval: clients reconnecting or resuming a run.", "short", (
+              Target(f"sum {by('stream')} ({increase(gateway('gateway_resumes_total'))})",
+                     "{{stream}}"),)),
     Panel("Messages sent and read-backs /s", "SSE messages sent (counted when a stream ends), "
           "and reads from Kafka of a run's records no longer held in memory: a viewer "
           "resuming (Last-Event-ID) or starting behind what the gateway holds.", "ops", (

@@ -29,7 +29,9 @@ NEEDS_FOR = {
     "SymfonicStreamTransactionsAborting": None,
     "SymfonicStreamConsumerNotReady": "5m",
     "SymfonicStreamMetricsAbsent": "5m",
-    "SymfonicStreamReviewIdle": None,
+    "SymfonicStreamTicketNearExpiry": "5m",
+    "SymfonicStreamQueueUnclaimed": None,
+    "SymfonicStreamGatewayDeliveryLag": "10m",
     "SymfonicStreamGatewayClientsRefused": None,
 }
 
