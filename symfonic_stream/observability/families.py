@@ -167,16 +167,16 @@ class _Families:
             "tickets_routed", "Tickets written to human queues.", "queue", "kind"
         )
         self.resumes = counter("resumes", "Resume requests, by outcome.", "outcome")
+        # Read from the processors at each scrape (observability/queues.py); registered
+        # before the claims counter, whose series it makes for each queue it shows.
+        self.queues = QueueGauges(
+            (PREFIX + "review_open_tickets", PREFIX + "review_oldest_open_ticket_seconds",
+             PREFIX + "review_next_expiry_seconds"), self._registry)
         self.claims = counter(
             "review_claims", "Claims of tickets the resume validator decided, by the ticket's "
             "queue and the outcome.", "queue", "outcome"
         )
-        # Read from the processors at each scrape (observability/queues.py).
-        self.queues = QueueGauges(
-            (PREFIX + "review_open_tickets", PREFIX + "review_oldest_open_ticket_seconds",
-             PREFIX + "review_next_expiry_seconds"),
-            self.claims, CLAIM_OUTCOMES, self._registry,
-        )
+        self.queues.claims = (self.claims, CLAIM_OUTCOMES)
 
     def _process(self) -> None:
         """The process: ready or not, and what it is."""

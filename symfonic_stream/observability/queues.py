@@ -64,11 +64,13 @@ Processors = Callable[[], Iterable[object]]
 class QueueGauges(Collector):
     """The three queue gauges of every consumer on one registry (labels consumer, queue)."""
 
-    def __init__(self, names: tuple[str, str, str], claims: Counter, outcomes: Iterable[str],
-                 registry: CollectorRegistry, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, names: tuple[str, str, str], registry: CollectorRegistry,
+                 clock: Callable[[], float] = time.time) -> None:
         self._names = names
-        self._claims = claims
-        self._outcomes = tuple(outcomes)
+        #: The claims counter and its outcomes, whose series each queue shown gets. Set
+        #: after the counter is made, so that it registers after this collector: a scrape
+        #: reads the counter after this made the series, and so shows them.
+        self.claims: tuple[Counter, tuple[str, ...]] | None = None
         self._clock = clock
         self._sources: dict[str, list[Callable[[], Processors | None]]] = {}
         self._lock = threading.Lock()
@@ -112,8 +114,10 @@ class QueueGauges(Collector):
                 if tickets.open:
                     oldest.add_metric([consumer, queue], max(0.0, now - tickets.oldest))
                     expiry.add_metric([consumer, queue], max(0.0, tickets.next_expiry - now))
-                for outcome in self._outcomes:  # (created at 0 once; a no-op after)
-                    self._claims.labels(consumer, queue, outcome)
+                if self.claims is not None:  # (created at 0 once; a no-op after)
+                    counter, outcomes = self.claims
+                    for outcome in outcomes:
+                        counter.labels(consumer, queue, outcome)
         yield from families
 
 

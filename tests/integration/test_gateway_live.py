@@ -102,7 +102,7 @@ async def test_resume_from_every_seq_gives_exactly_the_records_after_it(prefix: 
         await _publish(prefix, events)
         # 12 text deltas, usage, response_complete, end: seqs 0-14 on the typed topic.
         on_topic = await _topic_values(prefix, "stream-events", run_id, 15)
-        async with running_gateway(_gateway_settings(prefix)) as (_, base), \
+        async with running_gateway(_gateway_settings(prefix)) as (gateway, base), \
                 httpx.AsyncClient(timeout=30) as client:
             url = f"{base}/v1/runs/{run_id}/events"
             for after in range(-1, 15):
@@ -116,6 +116,11 @@ async def test_resume_from_every_seq_gives_exactly_the_records_after_it(prefix: 
             status, chunks = await read_sse(client, f"{base}/v1/runs/{run_id}/chunks")
             assert [m["event"] for m in chunks] == ["text"] * 12 + ["final", "end"]
             assert [orjson.loads(m["data"])["seq"] for m in chunks] == list(range(14))
+            # Every stream from after a seq is a resume served (15 ?after_seq, one
+            # Last-Event-ID); none of them, a replay of the history, had live records.
+            resumes = _gateway_sample(gateway, "resumes_total")
+            assert (resumes("events"), resumes("chunks")) == (16, 0)
+            assert _gateway_sample(gateway, "delivery_lag_seconds_count")("events") == 0
 
 
 async def test_a_run_published_while_a_client_waits_is_streamed(prefix: str) -> None:
@@ -135,10 +140,21 @@ async def test_a_run_published_while_a_client_waits_is_streamed(prefix: str) -> 
         assert orjson.loads(messages[-1]["data"])["end"]["status"] == "completed"
 
 
+def _gateway_sample(gateway: Any, name: str) -> Any:
+    def value(stream: str) -> float | None:
+        found = gateway.metrics.registry.get_sample_value(
+            f"symfonic_stream_gateway_{name}", {"stream": stream})
+        return None if found is None else float(found)
+    return value
+
+
 async def test_a_paused_run_stays_open_and_goes_on_when_continued(prefix: str) -> None:
+    """Also the delivery lag (docs/metrics.md): the viewer waits at the pause, so what the
+    run writes after it is live, each record's lag behind its Kafka timestamp observed."""
     await create_topics(prefix)
     run_id = "run-paused"
-    async with projectors(prefix), running_gateway(_gateway_settings(prefix)) as (_, base), \
+    async with projectors(prefix), \
+            running_gateway(_gateway_settings(prefix)) as (gateway, base), \
             httpx.AsyncClient(timeout=30) as client:
         await _publish(prefix, [*_run(run_id, 0, 2, done=False), _ask(run_id, 2)])
         seen: list[dict[str, str]] = []
@@ -150,9 +166,18 @@ async def test_a_paused_run_stays_open_and_goes_on_when_continued(prefix: str) -
             return [m["event"] for m in seen][-2:] == ["ask_user", "end"]
 
         await wait_until(paused, "the pause and its end reached the viewer")
+        lag = _gateway_sample(gateway, "delivery_lag_seconds_count")
+        assert lag("events") == 0  # what it sent up to the pause was the run so far
         # The same stream goes on with what the kernel sends after the answer.
+        published = time.time()
         await _publish(prefix, _run(run_id, 3, 2))
         status, messages = await reading
+        read = time.time()
+        # The five records after the pause, sent live; each lag under the time it took.
+        assert lag("events") == 5
+        total = _gateway_sample(gateway, "delivery_lag_seconds_sum")("events")
+        assert total is not None and 0 <= total <= 5 * (read - published)
+        assert _gateway_sample(gateway, "resumes_total")("events") == 0
         assert status == 200
         names = [m["event"] for m in messages]
         assert names == ["text_delta", "text_delta", "ask_user", "end",

@@ -197,8 +197,8 @@ def test_the_gauges_are_read_at_the_scrape_from_the_processors_owned_then() -> N
     registry = CollectorRegistry()
     metrics = ConsumerMetrics("resumes", registry)
     clock = [NOW + 30]
-    gauge = QueueGauges(("o", "a", "e"), metrics._f.claims, CLAIM_OUTCOMES, CollectorRegistry(),
-                        clock=lambda: clock[0])
+    gauge = QueueGauges(("o", "a", "e"), CollectorRegistry(), clock=lambda: clock[0])
+    gauge.claims = (metrics._f.claims, CLAIM_OUTCOMES)
     owner = Owner(one.validator, two.validator, object())  # (a processor without queues)
     gauge.watch("resumes", owner.processors)
     read = {(s.name, s.labels["queue"]): s.value for f in gauge.collect() for s in f.samples}
@@ -225,6 +225,8 @@ def test_a_consumer_s_registry_exports_the_queue_families() -> None:
     metrics.watch(owner.processors)
     metrics._f.queues._clock = lambda: NOW + 30
     read = scrape(registry)
+    # The first scrape that shows a queue shows its claim series.
+    assert read[(PREFIX + "review_claims_total", "resumes", "oversight")] == 0
     assert read[(PREFIX + "review_open_tickets", "resumes", "payments")] == 2
     assert read[(PREFIX + "review_oldest_open_ticket_seconds", "resumes", "questions")] == 10
     assert read[(PREFIX + "review_next_expiry_seconds", "resumes", "payments")] == 270
