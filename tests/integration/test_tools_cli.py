@@ -24,8 +24,10 @@ async def run_cli(
         sys.executable, "-m", "symfonic_stream", *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "SYMFONIC_BOOTSTRAP_SERVERS": bootstrap, "NO_COLOR": "1",
-             **(env or {})},
+        # MAKELEVEL dropped: the command as typed at a terminal, even when the suite runs
+        # under make (the demo's closing line names `make demo` only when make started it)
+        env={**{k: v for k, v in os.environ.items() if k != "MAKELEVEL"},
+             "SYMFONIC_BOOTSTRAP_SERVERS": bootstrap, "NO_COLOR": "1", **(env or {})},
     )
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout_s)

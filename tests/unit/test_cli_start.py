@@ -111,6 +111,9 @@ def _until_answering(process: subprocess.Popen[str], port: int) -> tuple[int, st
             continue  # not bound yet: asked again at once (the connect is the wait)
 
 
+# The documented ports are shared with tests/integration/test_docs_snippets_live.py: one
+# xdist group, so the two never hold 9400 at once.
+@pytest.mark.xdist_group("documented-ports")
 @pytest.mark.timeout(HANG_S)
 def test_run_and_the_gateway_side_by_side_with_their_default_ports() -> None:
     """The README's order: ``run typed &`` then ``gateway &``, nothing set but Kafka's
