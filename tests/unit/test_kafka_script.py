@@ -174,9 +174,12 @@ def test_the_probe_tells_nothing_from_something_that_is_not_kafka(not_kafka: int
 # --------------------------------------------------------------------------- the users
 
 
-def test_the_authorizer_brokers_users_are_the_declared_principals() -> None:
+def test_the_authorizer_brokers_users_are_the_declared_principals(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Every consumer and reader the declarations name, under the default prefix, and the
-    reviewers: read from the declarations through the ACL plan's own functions."""
+    reviewers: read from the declarations through the ACL plan's own functions (by this
+    interpreter, the venv's: the tree may be a copy without .venv, as under mutmut)."""
+    monkeypatch.setattr(auth, "VENV_PYTHON", Path(sys.executable))
     settings = Settings(topic_prefix="symfonic")
     want = [default_principal(settings, name) for name in plan_names()]
     want += [reviewer_principal(tenant) for tenant in auth.REVIEWER_TENANTS]
