@@ -164,11 +164,12 @@ test-bench: venv
 
 # Mutation testing (docs/testing.md, "Mutation testing"): mutmut over the pure packages with
 # the unit tests as the judges, cargo-mutants over native/ with its cargo test. A whole run
-# takes hours on two cores: by default the modules issue 34 named. MUTATE: mutmut's mutant
-# names (globs, '*' for all); MUTATE_NATIVE: the native/ files cargo-mutants mutates and
-# MUTATE_NATIVE_RE a regex of the mutants it keeps (empty: all of those files').
+# takes hours on two cores: by default the modules issues 34 and 45 named. MUTATE: mutmut's
+# mutant names (globs, '*' for all of pyproject.toml's only_mutate, state/ and gateway/
+# included); MUTATE_NATIVE: the native/ files cargo-mutants mutates and MUTATE_NATIVE_RE a
+# regex of the mutants it keeps (empty: all of those files').
 MUTATE ?= symfonic_stream.processors.pauses.validator* symfonic_stream.processors.pauses.router* \
-	symfonic_stream.models.decoding*
+	symfonic_stream.models.decoding* symfonic_stream.state.restore* symfonic_stream.state.kept*
 MUTATE_NATIVE ?= src/lib.rs
 MUTATE_NATIVE_RE ?= Scanner.*::(object|number)$$
 mutate: venv

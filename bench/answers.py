@@ -84,6 +84,31 @@ def _ref_dag(levels: int, key: str, leaf: Any) -> dict[str, Any]:
 
 _ENUM = list(range(1_000))
 
+_ORDINARY_KINDS: tuple[tuple[dict[str, Any], Any], ...] = (
+    ({"type": "string", "maxLength": 100, "pattern": "^[a-z ]*$"}, "some text"),
+    ({"type": "integer", "minimum": 0}, 42),
+    ({"enum": ["red", "green", "blue", "cyan"]}, "cyan"),
+    ({"type": "object", "required": ["ok"],
+      "properties": {"ok": {"type": "boolean"}, "xs": {"items": {"type": "number"}}}},
+     {"ok": True, "xs": [1.5, 2]}),
+)
+
+
+def _ordinary_schema() -> dict[str, Any]:
+    """A large schema of ordinary keywords: 200 properties, and rows of objects."""
+    properties = {f"p{n}": _ORDINARY_KINDS[n % 4][0] for n in range(200)}
+    properties["rows"] = {"type": "array", "items": {
+        "type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}}}}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+def _ordinary_answer() -> dict[str, Any]:
+    """An answer that fits :func:`_ordinary_schema`, its 1,000 rows included."""
+    answer = {f"p{n}": _ORDINARY_KINDS[n % 4][1] for n in range(200)}
+    answer["rows"] = [{"id": n, "label": f"row {n}"} for n in range(1000)]
+    return answer
+
+
 CASES: dict[str, Case] = {
     "issue-anyOf-891-false-1MB": Case(
         {"anyOf": [False] * 891}, lambda: _fill(lambda n: 0, size=1_040_060),
@@ -142,6 +167,11 @@ CASES: dict[str, Case] = {
     "format-email-at-limit": Case(
         {"format": "email"}, lambda: _string(),
         "a format (an annotation: never checked)"),
+    "large-ordinary-schema": Case(
+        _ordinary_schema(), _ordinary_answer,
+        "no attack: 200 properties of four ordinary kinds and an array of 1,000 objects, an "
+        "answer that fits it (it must fit the budget with room; tests/unit/"
+        "test_answer_schema.py holds its verdicts)"),
 }
 
 

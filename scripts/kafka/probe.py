@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Is a Kafka broker really serving? Used by scripts/kafka.sh; standard library only.
+"""Is a Kafka broker really serving? Used by scripts/kafka.sh (:func:`ask`) and runnable alone;
+standard library only.
 
 An open port is not enough: a KRaft broker opens its listener before it has caught up with
 the metadata log and been unfenced. This sends a real ApiVersions request and then a real
@@ -191,8 +192,73 @@ def isr_summary(meta: Metadata) -> str:
     return text + (": " + ", ".join(shown) if shown else "")
 
 
+@dataclass(frozen=True)
+class Expect:
+    """What "ready" means: at least ``brokers`` brokers listed, ``node`` among them, and
+    node ``in_sync`` (or, ``all_in_sync``, every replica) in the ISR of its partitions."""
+
+    brokers: int = 1
+    node: int | None = None
+    in_sync: int | None = None
+    all_in_sync: bool = False
+
+    @property
+    def topics(self) -> bool:
+        return self.all_in_sync or self.in_sync is not None
+
+
+@dataclass
+class Answer:
+    """0 ready, 1 not ready, 2 something that is not Kafka answers; and what to say of it."""
+
+    status: int
+    text: str
+    meta: Metadata | None = None
+
+    def report(self, quiet: bool = False, isr: bool = False) -> None:
+        """As the command line prints it: ready on stdout, not ready on stderr (neither
+        when quiet), not Kafka on stderr always; with ``isr`` the partitions' summary."""
+        if self.status == 2:
+            print(self.text, file=sys.stderr)
+        elif not quiet:
+            print(self.text, file=sys.stdout if self.status == 0 else sys.stderr)
+        if isr and self.status == 0 and self.meta is not None:
+            print(isr_summary(self.meta))
+
+
+def ask(address: str, expect: Expect, timeout: float = 0.0, isr: bool = False) -> Answer:
+    """Asks the broker at ``address`` (host:port) until it is ready or ``timeout`` seconds
+    have passed (0: once)."""
+    host, _, port_s = address.rpartition(":")
+    port = int(port_s)
+    deadline = time.monotonic() + timeout
+    last = "no attempt"
+    while True:
+        try:
+            meta = probe_once(host, port, timeout=5.0, all_topics=isr or expect.topics)
+            ok = len(meta.brokers) >= expect.brokers and (
+                expect.node is None or expect.node in meta.brokers
+            )
+            last = f"cluster {meta.cluster_id}, brokers {meta.brokers}"
+            if ok and expect.topics:
+                behind = lagging(meta, expect.in_sync)
+                if behind:
+                    ok = False
+                    who = "" if expect.in_sync is None else f" of node {expect.in_sync}"
+                    last += f"; {len(behind)} partitions{who} not in sync yet"
+            if ok:
+                return Answer(0, f"kafka at {host}:{port} is ready: {last}", meta)
+        except NotKafka as exc:
+            return Answer(2, f"{host}:{port} answers but is not a usable Kafka broker: {exc}")
+        except (OSError, struct.error) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            return Answer(1, f"kafka at {host}:{port} is not ready: {last}")
+        time.sleep(0.5)
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("address", help="host:port of one broker's PLAINTEXT listener")
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds to keep retrying")
     parser.add_argument("--expect-brokers", type=int, default=1)
@@ -203,40 +269,11 @@ def main() -> int:
     parser.add_argument("--isr", action="store_true", help="print a partition/ISR summary")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
-    host, _, port_s = args.address.rpartition(":")
-    port = int(port_s)
-    want_topics = args.isr or args.expect_all_in_sync or args.expect_in_sync is not None
-    deadline = time.monotonic() + args.timeout
-    last = "no attempt"
-    while True:
-        try:
-            meta = probe_once(host, port, timeout=5.0, all_topics=want_topics)
-            ok = len(meta.brokers) >= args.expect_brokers and (
-                args.expect_node is None or args.expect_node in meta.brokers
-            )
-            last = f"cluster {meta.cluster_id}, brokers {meta.brokers}"
-            if ok and (args.expect_all_in_sync or args.expect_in_sync is not None):
-                behind = lagging(meta, args.expect_in_sync)
-                if behind:
-                    ok = False
-                    who = "" if args.expect_in_sync is None else f" of node {args.expect_in_sync}"
-                    last += f"; {len(behind)} partitions{who} not in sync yet"
-            if ok:
-                if not args.quiet:
-                    print(f"kafka at {host}:{port} is ready: {last}")
-                if args.isr:
-                    print(isr_summary(meta))
-                return 0
-        except NotKafka as exc:
-            print(f"{host}:{port} answers but is not a usable Kafka broker: {exc}", file=sys.stderr)
-            return 2
-        except (OSError, struct.error) as exc:
-            last = f"{type(exc).__name__}: {exc}"
-        if time.monotonic() >= deadline:
-            if not args.quiet:
-                print(f"kafka at {host}:{port} is not ready: {last}", file=sys.stderr)
-            return 1
-        time.sleep(0.5)
+    expect = Expect(args.expect_brokers, args.expect_node, args.expect_in_sync,
+                    args.expect_all_in_sync)
+    answer = ask(args.address, expect, args.timeout, args.isr)
+    answer.report(args.quiet, args.isr)
+    return answer.status
 
 
 if __name__ == "__main__":

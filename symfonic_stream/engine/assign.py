@@ -47,6 +47,7 @@ from symfonic_stream.engine.restoring import (
     KeptTasks,
     TaskState,
     disagrees,
+    give_back,
     restore_again,
     restore_tasks,
 )
@@ -154,16 +155,20 @@ async def prepare_tasks(
     # 3. restore (only the tail of what was kept)
     states = await restore_tasks(settings, topology, tps, metrics, kept=kept,
                                  cancelled=cancelled, on_progress=on_progress)
-    _check(cancelled)
-    # 4. position
-    disagree = [tp for tp in tps if disagrees(states[tp].position, groups[tp])]
-    if disagree:
-        await restore_again(settings, topology, disagree, states, groups, metrics,
-                            cancelled=cancelled, on_progress=on_progress)
+    try:
         _check(cancelled)
-    offsets = await _positions(consumer, topology,
-                               {tp: states[tp].position for tp in tps}, groups)
-    _check(cancelled)
+        # 4. position
+        disagree = [tp for tp in tps if disagrees(states[tp].position, groups[tp])]
+        if disagree:
+            await restore_again(settings, topology, disagree, states, groups, metrics,
+                                cancelled=cancelled, on_progress=on_progress)
+            _check(cancelled)
+        offsets = await _positions(consumer, topology,
+                                   {tp: states[tp].position for tp in tps}, groups)
+        _check(cancelled)
+    except BaseException:  # what was restored is not lost with the set-up
+        give_back(kept, states)
+        raise
     # 5. settle
     heap.settle()
     return {tp: Prepared(states[tp], offsets[tp], groups[tp]) for tp in tps}

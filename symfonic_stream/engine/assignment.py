@@ -22,7 +22,7 @@ from symfonic_stream.engine.assignor import WARM_LAG, Warmth
 from symfonic_stream.engine.committer import Committer
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.readiness import Readiness
-from symfonic_stream.engine.restoring import KeptTasks, open_state
+from symfonic_stream.engine.restoring import KeptTasks, give_back, open_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
@@ -113,6 +113,8 @@ class Assignments:
             return
         async with self._lock:
             if epoch != self._epoch or self._stopping.is_set():
+                give_back(None if self._stopping.is_set() else self.kept,
+                          {tp: ready.state for tp, ready in prepared.items()})
                 return
             for tp, ready in prepared.items():
                 consumer.seek(tp, ready.offset)

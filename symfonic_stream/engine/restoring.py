@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,19 @@ def open_state(settings: Settings, topology: Topology, tp: TopicPartition
                  extra={"partition": tp.partition, "records": loaded, "checkpoint": start})
     state.disk = disk
     return state, start
+
+
+def give_back(kept: KeptTasks | None, states: Mapping[TopicPartition, TaskState]) -> None:
+    """A set-up superseded (or failed) after its restore: each restored state goes back to
+    ``kept``, which it holds everything before its changelog offset of, as if its partition
+    had been revoked, so the next set-up reads only the tail again instead of the whole
+    changelog (issue 45: the state taken from ``kept`` was dropped, and the next set-up
+    restored every partition whole); without ``kept``, its persistent store is closed."""
+    for tp, state in states.items():
+        if kept is not None and state.changelog_offset is not None:
+            kept.keep(tp.partition, state, state.stores, state.changelog_offset, state.disk)
+        elif state.disk is not None:
+            state.disk.close()
 
 
 async def restore_tasks(

@@ -121,6 +121,11 @@ class KeptState(Generic[T]):
         return {partition: lag for partition, kept in self._kept.items()
                 if (lag := kept.lag) is not None}
 
+    def applied(self, partition: int) -> int | None:
+        """Where a kept partition's changelog was read to (None: not kept)."""
+        kept = self._kept.get(partition)
+        return None if kept is None else kept.applied
+
     def take(self, partition: int) -> Kept[T] | None:
         """A kept partition, no longer kept (no record is applied to it after this)."""
         return self._kept.pop(partition, None)

@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from symfonic_stream.app.topics import required_topics
@@ -131,6 +132,47 @@ async def create_topics(prefix: str, *, with_copier: bool = True,
     return settings
 
 
+#: The names of the samples a metric family of each type exposes, after the family's name.
+_SAMPLE_SUFFIXES = {
+    "counter": ("_total", "_created"), "gauge": ("",), "info": ("_info",),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "gaugehistogram": ("_bucket", "_gcount", "_gsum"),
+    "summary": ("", "_count", "_sum", "_created"),
+}
+Samples = list[tuple[dict[str, str], float]]
+
+
+def samples_of(families: Iterable[Metric], name: str) -> Samples:
+    """Every sample called ``name`` (its labels and value). Fails when no family declares
+    it: a declared family's series that has no value yet (a labelled counter before its
+    first increment) is rightly read as none, but a name nothing declares (a metric renamed
+    or gone) must not read as 0 and pass an upper bound."""
+    found: Samples = []
+    declared = False
+    for family in families:
+        suffixes = _SAMPLE_SUFFIXES.get(family.type, ("",))
+        declared = declared or any(name == family.name + suffix for suffix in suffixes)
+        found += [(dict(s.labels), float(s.value)) for s in family.samples if s.name == name]
+    assert declared, f"no metric family declares {name}: renamed, or not registered?"
+    return found
+
+
+def sample_value(found: Samples, name: str, labels: dict[str, str], consumer: str,
+                 family: Samples | None = None) -> float:
+    """The first of ``found`` (samples of ``name``) with ``labels``, of ``consumer``; 0 when
+    its series has no value yet. A label that no sample of ``name`` has fails: a renamed
+    label would otherwise read as 0 too."""
+    every = found if family is None else family
+    names = {key for sample, _ in every for key in sample}
+    unknown = sorted(set(labels) - names) if every else []
+    assert not unknown, f"{name} has no label {unknown} (its labels: {sorted(names)})"
+    for sample, value in found:
+        if all(sample.get(k) == v for k, v in labels.items()) and (
+                sample.get("consumer", consumer) == consumer):
+            return value
+    return 0.0
+
+
 class ConsumerProcess:
     """One ``symfonic-stream run <consumer>`` subprocess with its log in ``log_path``
     (``args`` runs another command instead, e.g. a replay)."""
@@ -191,19 +233,14 @@ class ConsumerProcess:
         raise AssertionError(f"consumer not ready after {within}s:\n{self.log()}")
 
     def metric(self, name: str, **labels: str) -> float:
-        """One sample from the process's ``/metrics`` (0 when absent), of this process's
-        consumer unless ``consumer`` says otherwise (the resumes process serves its
-        intake's series too, under ``consumer="resume-intake"``)."""
+        """One sample from the process's ``/metrics``, of this process's consumer unless
+        ``consumer`` says otherwise (the resumes process serves its intake's series too,
+        under ``consumer="resume-intake"``): :func:`sample_value`."""
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
             text = r.read().decode()
         consumer = labels.pop("consumer", self.consumer)
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                wanted = all(sample.labels.get(k) == v for k, v in labels.items()) and (
-                    sample.labels.get("consumer", consumer) == consumer)
-                if sample.name == name and wanted:
-                    return float(sample.value)
-        return 0.0
+        found = samples_of(text_string_to_metric_families(text), name)
+        return sample_value(found, name, labels, consumer)
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, transactions left open mid-flight."""
@@ -517,7 +554,10 @@ class InProcessEngine:
         raise AssertionError(f"engine not ready after {within}s")
 
     def sample(self, name: str, **labels: str) -> float:
-        value = self.registry.get_sample_value(
-            f"symfonic_stream_{name}", {"consumer": self.engine.topology.consumer, **labels}
-        )
-        return 0.0 if value is None else value
+        """The engine's sample ``symfonic_stream_<name>`` with exactly these labels (and its
+        consumer's): :func:`sample_value`."""
+        full = f"symfonic_stream_{name}"
+        found = samples_of(self.registry.collect(), full)
+        wanted = {"consumer": self.engine.topology.consumer, **labels}
+        exact = [(sample, value) for sample, value in found if sample == wanted]
+        return sample_value(exact, full, labels, self.engine.topology.consumer, found)

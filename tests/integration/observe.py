@@ -51,6 +51,7 @@ from .harness import (
     committed_offsets,
     end_offsets,
     open_transaction_partitions,
+    samples_of,
     wait_caught_up,
 )
 
@@ -130,12 +131,9 @@ def _metrics_text(process: ConsumerProcess) -> str | None:
 
 
 def _samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
-    found: list[tuple[dict[str, str], float]] = []
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                found.append((dict(sample.labels), float(sample.value)))
-    return found
+    """Every sample of ``name`` in a ``/metrics`` text; fails when nothing declares ``name``
+    (:func:`~tests.integration.harness.samples_of`)."""
+    return samples_of(text_string_to_metric_families(text), name)
 
 
 async def gauge_partitions(process: ConsumerProcess, topic: str) -> frozenset[int] | None:
@@ -155,7 +153,8 @@ async def gauge_partitions(process: ConsumerProcess, topic: str) -> frozenset[in
 
 async def metric_value(process: ConsumerProcess, name: str) -> float:
     """The sum of every sample of ``name`` of the process's consumer (its resume intake's
-    are another consumer's) on a running process (0 when absent)."""
+    are another consumer's) on a running process (0 when its series has no value yet; a
+    name nothing declares fails)."""
     text = await asyncio.to_thread(_metrics_text, process)
     assert text is not None, f"{process.log_path.name} does not answer:\n{process.log()}"
     return sum(value for labels, value in _samples(text, name)
@@ -439,12 +438,7 @@ async def wait_until(
 
 
 def _engine_samples(running: InProcessEngine, name: str) -> list[float]:
-    return [
-        sample.value
-        for family in running.registry.collect()
-        for sample in family.samples
-        if sample.name == name
-    ]
+    return [value for _, value in samples_of(running.registry.collect(), name)]
 
 
 async def wait_engine_idle(running: InProcessEngine, within: float = 90.0) -> None:

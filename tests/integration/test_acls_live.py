@@ -39,6 +39,7 @@ from aiokafka.errors import (
 )
 from pydantic import SecretStr
 
+from scripts.kafka.auth import REVIEWER_TENANTS
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import deployed_names
 from symfonic_stream.kafka.admin import ensure_topics, partition_counts
@@ -107,13 +108,14 @@ def _make_deployment() -> Deployment:
     started = time.monotonic()
     ensured = run_cli(["topics", "ensure"], cli_env("admin", prefix), 120)
     assert ensured.returncode == 0, ensured.stderr
-    # acme's and globex's queues exist ahead (as `tenants:` in the rules would make them);
+    # The queues of the broker's reviewers' tenants (acme, globex: scripts/kafka/auth.py) exist
+    # ahead (as `tenants:` in the rules would make them);
     # initech's is made by the router on its first ticket.
-    queues = [names.human_queue("default", tenant) for tenant in ("acme", "globex")]
+    queues = [names.human_queue("default", tenant) for tenant in REVIEWER_TENANTS]
     report = asyncio.run(ensure_topics(admin, [topic_spec(admin, q, "queue") for q in queues]))
     assert report.ok, report.mismatches
     # Every consumer of the deployment and the gateway (a reader: named, not by default).
-    args = ["acls", "--apply", "--reviewer", "acme", "--reviewer", "globex"]
+    args = ["acls", "--apply", *(arg for t in REVIEWER_TENANTS for arg in ("--reviewer", t))]
     for consumer, user in {**USERS, "gateway": GATEWAY_USER}.items():
         args += ["--consumer", consumer, "--principal", f"{consumer}=User:{user}"]
     applied = run_cli(args, cli_env("admin", prefix), 120)

@@ -17,8 +17,8 @@ Each row of :data:`~tests.integration.faults.TABLE` is one run:
    (:mod:`tests.integration.workloads`): no duplicate, no loss, per-run order.
 
 A fault that does not land in the phase it names fails the run. ``make test`` runs the
-``quick`` rows (every phase once as a first fault and once as a successor's, across the
-consumers, and a zombie that must be fenced); ``make test-faults`` runs every row.
+``quick`` rows (each distinct first fault once: its mode and phase, stateless and stateful;
+every phase as a successor's); ``make test-faults`` runs every row.
 """
 
 from __future__ import annotations

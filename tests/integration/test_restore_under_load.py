@@ -8,6 +8,11 @@ restore hands over 50 records, each record costs the CPU of ~200 runs of a milli
 state, and a restoring partition that stops moving is suspected after 0.2 s. Before the
 fix, suspicion ended partitions early ("treating it as restored") and their runs lost their
 state: a run's next event waited for an index the guard had already projected.
+
+Kept state (``SYMFONIC_STATE_KEEP_S``) and the warm-up assignor would serve these partitions
+from memory (issue 36), and the restore under test would not run (issue 45): they are off
+here, so every set-up restores whole, which the test checks (the records A restored when B
+left, and the cut's calls).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ FETCH_BYTES = 16_384
 #: Each changelog record here costs what ~200 runs of a million-run state cost to restore.
 RECORD_COST_S = 0.002
 RUNS = 1_200
+RESTORED = "state_records_restored_total"
 Event = dict[str, object]
 
 
@@ -74,27 +80,31 @@ def _owned(*engines: InProcessEngine) -> list[int]:
     return sorted(p for e in engines for p in e.engine.owned_partitions)
 
 
-def _cut(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Restores as a loaded instance with a million runs sees them, at a test's size."""
+def _cut(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Restores as a loaded instance with a million runs sees them, at a test's size; the
+    list counts the records the cut restore handed to a store."""
     monkeypatch.setattr(restore, "SETTLE_S", 0.2)
     monkeypatch.setattr(restore, "_MAX_RECORDS", 50)
     restore_one = restore._restore_one
+    handed = [0]
 
     def with_a_millions_cost(*args: Any) -> bool:
         began = time.perf_counter()
         while time.perf_counter() - began < RECORD_COST_S:
             pass
+        handed[0] += 1
         return restore_one(*args)
 
     monkeypatch.setattr(restore, "_restore_one", with_a_millions_cost)
+    return handed
 
 
 async def test_runs_go_on_after_an_instance_joins_and_leaves_under_cut_restores(
     bootstrap_servers: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _cut(monkeypatch)
+    handed = _cut(monkeypatch)
     settings = (await create_topics(prefix, with_copier=False, partitions=PARTITIONS)
-                ).model_copy(update={"batch_max_bytes": FETCH_BYTES})
+                ).model_copy(update={"batch_max_bytes": FETCH_BYTES, "state_keep_s": 0})
     names = TopicNames(prefix)
     topology = projector_topology("typed", settings)
     runs = _runs(seed=32)
@@ -104,7 +114,12 @@ async def test_runs_go_on_after_an_instance_joins_and_leaves_under_cut_restores(
         await wait_caught_up(names.group("typed"), names.agent_events)
         async with InProcessEngine(topology, settings) as b:
             await wait_until(lambda: _split(a, b), "A and B share the partitions", within=90)
+            assert b.sample(RESTORED) > 0, "B restored its share"
+            before_leave, handed_before = a.sample(RESTORED), handed[0]
         await wait_until(lambda: _all_ready(a), "A holds all 12 again", within=120)
+        # A restored every partition whole, through the cut: each run's state at least.
+        assert a.sample(RESTORED) - before_leave >= RUNS
+        assert handed[0] - handed_before >= RUNS
         await produce(names.agent_events, _records(rest))
         await wait_caught_up(names.group("typed"), names.agent_events, within=120)
     typed = [r.value for r in await read_to_end(BOOTSTRAP, names.stream_events)]

@@ -5,20 +5,25 @@ what was processed meanwhile.
 
 The producer here is a stand-in whose transactions finish when the test says so: what is
 tested is the order of processing and transactions, not Kafka (the engine's transactions
-against the broker are in tests/integration).
+against the broker are in tests/integration). The committer's and the tasks' clock (the
+linger) is the test's own too: it moves only when a test moves it, so every test waits for
+the event it names, never for time to pass (issue 45).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+import types
+from collections.abc import Awaitable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import pytest
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
+from symfonic_stream.engine import committer as committer_module
+from symfonic_stream.engine import task as task_module
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
 from symfonic_stream.engine.committer import Committer
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
@@ -32,6 +37,60 @@ from symfonic_stream.state.store import Codec, StateStore
 from .helpers import committer_for
 
 SOURCE = "agent-events"
+T = TypeVar("T")
+
+
+class Clock:
+    """``time.monotonic`` of the committer and the tasks, and the committer's timed wait
+    (its linger), on a clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._moved = asyncio.Event()
+        self._lingering = asyncio.Event()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        self._moved.set()
+
+    async def lingering(self) -> None:
+        """Until the committer waits for its linger to end."""
+        async with asyncio.timeout(5):  # a hang guard, not a margin
+            await self._lingering.wait()
+
+    async def wait_for(self, awaitable: Awaitable[T], timeout: float) -> T:  # noqa: ASYNC109
+        """``asyncio.wait_for`` on this clock: the timeout ends when the test moved the
+        clock past it."""
+        deadline = self.now + timeout
+        waiting = asyncio.ensure_future(awaitable)
+        self._lingering.set()
+        try:
+            while not waiting.done():
+                if self.now >= deadline:
+                    raise TimeoutError
+                self._moved.clear()
+                moved = asyncio.ensure_future(self._moved.wait())
+                await asyncio.wait({waiting, moved}, return_when=asyncio.FIRST_COMPLETED)
+                moved.cancel()
+            return waiting.result()
+        finally:
+            self._lingering.clear()
+            waiting.cancel()
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    made = Clock()
+    monkeypatch.setattr(committer_module, "time", made)
+    monkeypatch.setattr(task_module, "time", made)
+    with_clock = types.SimpleNamespace(**{name: getattr(asyncio, name) for name in dir(asyncio)
+                                          if not name.startswith("_")})
+    with_clock.wait_for = made.wait_for
+    monkeypatch.setattr(committer_module, "asyncio", with_clock)
+    yield made
 
 
 class Timeline(list[str]):
@@ -269,7 +328,7 @@ async def test_a_failed_transaction_is_reported_once_it_finished(
     await _until_begun(producer, 1)
     assert task.failure() is None
     producer.gates[0].set()
-    await asyncio.sleep(0.01)
+    await task.committer.flush()  # the transaction finished
     assert task.failure() is outcome
     assert task.failure() is None
 
@@ -298,6 +357,7 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
 
 
 async def test_after_a_commit_the_next_transaction_begins_once_its_first_record_lingered(
+    clock: Clock,
 ) -> None:
     timeline = Timeline()
     task, producer = _task(timeline, linger_s=0.3)
@@ -305,17 +365,18 @@ async def test_after_a_commit_the_next_transaction_begins_once_its_first_record_
     task.committer.hurry()  # skip the first linger; what follows is about the later transactions
     await _until_begun(producer, 1)
     task.absorb(_records(1, [b"b"]))
-    await asyncio.sleep(0.35)  # b lingered while transaction 0 was still open
+    clock.advance(0.35)  # b lingered while transaction 0 was still open
     producer.gates[0].set()
-    async with asyncio.timeout(0.1):  # so transaction 1 begins as soon as 0 committed
-        await _until_begun(producer, 2)
+    # So transaction 1 begins as soon as 0 committed, the clock standing still (lingering,
+    # the committer would wait for the clock, and _until_begun's guard would fail).
+    await _until_begun(producer, 2)
 
     task.absorb(_records(2, [b"c"]))  # arrives just before transaction 1 commits
     producer.gates[1].set()
-    await asyncio.sleep(0.1)
+    await clock.lingering()
     assert len(producer.gates) == 2  # c has not lingered yet
-    async with asyncio.timeout(0.4):
-        await _until_begun(producer, 3)
+    clock.advance(0.3)
+    await _until_begun(producer, 3)
     producer.gates[2].set()
     assert await task.flush() is Outcome.COMMITTED
     assert producer.committed == [[b"a"], [b"b"], [b"c"]]
@@ -355,38 +416,38 @@ async def test_a_commit_in_flight_does_not_reset_the_back_off_records_past_the_f
     assert task.failures == 0
 
 
-async def test_the_first_record_waits_the_linger_for_more_unless_the_batch_is_full() -> None:
+async def test_the_first_record_waits_the_linger_for_more_unless_the_batch_is_full(
+    clock: Clock,
+) -> None:
     timeline = Timeline()
     task, producer = _task(timeline, linger_s=0.2, max_records=3)
     task.absorb(_records(0, [b"a"]))
-    await asyncio.sleep(0.05)
-    assert producer.gates == []  # lingering
+    await clock.lingering()
+    assert producer.gates == []
     task.absorb(_records(1, [b"b"]))
+    clock.advance(0.2)
     await _until_begun(producer, 1)
     producer.gates[0].set()
     assert await task.flush() is Outcome.COMMITTED
     assert producer.committed == [[b"a", b"b"]]
 
-    task.absorb(_records(2, [b"c", b"d", b"e"]))  # full: no linger
-    async with asyncio.timeout(0.1):
-        await _until_begun(producer, 2)
+    task.absorb(_records(2, [b"c", b"d", b"e"]))  # full: no linger (the clock stands still)
+    await _until_begun(producer, 2)
     producer.gates[1].set()
     assert await task.flush() is Outcome.COMMITTED
 
     task.absorb(_records(5, [b"f"]))
-    await asyncio.sleep(0.05)
-    assert len(producer.gates) == 2  # lingering
+    await clock.lingering()
+    assert len(producer.gates) == 2
     task.absorb(_records(6, [b"g", b"h"]))  # fills the batch while it lingers
-    async with asyncio.timeout(0.1):
-        await _until_begun(producer, 3)
+    await _until_begun(producer, 3)
     producer.gates[2].set()
     assert await task.flush() is Outcome.COMMITTED
 
     task.absorb(_records(8, [b"i"]))
-    await asyncio.sleep(0.05)
+    await clock.lingering()
     task.committer.hurry()  # the engine ran out of room to fetch
-    async with asyncio.timeout(0.1):
-        await _until_begun(producer, 4)
+    await _until_begun(producer, 4)
     producer.gates[3].set()
     assert await task.flush() is Outcome.COMMITTED
     assert producer.committed[1:] == [[b"c", b"d", b"e"], [b"f", b"g", b"h"], [b"i"]]
@@ -402,7 +463,7 @@ async def test_timers_write_into_what_is_pending_and_close_commits_it() -> None:
     assert timeline[-2:] == ["process 1", "punctuate"]
 
     closing = asyncio.create_task(task.close())
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # one turn of the loop: closing waits for transaction 0
     assert not closing.done()  # closing commits what is pending first
     producer.gates[0].set()
     await _until_begun(producer, 2)
@@ -481,9 +542,10 @@ async def test_records_processed_while_the_producer_starts_go_with_their_state_n
         dead_letter_topic="dlq", changelog_topic="changelog",
         processor_factory=lambda partition: RememberingProcessor(timeline))
     producer = GatedProducer(timeline)
-    starting = asyncio.Event()
+    starting, asked = asyncio.Event(), asyncio.Event()
 
     async def slow_start(partition: int) -> GatedProducer:
+        asked.set()
         await starting.wait()
         producer.closed = False
         return producer
@@ -495,7 +557,7 @@ async def test_records_processed_while_the_producer_starts_go_with_their_state_n
                       metrics=ConsumerMetrics("typed", CollectorRegistry()),
                       max_record_bytes=1_000_000)
     task.absorb(_records(0, [b"a"]))
-    await asyncio.sleep(0.01)  # the committer waits for its producer
+    await asked.wait()  # the committer waits for its producer
     task.absorb(_records(1, [b"b"]))
     starting.set()
     await _until_begun(producer, 1)
