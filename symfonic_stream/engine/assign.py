@@ -228,7 +228,7 @@ async def rebuild_task(
     """After a failed transaction or processor: the task back at its last commit, and a
     seek there. (The committer took a new producer: ``engine/committer.py``.)
 
-    The stores roll back in memory (:func:`_roll_back`): no restore. Only when that fails,
+    The state transactions are dropped (:func:`_roll_back`): no restore. Only when that fails,
     steps 2-4 again, whole: the offsets and the changelog then both include the last
     committed transaction, or neither (a restore that read before its markers disagrees
     with the group, and is read again).
@@ -242,8 +242,7 @@ async def rebuild_task(
         log.info("rolled back to the last commit", extra={**task.log_context(), "keys": undone})
         consumer.seek(task.tp, task.next_offset)
         return
-    if task.disk is not None:  # it holds what was committed: the rebuild loads it again
-        task.disk.close()
+    task.store_partition.backend.close()  # (it holds what was committed: loaded again)
     prepared = (await prepare_tasks(settings, topology, consumer, [task.tp], metrics=metrics,
                                     on_progress=on_progress, fence=False))[task.tp]
     task.reset(prepared.state, prepared.offset, prepared.group_offset)
@@ -251,9 +250,10 @@ async def rebuild_task(
 
 
 def _roll_back(task: StreamTask) -> int:
-    """The task's stores back to its last commit, in memory, what derives from them rebuilt
-    (as after a restore), at its committed offset; the keys put back. Raises when it cannot."""
-    undone = sum(store.roll_back() for store in task.stores)
+    """The task's state transactions dropped (its stores hold its last commit), what its
+    processor derives from them rebuilt (as after a restore), at its committed offset; the
+    keys dropped. Raises when it cannot."""
+    undone = task.store_partition.abort()
     task.processor.restored()
     task.reset(task.state(), task.next_offset, task.group_offset)
     return undone

@@ -75,7 +75,7 @@ class Assignments:
                 continue  # kept already, and tailed
             tp = TopicPartition(self.topology.source_topic, partition)
             state, start = open_state(self.settings, self.topology, tp)
-            self.kept.warm_up(partition, state, state.stores, start or 0, state.disk)
+            self.kept.warm_up(partition, state, state.store_partition, start or 0)
         self._warming = frozenset(partitions)
         if partitions:
             log.info("warming partitions up before the group moves them here",
@@ -160,11 +160,10 @@ class Assignments:
         """A revoked task's state is kept when everything it processed is committed and
         its stores' changelog offset is known (:mod:`symfonic_stream.state.kept`)."""
         if self.kept is None or not closed or task.changelog_offset is None:
-            if task.disk is not None:
-                task.disk.close()
+            task.store_partition.backend.close()
             return
         state = task.state()
-        self.kept.keep(task.partition, state, state.stores, task.changelog_offset, state.disk)
+        self.kept.keep(task.partition, state, state.store_partition, task.changelog_offset)
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._epoch += 1

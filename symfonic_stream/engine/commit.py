@@ -8,9 +8,10 @@ line:
 1. **take** what each task processed since its last transaction: outputs, dead letters,
    counts, and the offset after its last record (none for a punctuation alone)
    (``engine/committer.py``);
-2. **write changed state**: each state store of each task writes its dirty keys into the
-   transaction, the task's position (its next input offset) too when it keeps one
-   (:mod:`~symfonic_stream.state.position`);
+2. **prepare state**: each task's store partition prepares its state transaction: every
+   changed key, encoded, into the Kafka transaction's changelog records, the task's position
+   (its next input offset) too when it keeps one (:mod:`~symfonic_stream.state.position`);
+   a new state transaction opens on top (:mod:`~symfonic_stream.state.store`);
 3. **begin**, after creating any on-demand output topic the transaction is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
@@ -22,14 +23,15 @@ line:
    task in the transaction is named, a punctuation's at the offset it already had, so no
    write of a partition commits without the generation that owns it;
 7. **commit**: EndTxn;
-8. **advance**: each task's committed offset moves;
+8. **advance**: each task's committed offset moves, and its store partition flushes the
+   prepared state into its backend with the changelog offset it reached;
 9. **report** the committed transaction to the metrics, once (an aborted one counts only as
    an abort, so the counters agree with what read_committed readers see).
 
 Every wait is bounded by the transaction timeout (:mod:`symfonic_stream.kafka.producer`).
 A failure in steps 3-7 becomes an outcome in one place, :func:`transact`: a clean abort (or
 nothing sent) is ABORTED, and the engine rolls every task of the transaction back (their
-stores back to the last commit in memory, a seek: ``engine/assign.py`` ``rebuild_task``)
+state transactions dropped, a seek: ``engine/assign.py`` ``rebuild_task``)
 and the committer takes a new producer; a fenced or fatal producer, a generation that is
 over, or a commit whose outcome is unknown, is UNUSABLE, and the partitions go back to the
 group. docs/engine.md tells the whole story.
@@ -43,7 +45,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from aiokafka import TopicPartition
 
@@ -59,7 +61,7 @@ from symfonic_stream.kafka.record_batches import Sends, TransactionBatches
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.position import KEY as POSITION
 from symfonic_stream.state.position import Progress
-from symfonic_stream.state.store import StateStore, write_changes
+from symfonic_stream.state.store import StateStore, StorePartition
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +87,15 @@ class Committing(Protocol):
     metrics: ConsumerMetrics
     on_demand: OnDemandTopics | None
     position: StateStore[Progress] | None
+    store_partition: StorePartition
     #: The offset of its next record (its committed one, until this transaction commits).
     next_offset: int
 
     @property
     def partition(self) -> int: ...
 
-    @property
-    def stores(self) -> tuple[StateStore[Any], ...]: ...
-
     def committed(self, next_offset: int | None, *, to_group: bool,
-                  changelog_offset: int | None,
-                  changes: dict[bytes, bytes | None] | None) -> None: ...
+                  changelog_offset: int | None) -> None: ...
 
     def log_context(self) -> dict[str, object]: ...
 
@@ -126,12 +125,12 @@ async def commit(producer: ProcessProducer, turn: Turn, member: GroupMetadata | 
     task = turn[0][0]
     context = {"transactional_id": producer.transactional_id,
                "partitions": [t.partition for t, _ in turn]}
-    # 2. write changed state
+    # 2. prepare state
     try:
         for each, taken in turn:
-            _write_changed_state(each, taken)
+            _prepare_state(each, taken)
     except Exception:
-        log.exception("writing the state changes failed", extra=context)
+        log.exception("preparing the state changes failed", extra=context)
         return _aborted(task, 0.0)
     steps: Steps = [("write_state", time.monotonic() - started)]
     if task.on_demand is not None:  # (before 3: topics a transaction cannot create)
@@ -164,8 +163,7 @@ async def commit(producer: ProcessProducer, turn: Turn, member: GroupMetadata | 
     for each, taken in turn:
         each.committed(taken.next_offset, to_group=offsets is not None,
                        changelog_offset=written.get(task.topology.changelog_place(
-                           each.partition)[0]) if taken.out.state else None,
-                       changes=taken.out.state)
+                           each.partition)[0]) if taken.out.state else None)
     # 9. report
     try:
         task.metrics.observe_transaction(time.monotonic() - started, committed=True)
@@ -177,7 +175,7 @@ async def commit(producer: ProcessProducer, turn: Turn, member: GroupMetadata | 
     return CommitOutcome.COMMITTED
 
 
-def _write_changed_state(task: Committing, taken: Taken) -> None:
+def _prepare_state(task: Committing, taken: Taken) -> None:
     position = task.position
     if position is not None and taken.next_offset is not None:
         progress = position.get(POSITION) or Progress(taken.next_offset)
@@ -188,7 +186,7 @@ def _write_changed_state(task: Committing, taken: Taken) -> None:
             progress.group_offset = taken.next_offset
         progress.next_offset = taken.next_offset
         position.put(POSITION, progress)
-    write_changes(task.stores, taken.out.state)
+    task.store_partition.prepare(taken.out.state)
 
 
 async def transact(

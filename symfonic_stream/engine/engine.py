@@ -209,8 +209,7 @@ class Engine(Assignments):
             await self.committer.close()
             for task in tasks:
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
-                if task.disk is not None:
-                    task.disk.close()
+                task.store_partition.backend.close()
         # Leaving the group now hands our partitions over at once, not after a session timeout
         # (a static member leaves only when told to: kafka/leave_group.py).
         instance = self.settings.group_instance_id
@@ -363,8 +362,7 @@ class Engine(Assignments):
         with contextlib.suppress(Exception):
             consumer.pause(task.tp)
         await task.close()
-        if task.disk is not None:
-            task.disk.close()
+        task.store_partition.backend.close()
         self.metrics.forget_partition(task.tp.topic, task.tp.partition)
         self.readiness.dropped = True
         self._rejoin = True

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aiokafka import TopicPartition
 
@@ -22,31 +21,36 @@ from symfonic_stream.config import Settings
 from symfonic_stream.engine.records import Processor
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.state.disk import DiskState
+from symfonic_stream.state.disk import DiskBackend
 from symfonic_stream.state.kept import Kept, KeptState
 from symfonic_stream.state.position import KEY as POSITION
 from symfonic_stream.state.position import Progress, position_store
 from symfonic_stream.state.restore import Restored, restore_stores
-from symfonic_stream.state.store import StateStore
+from symfonic_stream.state.store import Backend, StateStore, StorePartition
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
 class TaskState:
-    """What one task remembers: its processor's stores, and its position store."""
+    """What one task remembers: its processor, its position store, and the partition of
+    stores both live in (in memory, or on its persistent store, ``SYMFONIC_STATE_DIR``)."""
 
     processor: Processor
     position: StateStore[Progress] | None
-    #: The stores hold every changelog record before this offset (None: not restored).
-    changelog_offset: int | None = None
-    #: Its persistent store (``SYMFONIC_STATE_DIR``), written with every record applied.
-    disk: DiskState | None = None
+    store_partition: StorePartition
 
     @property
-    def stores(self) -> list[StateStore[Any]]:
-        own = list(self.processor.stores)
-        return own if self.position is None else [*own, self.position]
+    def changelog_offset(self) -> int | None:
+        """The stores hold every changelog record before this offset (None: not restored)."""
+        return self.store_partition.offset
+
+
+def task_state(processor: Processor, position: StateStore[Progress] | None,
+               backend: Backend | None = None) -> TaskState:
+    """A task's state: its processor's stores and its position's, in one partition."""
+    stores = [*processor.stores, *([position] if position is not None else [])]
+    return TaskState(processor, position, StorePartition(stores, backend))
 
 
 #: The kept state of one consumer's revoked partitions.
@@ -63,39 +67,30 @@ def keeps_position(settings: Settings, topology: Topology) -> bool:
     return topology.changelog_topic is not None and settings.group_offset_interval_ms > 0
 
 
-def fresh_state(settings: Settings, topology: Topology, tp: TopicPartition) -> TaskState:
-    keeps = keeps_position(settings, topology)
-    return TaskState(topology.processor_factory(tp.partition),
-                     position_store() if keeps else None)
-
-
 def open_state(settings: Settings, topology: Topology, tp: TopicPartition
                ) -> tuple[TaskState, int | None]:
-    """Fresh state, loaded from its persistent store where there is one to trust; and the
-    changelog offset it holds everything before (None: restore it whole)."""
-    state = fresh_state(settings, topology, tp)
+    """A fresh processor's state, on its persistent store where there is one (opened at
+    its checkpoint when it may be trusted); and the changelog offset it holds everything
+    before (None: restore it whole)."""
+    processor = topology.processor_factory(tp.partition)
+    position = position_store() if keeps_position(settings, topology) else None
     if settings.state_dir is None or not topology.source.grouped:
-        return state, None
-    folder = settings.state_dir / topology.group_id
-    disk = DiskState.open(folder, str(tp.partition))
-    if disk is None:
-        return state, None
-    start = disk.checkpoint()
-    if start is None:  # nothing there, or nothing to trust: begin it afresh
+        return task_state(processor, position), None
+    folder, name = settings.state_dir / topology.group_id, str(tp.partition)
+    disk = DiskBackend.open(folder, name, settings.state_cache_keys)
+    start = disk.checkpoint() if disk is not None else None
+    if disk is not None and start is None:  # nothing there, or nothing to trust: afresh
         disk.destroy()
-        disk = DiskState.open(folder, str(tp.partition))
-        if disk is None:
-            return state, None
-    if settings.state_cache_keys > 0:  # values on disk (state/cached.py): nothing loaded
-        disk.attach(state.stores, settings.state_cache_keys)
-        log.info("state opened on its persistent store (values on disk)",
+        disk = DiskBackend.open(folder, name, settings.state_cache_keys)
+    if start is not None:
+        log.info("state opened on its persistent store",
                  extra={"partition": tp.partition, "checkpoint": start})
-    elif start is not None:
-        loaded = disk.load(state.stores)
-        log.info("state loaded from its persistent store",
-                 extra={"partition": tp.partition, "records": loaded, "checkpoint": start})
-    state.disk = disk
-    return state, start
+    return task_state(processor, position, disk), start
+
+
+def close_state(state: TaskState) -> None:
+    """The state is no longer used (its persistent store closed)."""
+    state.store_partition.backend.close()
 
 
 async def restore_tasks(
@@ -131,9 +126,9 @@ async def restore_tasks(
         for tp, state in states.items():
             if tp in taken and kept is not None:
                 entry = taken[tp]
-                kept.keep(tp.partition, entry.holder, entry.stores, entry.applied, state.disk)
-            elif state.disk is not None:
-                state.disk.close()
+                kept.keep(tp.partition, entry.holder, entry.partition, entry.applied)
+            else:
+                close_state(state)
         raise
     for tp, state in states.items():
         if tp not in untouched:
@@ -161,9 +156,7 @@ async def _read_changelog(
         log.warning("kept or stored state is behind the changelog's start; restoring it whole",
                     extra={"partitions": sorted(tp.partition for tp in behind)})
         for tp in behind:
-            disk = states[tp].disk
-            if disk is not None:
-                disk.destroy()
+            states[tp].store_partition.backend.destroy()
         again = {tp: open_state(settings, topology, tp)[0] for tp in behind}
         await _restore(settings, topology, again, {}, metrics, cancelled, on_progress)
         states.update(again)
@@ -183,22 +176,15 @@ async def _restore(
     """Reads the changelog into ``states``; what was read, and the tasks whose start was
     deleted."""
     assert topology.changelog_topic is not None
-    targets: dict[int, list[tuple[bytes, list[StateStore[Any]]]]] = {}
+    targets: dict[int, list[tuple[bytes, StorePartition]]] = {}
     for tp, state in states.items():
         partition, prefix = topology.changelog_place(tp.partition)
-        targets.setdefault(partition, []).append((prefix, state.stores))
-    mirrors = {topology.changelog_place(tp.partition)[0]: state.disk.record
-               for tp, state in states.items() if state.disk is not None}
+        targets.setdefault(partition, []).append((prefix, state.store_partition))
     begun = time.monotonic()
     restored = await restore_stores(settings, topology.changelog_topic, targets,
-                                    starts=starts, mirrors=mirrors, cancelled=cancelled,
-                                    on_progress=on_progress)
+                                    starts=starts, cancelled=cancelled, on_progress=on_progress)
     for records in restored.records.values():
         metrics.state_restored(time.monotonic() - begun, records)
-    for tp, state in states.items():
-        state.changelog_offset = restored.applied[topology.changelog_place(tp.partition)[0]]
-        if state.disk is not None:
-            state.disk.mark(state.changelog_offset)
     behind = {tp for tp in states if topology.changelog_place(tp.partition)[0] in restored.behind}
     return restored, behind
 
@@ -234,9 +220,7 @@ async def restore_again(
                      "group_offsets": [groups[tp] for tp in tps],
                      "changelog_offsets": [_saved_offset(states[tp].position) for tp in tps]})
     for tp in tps:  # the second restore reads the changelog whole, not a copy of the first
-        disk = states[tp].disk
-        if disk is not None:
-            disk.destroy()
+        states[tp].store_partition.backend.destroy()
     again = await restore_tasks(settings, topology, tps, metrics, cancelled=cancelled,
                                 on_progress=on_progress)
     for tp in tps:

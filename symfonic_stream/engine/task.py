@@ -29,7 +29,6 @@ from symfonic_stream.engine.restoring import TaskState
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.state.store import StateStore
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +55,8 @@ class StreamTask:
         self.processor = state.processor
         #: Where the task keeps its position, if it does (:mod:`symfonic_stream.state.position`).
         self.position = state.position
-        #: Its stores hold every changelog record before this offset (None: unknown).
-        self.changelog_offset = state.changelog_offset
-        #: Its persistent store (``SYMFONIC_STATE_DIR``): every commit's state changes.
-        self.disk = state.disk
+        #: Its stores, their committed values and transactions (:mod:`symfonic_stream.state.store`).
+        self.store_partition = state.store_partition
         #: The group's committed offset, as this task last told it (None: never).
         self.group_offset = group_offset
         #: The offset of the next record to process (the committed offset after a commit).
@@ -82,7 +79,6 @@ class StreamTask:
         self.pending_since = 0.0
         self._failure: CommitOutcome | None = None  # until :meth:`reset`
         self._failure_reported = False
-        self._track_uncommitted()
 
     @property
     def partition(self) -> int:
@@ -90,10 +86,9 @@ class StreamTask:
         return partition
 
     @property
-    def stores(self) -> tuple[StateStore[Any], ...]:
-        """Every store the commit writes: the processor's, and the position if any."""
-        own = tuple(self.processor.stores)
-        return own if self.position is None else (*own, self.position)
+    def changelog_offset(self) -> int | None:
+        """Its stores hold every changelog record before this offset (None: unknown)."""
+        return self.store_partition.offset
 
     @property
     def pending_records(self) -> int:
@@ -163,7 +158,7 @@ class StreamTask:
             self.fail(CommitOutcome.ABORTED)
             return
         if self._pending is None:
-            if not (out.outputs or out.dead_letters or any(s.dirty for s in self.stores)):
+            if not (out.outputs or out.dead_letters or self.store_partition.changed):
                 if out.counts:
                     self.metrics.add_counts(out.counts)
                 return
@@ -195,15 +190,9 @@ class StreamTask:
         self.input_done = False
         self.processor = state.processor
         self.position = state.position
-        self.changelog_offset = state.changelog_offset
-        self.disk = state.disk
+        self.store_partition = state.store_partition
         self.next_offset = next_offset
         self.group_offset = group_offset
-        self._track_uncommitted()
-
-    def _track_uncommitted(self) -> None:
-        for store in self.stores:  # (rolled back by ``engine.assign.rebuild_task``)
-            store.track_uncommitted()
 
     async def close(self) -> bool:
         """Commit what is pending (the partition is still ours; a linger is no reason to
@@ -218,7 +207,7 @@ class StreamTask:
         return clean and self._failure is None
 
     def state(self) -> TaskState:
-        return TaskState(self.processor, self.position, self.changelog_offset, self.disk)
+        return TaskState(self.processor, self.position, self.store_partition)
 
     # -- the commit protocol's side of the task ---------------------------------------
 
@@ -231,24 +220,11 @@ class StreamTask:
         return taken
 
     def committed(self, next_offset: int | None, *, to_group: bool = True,
-                  changelog_offset: int | None = None,
-                  changes: dict[bytes, bytes | None] | None = None) -> None:
+                  changelog_offset: int | None = None) -> None:
         """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
-        telling the group so; ``changelog_offset``: its ``changes`` to the changelog are
-        before it) committed."""
-        written = changelog_offset is not None and self.disk is not None and bool(changes)
-        if written:  # (before the stores learn it committed: values on disk are read there)
-            assert self.disk is not None and changes is not None
-            self.disk.records(changes)
-        for store in self.stores:
-            store.committed()
-        if changelog_offset is not None:
-            self.changelog_offset = max(self.changelog_offset or 0, changelog_offset)
-            if written:
-                assert self.disk is not None
-                self.disk.mark(self.changelog_offset)
-        for store in self.stores:  # (once the database holds the commit: state/cached.py)
-            store.evict()
+        telling the group so) committed; its state changes are the changelog's before
+        ``changelog_offset``, flushed into the backend with it."""
+        self.store_partition.flush(changelog_offset)
         if next_offset is None:
             return
         if self._failure is None:  # records got past whatever failed before

@@ -65,17 +65,16 @@ def write_changes(processor: Any, out: Any) -> None:
 
 def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     """Restore a fresh processor from changelog records, as the engine does."""
-    from symfonic_stream.state.store import restore_record
+    from symfonic_stream.state.store import restore_records
 
-    for key, value in state.items():
-        assert restore_record(processor.stores, key, value), key
+    assert restore_records(processor.stores, state.items()) == len(state), sorted(state)
     processor.restored()
 
 
 def store_contents(processor: Any) -> list[Any]:
     """Every store's keys, values as its changelog carries them, and deadlines: what a
     rolled-back processor must share with one restored from the changelog."""
-    return [sorted((key, store._codec.encode(value), store.deadline(key))
+    return [sorted((key, store.codec.encode(value), store.deadline(key))
                    for key, value in store.items()) for store in processor.stores]
 
 

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.commit import CommitOutcome
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.restoring import TaskState, keeps_position
+from symfonic_stream.engine.restoring import keeps_position, task_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -181,7 +181,7 @@ def _tasks(partitions: int = 1, group_offset: int | None = None
         position = position_store()
         position.put(KEY, Progress(0, group_offset=group_offset))  # as set-up seeds it
         tasks.append(StreamTask(
-            _topology("changelog"), partition, committer, TaskState(_Copy(), position), 0,
+            _topology("changelog"), partition, committer, task_state(_Copy(), position), 0,
             metrics=ConsumerMetrics("typed", CollectorRegistry()), max_record_bytes=1_000_000,
             group_offset=group_offset,
         ))

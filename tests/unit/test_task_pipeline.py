@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
 from symfonic_stream.engine.committer import Committer
 from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
-from symfonic_stream.engine.restoring import TaskState
+from symfonic_stream.engine.restoring import task_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.kafka.producer import ProducerUnusable, TransactionAborted
@@ -174,7 +174,7 @@ def _tasks(timeline: Timeline, partitions: int, *, linger_s: float = 0.0,
     committer = committer_for(producer, linger_s=linger_s, max_records=max_records,
                               metrics=metrics)
     tasks = [StreamTask(topology, partition, committer,
-                        TaskState(RecordingProcessor(timeline), None), 0,
+                        task_state(RecordingProcessor(timeline), None), 0,
                         metrics=metrics, max_record_bytes=1_000_000)
              for partition in range(partitions)]
     return tasks, producer
@@ -246,7 +246,7 @@ async def test_a_failed_transaction_drops_what_was_processed_meanwhile() -> None
     # Until the engine has rebuilt it, the partition ignores what it fetched.
     task.absorb(_records(2, [b"c"]))
     assert task.pending_records == 0
-    task.reset(TaskState(RecordingProcessor(timeline), None), 0)
+    task.reset(task_state(RecordingProcessor(timeline), None), 0)
     task.absorb(_records(0, [b"a", b"b"]))
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -288,7 +288,7 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
     assert task.next_offset == 1
 
     # The retry dead-letters the record the processor raised on, and goes on.
-    task.reset(TaskState(RecordingProcessor(timeline), None), 1)
+    task.reset(task_state(RecordingProcessor(timeline), None), 1)
     task.absorb(_records(1, [b"b", b"boom", b"c"]))
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -346,7 +346,7 @@ async def test_a_commit_in_flight_does_not_reset_the_back_off_records_past_the_f
     assert producer.committed == [[b"a"]]
     assert task.failures == 2  # the engine backs off from the second failure on
 
-    task.reset(TaskState(RecordingProcessor(timeline), None), 1)
+    task.reset(task_state(RecordingProcessor(timeline), None), 1)
     task.absorb(_records(1, [b"boom", b"c"]))  # dead-lettered on the retry
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -490,8 +490,7 @@ async def test_records_processed_while_the_producer_starts_go_with_their_state_n
 
     committer = Committer(slow_start, ConsumerMetrics("typed", CollectorRegistry()))
     processor = RememberingProcessor(timeline)
-    processor.seen.track_uncommitted()
-    task = StreamTask(topology, 0, committer, TaskState(processor, None), 0,
+    task = StreamTask(topology, 0, committer, task_state(processor, None), 0,
                       metrics=ConsumerMetrics("typed", CollectorRegistry()),
                       max_record_bytes=1_000_000)
     task.absorb(_records(0, [b"a"]))
@@ -520,7 +519,7 @@ async def test_a_processor_failure_counts_as_one_abort_and_an_aborted_commit_onc
     task.absorb(_records(0, [b"boom"]))
     assert await task.flush() is Outcome.ABORTED
     assert _aborts(task) == 1
-    task.reset(TaskState(RecordingProcessor(timeline), None), 0)
+    task.reset(task_state(RecordingProcessor(timeline), None), 0)
     task.absorb(_records(0, [b"boom", b"x"]))  # dead-lettered now; the commit fails
     await _until_begun(producer, 1)
     producer.fail[0] = TransactionAborted("no")

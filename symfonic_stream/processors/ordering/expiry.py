@@ -34,7 +34,7 @@ SWEEP_SLICE = 512
 def punctuate(guard: OrderingGuard, now: float, out: Collector) -> None:
     """Fire what is due at ``now``, for at most the guard's time budget."""
     runs, budget = guard.runs, guard.limits.punctuate_budget_s
-    if runs.on_disk is not None:  # the deadlines a sweep schedules: at most half the budget
+    if runs.on_disk:  # the deadlines a sweep schedules: at most half the budget
         began = time.perf_counter()
         sweep(guard, now, budget / 2)
         budget = max(budget / 2, budget - (time.perf_counter() - began))
@@ -72,12 +72,13 @@ def _expire(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: C
             if run.status is RunStatus.PAUSED and not run.pause_expires_at:
                 run.pause_expires_at = now + limits.run_idle_timeout_s
             guard.runs.touch(run_id)
-        while run.buffer and _oldest_arrival(run) + limits.gap_timeout_s <= now:
+        while ((oldest := guard.oldest_arrival(run_id)) is not None
+               and oldest + limits.gap_timeout_s <= now):
             guard.fill_first_hole(run_id, run, now, out)
-        due = guard.deadline(run)
+        due = guard.deadline(run_id, run)
         if _still_open(run) and due is not None and due <= now:
             abandon(guard, run_id, run, now, out)
-    due = guard.deadline(run)
+    due = guard.deadline(run_id, run)
     if due is not None:
         guard.runs.schedule(run_id, due)  # (its entry was taken off the heap)
 
@@ -86,7 +87,7 @@ def abandon(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: C
     """No event for the idle timeout (or a pause long expired): every hole becomes a gap,
     then ``end: abandoned`` (``source_index`` null, ``ts`` the last event's), and the run
     closes like any other (contract §5)."""
-    while run.buffer and run.status is not RunStatus.CLOSED:
+    while run_id in guard.held and run.status is not RunStatus.CLOSED:
         guard.fill_first_hole(run_id, run, now, out)
     if run.status is RunStatus.CLOSED:  # a filled hole released its closing event
         return
@@ -102,7 +103,7 @@ def evict(
 ) -> None:
     """A run the guard cannot go on with: what it holds is dead-lettered with ``why``, and
     it is closed (so what comes later for it is ``run_closed``, and its grace forgets it)."""
-    for index in sorted(run.buffer):
+    for index in sorted(guard.held.get(run_id, ())):
         pending = guard.unbuffer(run_id, run, index)
         out.dead_letter(pending.record, DeadLetterReason.INVALID_EVENT,
                         f"run {run_id!r} was evicted: {why}")
@@ -111,33 +112,35 @@ def evict(
 
 
 def restored(guard: OrderingGuard) -> None:
-    """After a restore: buffered events back in their runs' buffers (oldest first), the
-    counts, and every run's deadline.
+    """After a restore (or an abort): the events held behind holes, by run (oldest first),
+    their counts, and every run's deadline.
 
-    With the runs on disk (``state/cached.py``) only the runs with events buffered are
-    scheduled here; every other run's deadline is left to the sweeps (:func:`sweep`), the
-    first of which begins at the next punctuation: reading half a million runs back from the
+    With the runs on disk (``state/disk.py``) only the runs with events held are scheduled
+    here; every other run's deadline is left to the sweeps (:func:`sweep`), the first of
+    which begins at the next punctuation: reading half a million runs back from the
     database was most of a restart's time (docs/engine.md, "Values on disk")."""
     runs, waiting = guard.runs, guard.waiting
-    buffered: dict[str, RunState] = {}
+    guard.held = OrderedDict()
+    guard.buffered = guard.buffered_bytes = 0
     for key, pending in sorted(waiting.items(), key=lambda item: item[1].arrived_at):
         run_id, index = split_pending_key(key)
-        run = runs.get(run_id)
+        run = runs.peek(run_id)
         if run is None or run.status is RunStatus.CLOSED or index < run.next_index:
             waiting.delete(key)  # (paranoid: its run moved on in the same transaction)
             continue
-        if not run.buffer:
-            run.buffer = {}  # its own, in place of the shared EMPTY_BUFFER
-        run.buffer[index] = pending
-        buffered[run_id] = run
-    guard.buffered = guard.buffered_bytes = 0
+        guard.held.setdefault(run_id, {})[index] = pending
+        guard.buffered += 1
+        guard.buffered_bytes += pending.size
     guard.sweeping, guard.horizon = False, 0.0  # (a sweep begins at the next punctuation)
     runs.keep_deadlines_until(None)
-    on_disk = runs.on_disk is not None
-    oldest = [(_oldest_arrival(run), run_id)
-              for run_id, run in (buffered.items() if on_disk else runs.items())
-              if _restore_run(guard, run_id, run)]
-    guard.waiting_runs = OrderedDict.fromkeys(run_id for _, run_id in sorted(oldest))
+    if runs.on_disk:
+        for run_id in list(guard.held):
+            run = runs.peek(run_id)
+            if run is not None:
+                _restore_run(guard, run_id, run)
+    else:
+        for run_id, run in runs.items():
+            _restore_run(guard, run_id, run)
 
 
 def sweep(guard: OrderingGuard, now: float, budget_s: float) -> None:
@@ -170,34 +173,34 @@ def sweep(guard: OrderingGuard, now: float, budget_s: float) -> None:
 
 
 def _schedule_swept(guard: OrderingGuard, key: str) -> None:
-    runs = guard.runs
-    run = runs.peek(key)
-    if run is not None and run.buffer:  # 0.x state: its buffer was in its record
-        run = runs.get(key)  # (kept in memory from now on: state/cached.py)
-    if run is not None and _restore_run(guard, key, run):
-        guard.waiting_runs[key] = None  # (its place by age is not known here)
+    run = guard.runs.peek(key)
+    if run is not None:
+        _restore_run(guard, key, run)
 
 
-def _restore_run(guard: OrderingGuard, run_id: str, run: RunState) -> bool:
-    """One restored run: its buffer's counts (and keys, for 0.x state), its deadline;
-    whether it has events buffered."""
-    if run.buffer:
-        for index, pending in run.buffer.items():
+def _restore_run(guard: OrderingGuard, run_id: str, run: RunState) -> None:
+    """One restored run (read, not changed): its events of a 0.x record moved under ``buf``
+    keys of their own, its deadline scheduled."""
+    if run.legacy_buffer:
+        held = guard.held.setdefault(run_id, {})
+        for index, pending in sorted(run.legacy_buffer.items()):
             key = pending_key(run_id, index)
-            if key not in guard.waiting:  # 0.x state: its buffer was in the run's record
+            if key not in guard.waiting:
                 guard.waiting.put(key, pending)
-        guard.buffered += len(run.buffer)
-        guard.buffered_bytes += sum(pending.size for pending in run.buffer.values())
-    due = guard.deadline(run)
+                held[index] = pending
+                guard.buffered += 1
+                guard.buffered_bytes += pending.size
+        if not held:
+            del guard.held[run_id]
+        changed = guard.runs.get(run_id)  # (written again, without them)
+        assert changed is not None
+        changed.legacy_buffer = None
+        guard.runs.touch(run_id)
+    due = guard.deadline(run_id, run)
     if due is not None:
         guard.runs.schedule(run_id, due)
-    return bool(run.buffer)
 
 
 def _still_open(run: RunState) -> bool:
     """(A function, not an expression: a filled hole may have closed the run.)"""
     return run.status is not RunStatus.CLOSED
-
-
-def _oldest_arrival(run: RunState) -> float:
-    return next(iter(run.buffer.values())).arrived_at

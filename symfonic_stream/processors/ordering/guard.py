@@ -31,7 +31,6 @@ from symfonic_stream.models.decoding import decode_accepted
 from symfonic_stream.models.headers import TENANT_HEADER
 from symfonic_stream.processors.expiring import pause_kept_until
 from symfonic_stream.processors.ordering.run_state import (
-    EMPTY_BUFFER,
     Pending,
     RunState,
     RunStatus,
@@ -95,15 +94,18 @@ def owner_headers(run: RunState) -> tuple[tuple[str, bytes], ...]:
 
 
 #: How a run's state, and a buffered event, travel in the changelog (:mod:`.run_state`).
-#: A run with events buffered stays in memory when values live on disk: its ``buffer``
-#: is not in its record (``state/cached.py``).
-RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run, keep=lambda run: bool(run.buffer))
+RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run)
 PENDING_CODEC: Codec[Pending] = Codec(encode_pending, decode_pending)
+
+
+#: The events one run holds behind its holes, by index.
+Held = dict[int, Pending]
 
 
 class OrderingGuard:
     """The guard for every run of one input partition: runs in the ``run`` store, events
-    waiting behind holes in the ``buf`` store.
+    waiting behind holes in the ``buf`` store, and, derived from it in memory, ``held``:
+    each run's waiting events by index.
 
     Each run has one deadline in the run store, never later than when something is due
     for it (its oldest buffered event's gap timeout, its idle timeout, its pause's expiry,
@@ -119,9 +121,10 @@ class OrderingGuard:
         self.waiting: StateStore[Pending] = StateStore("buf", PENDING_CODEC)
         self.buffered = 0
         self.buffered_bytes = 0
-        #: Runs with something buffered, the longest waiting first (the bytes bound's order).
+        #: The runs with something buffered, the longest waiting first (the bytes bound's
+        #: order), each with its events by index: what the ``buf`` store holds, in memory.
         #: An OrderedDict: a dict's first key is found past every key deleted before it.
-        self.waiting_runs: OrderedDict[str, None] = OrderedDict()
+        self.held: OrderedDict[str, Held] = OrderedDict()
         #: With the runs on disk (``expiry.sweep``): whether a sweep over them is under way,
         #: the last run it visited, and the horizon their deadlines are kept until (0: none
         #: yet, every deadline kept).
@@ -146,7 +149,8 @@ class OrderingGuard:
                 return
             runs.touch(run_id)
         index = event.index
-        if index < run.next_index or index in run.buffer:
+        held = self.held.get(run_id)
+        if index < run.next_index or (held is not None and index in held):
             out.count("duplicates")
             return
         if run.status is _CLOSED:
@@ -174,16 +178,16 @@ class OrderingGuard:
         if new:
             self.reschedule(run_id, run)
         # Only a run with something buffered can release more.
-        if run.buffer:
+        if held is not None:
             self.drain(run_id, run, now, out)
 
     def flush(self, out: Collector) -> None:
         """End of input (offline, a replay's range): every hole still open becomes a gap."""
-        for run_id, seen in self.runs.items():  # in the order runs were first seen
-            if not seen.buffer:
+        for run_id, _ in self.runs.items():  # in the order runs were first seen
+            if run_id not in self.held:
                 continue
-            run = self.runs.get(run_id)  # (changed only after a get: state/store.py)
-            while run is not None and run.buffer:
+            run = self.runs.get(run_id)
+            while run is not None and run_id in self.held:
                 self.fill_first_hole(run_id, run, 0.0, out)
 
     def forget_all(self) -> None:
@@ -193,7 +197,7 @@ class OrderingGuard:
         for key, _ in self.waiting.items():
             self.waiting.delete(key)
         self.buffered = self.buffered_bytes = 0
-        self.waiting_runs.clear()
+        self.held.clear()
 
     def run(self, run_id: str) -> RunState | None:
         """One run's state (for tests and tools)."""
@@ -238,10 +242,10 @@ class OrderingGuard:
                             f"waiting behind a hole it would take a {state_record}-byte state "
                             f"record, limit {self.limits.max_state_bytes}")
             return False
-        if not run.buffer:
-            self.waiting_runs[run_id] = None
-            run.buffer = {}  # its own, in place of the shared EMPTY_BUFFER
-        run.buffer[event.index] = pending
+        held = self.held.get(run_id)
+        if held is None:
+            held = self.held[run_id] = {}
+        held[event.index] = pending
         self.waiting.put(key, pending)
         self.buffered += 1
         self.buffered_bytes += pending.size
@@ -253,17 +257,17 @@ class OrderingGuard:
     def _limit_buffers(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
         """A run's buffer past its bound, or the partition's buffered bytes past theirs:
         the first hole (of this run, of the longest waiting run) becomes a gap."""
-        if len(run.buffer) > self.limits.run_buffer_max:
+        if len(self.held.get(run_id, ())) > self.limits.run_buffer_max:
             self.fill_first_hole(run_id, run, now, out)
-        while self.buffered_bytes > self.limits.buffer_max_bytes and self.waiting_runs:
-            oldest = next(iter(self.waiting_runs))
+        while self.buffered_bytes > self.limits.buffer_max_bytes and self.held:
+            oldest = next(iter(self.held))
             waiting = self.runs.get(oldest)
-            if waiting is None or not waiting.buffer:  # (paranoid: the index is derived)
-                del self.waiting_runs[oldest]
+            if waiting is None:  # (paranoid: what is held is derived)
+                del self.held[oldest]
                 continue
             self.fill_first_hole(oldest, waiting, now, out)
-            if waiting.buffer:  # its next hole waits its turn behind the others
-                self.waiting_runs.move_to_end(oldest)
+            if oldest in self.held:  # its next hole waits its turn behind the others
+                self.held.move_to_end(oldest)
 
     # -- releasing --------------------------------------------------------------------
 
@@ -316,8 +320,8 @@ class OrderingGuard:
 
     def drain(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
         """Release whatever waits right behind the run's next index."""
-        buffer = run.buffer
-        while run.next_index in buffer:
+        held = self.held.get(run_id)
+        while held is not None and run.next_index in held:
             pending = self.unbuffer(run_id, run, run.next_index)
             event = decode_accepted(pending.record.value or b"")
             released = self.prepare(run_id, run, event, pending.record, out)
@@ -327,19 +331,20 @@ class OrderingGuard:
 
     def unbuffer(self, run_id: str, run: RunState, index: int) -> Pending:
         """Take one event out of the run's buffer (a tombstone for it at the next commit)."""
-        pending = run.buffer.pop(index)
+        held = self.held[run_id]
+        pending = held.pop(index)
         self.waiting.delete(pending_key(run_id, index))
         self.buffered -= 1
         self.buffered_bytes -= pending.size
-        if not run.buffer:
-            self.waiting_runs.pop(run_id, None)
-            run.buffer = EMPTY_BUFFER
+        if not held:
+            del self.held[run_id]
         return pending
 
     def fill_first_hole(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
         """The run's first hole becomes a gap; what waited behind it is released."""
-        first = min(run.buffer)
-        ts = run.buffer[first].ts
+        held = self.held[run_id]
+        first = min(held)
+        ts = held[first].ts
         envelope = {"run_id": run_id, "seq": run.next_seq, "source_index": None, "ts": ts,
                     "gap": {"from_index": run.next_index, "to_index": first - 1}}
         self.emit(run_id, run, envelope, "gap", ts, out)
@@ -352,7 +357,7 @@ class OrderingGuard:
         """The run ended: whatever still waits is late (nothing follows an end record)."""
         run.status = RunStatus.CLOSED
         run.closed_at = now
-        for index in sorted(run.buffer):
+        for index in sorted(self.held.get(run_id, ())):
             pending = self.unbuffer(run_id, run, index)
             out.dead_letter(
                 pending.record,
@@ -371,14 +376,20 @@ class OrderingGuard:
 
     # -- deadlines ----------------------------------------------------------------------
 
-    def deadline(self, run: RunState) -> float | None:
+    def oldest_arrival(self, run_id: str) -> float | None:
+        """When the run's longest waiting event arrived (None: nothing waits)."""
+        held = self.held.get(run_id)
+        return None if not held else next(iter(held.values())).arrived_at
+
+    def deadline(self, run_id: str, run: RunState) -> float | None:
         """When something is next due for ``run`` (None: nothing ever, without an event)."""
         limits = self.limits
         if run.status is RunStatus.CLOSED:
             return run.closed_at + limits.closed_run_grace_s
         due: float | None = None
-        if run.buffer:
-            due = next(iter(run.buffer.values())).arrived_at + limits.gap_timeout_s
+        oldest = self.oldest_arrival(run_id)
+        if oldest is not None:
+            due = oldest + limits.gap_timeout_s
         idle = limits.run_idle_timeout_s
         if idle > 0:
             ends = run.touched_at + idle
@@ -391,7 +402,7 @@ class OrderingGuard:
     def reschedule(self, run_id: str, run: RunState) -> None:
         """Keep the run's deadline no later than its next due time (a later one is found
         when the earlier comes up: the hot path never pushes onto the heap)."""
-        due = self.deadline(run)
+        due = self.deadline(run_id, run)
         if due is None:
             return
         current = self.runs.deadline(run_id)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import orjson
 
@@ -32,11 +32,6 @@ class RunStatus(enum.IntEnum):
 
 #: The ``touched_at`` of a run read from 0.x state, which had none.
 NOT_TOUCHED = -1.0
-
-
-#: The buffer of every run with nothing buffered; the guard gives a run its own dict
-#: before buffering anything (and this one back when the run's buffer empties).
-EMPTY_BUFFER: dict[int, Pending] = {}
 
 
 @dataclass(slots=True)
@@ -72,10 +67,9 @@ class RunState:
     #: False for a run read from state written before runs had owners: its next event's
     #: tenant becomes its owner.
     owned: bool = True
-    #: In memory only: every buffered event is in the ``buf`` store under its own key.
-    #: :data:`EMPTY_BUFFER` (shared, never written) while nothing waits: a million open
-    #: runs are then a million objects for the garbage collector to walk, not two million.
-    buffer: dict[int, Pending] = field(default_factory=lambda: EMPTY_BUFFER)
+    #: Events a record of 0.x held in itself, by index (None for any other record): the
+    #: guard moves them under ``buf`` keys of their own once restored.
+    legacy_buffer: dict[int, Pending] | None = None
 
 
 def encode_run(state: RunState) -> bytes:
@@ -91,7 +85,8 @@ def decode_run(data: bytes) -> RunState:
     """Inverse of :func:`encode_run`. A 7-element array was written before runs had owners
     (its owner is its next event's tenant). A 4- or 5-element array is the format of 0.x,
     before buffered events had their own keys: its buffer is read into
-    :attr:`RunState.buffer` and the guard writes it under ``buf/`` keys once restored."""
+    :attr:`RunState.legacy_buffer`, and the guard writes it under ``buf/`` keys once
+    restored."""
     parts = orjson.loads(data)
     state = RunState(
         next_index=parts[0], next_seq=parts[1], status=RunStatus(parts[2]), closed_at=parts[3]
@@ -106,10 +101,10 @@ def decode_run(data: bytes) -> RunState:
     state.owned = False
     state.touched_at = NOT_TOUCHED
     if len(parts) == 5 and parts[4]:
-        state.buffer = {}
+        state.legacy_buffer = {}
         for item in parts[4]:
             pending = _legacy_pending(item)
-            state.buffer[orjson.loads(item[6])["index"]] = pending
+            state.legacy_buffer[orjson.loads(item[6])["index"]] = pending
     return state
 
 
