@@ -392,11 +392,20 @@ async def delete_all_records(topic: str) -> None:
 # --------------------------------------------------------------------------- the changelog
 
 
-async def changelog_state(topic: str, key: bytes) -> RunState | None:
+@dataclass(frozen=True, slots=True)
+class ChangelogRun:
+    """One run as a guard's changelog holds it: its record, and the events held behind its
+    holes (each under its own ``buf/<run_id>/<index>`` key)."""
+
+    state: RunState
+    held: dict[int, Pending]
+
+
+async def changelog_state(topic: str, key: bytes) -> ChangelogRun | None:
     """The latest committed state of one run in a guard's changelog (None: no record, or a
-    tombstone), its buffer rebuilt from its events' own ``buf/<run_id>/<index>`` keys."""
+    tombstone), with its held events."""
     latest: RunState | None = None
-    waiting: dict[int, Pending] = {}
+    held: dict[int, Pending] = {}
     buffered = b"buf/" + key.removeprefix(b"run/") + b"/"
     for record in await read_to_end(BOOTSTRAP, topic, isolation_level="read_committed"):
         if record.key == key:
@@ -404,17 +413,16 @@ async def changelog_state(topic: str, key: bytes) -> RunState | None:
         elif record.key is not None and record.key.startswith(buffered):
             index = int(record.key[len(buffered):])
             if record.value is None:
-                waiting.pop(index, None)
+                held.pop(index, None)
             else:
-                waiting[index] = decode_pending(record.value)
-    if latest is not None:
-        latest.buffer = waiting
-    return latest
+                held[index] = decode_pending(record.value)
+    return None if latest is None else ChangelogRun(latest, held)
 
 
 async def wait_changelog_state(
-    topic: str, key: bytes, expect: Callable[[RunState], bool], what: str, within: float = 60.0
-) -> RunState:
+    topic: str, key: bytes, expect: Callable[[ChangelogRun], bool], what: str,
+    within: float = 60.0
+) -> ChangelogRun:
     """Until the run's committed changelog state satisfies ``expect``."""
     deadline = time.monotonic() + within
     state = await changelog_state(topic, key)

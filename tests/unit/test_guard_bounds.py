@@ -202,13 +202,16 @@ def test_a_run_record_of_the_previous_format_is_read_with_its_buffer() -> None:
     value = orjson.dumps(text(3))
     old = orjson.dumps([1, 1, 0, 0.0, [[7.0, "in", 0, 9, 0, "cnVuLTE=", value.decode(), []]]])
     state = decode_run(old)
-    assert (state.next_index, state.next_seq, sorted(state.buffer)) == (1, 1, [3])
-    assert state.buffer[3].record.value == value and state.buffer[3].ts == 103.0
+    assert (state.next_index, state.next_seq) == (1, 1) and state.legacy_buffer is not None
+    assert sorted(state.legacy_buffer) == [3]
+    assert state.legacy_buffer[3].record.value == value and state.legacy_buffer[3].ts == 103.0
     h = Harness(IDLE)
     restore_from(h.processor, {b"run/run-1": old})
-    assert h.processor.buffered_events == 1
+    assert h.processor.buffered_events == 1 and sorted(h.processor.guard.held["run-1"]) == [3]
     write_changes(h.processor, h.out)
     assert b"buf/run-1/3" in h.out.state  # written under its own key from now on
+    again = decode_run(h.out.state[b"run/run-1"] or b"")  # and the run's record without it
+    assert again.legacy_buffer is None and len(orjson.loads(encode_run(again))) == 7  # no owner yet
     h.processor.punctuate(1.0, h.out)  # no arrival time: its idle clock starts now
     assert "end:abandoned" not in h.shapes()
     assert len(encode_run(decode_run(encode_run(state)))) < 60
@@ -238,11 +241,10 @@ def test_a_pause_already_expired_when_it_arrives_is_kept_for_the_grace_from_then
     assert h.shapes()[-1] == "end:abandoned"
 
 
-def test_the_shared_empty_buffer_is_never_written() -> None:
-    """Runs with nothing buffered share one empty dict (a million fewer objects for the
-    garbage collector); a run gets its own before anything is buffered."""
-    from symfonic_stream.processors.ordering.run_state import EMPTY_BUFFER
-
+def test_held_events_live_in_the_guard_not_in_the_run() -> None:
+    """A run's record is its counters alone: the events held behind its holes are the
+    ``buf`` store's (each under its own key), indexed in memory by the guard, and gone from
+    the index once released."""
     h = Harness(GuardLimits(run_buffer_max=3))
     for run in ("a", "b"):
         h.feed(text(0, run))
@@ -250,6 +252,6 @@ def test_the_shared_empty_buffer_is_never_written() -> None:
             h.feed(text(index, run))
         h.feed(text(1, run))
     h.processor.punctuate(100.0, h.out)
-    assert EMPTY_BUFFER == {}
+    assert h.processor.guard.held == {}
     state = h.processor.guard.run("a")
-    assert state is not None and state.buffer is EMPTY_BUFFER
+    assert state is not None and len(encode_run(state)) < 60
