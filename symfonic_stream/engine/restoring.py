@@ -83,7 +83,8 @@ def open_state(settings: Settings, topology: Topology, tp: TopicPartition
         disk.destroy()
         disk = DiskBackend.open(folder, name, settings.state_cache_keys)
     if start is not None:
-        log.info("state opened on its persistent store",
+        log.info("state loaded from its persistent store" if settings.state_cache_keys == 0
+                 else "state opened on its persistent store (values on disk)",
                  extra={"partition": tp.partition, "checkpoint": start})
     return task_state(processor, position, disk), start
 
