@@ -26,7 +26,7 @@ import orjson
 
 from bench.machine import best_of, call_command
 from bench.report import options, table
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from symfonic_stream.models.names import ProjectionName
@@ -86,7 +86,7 @@ def _engine_shape(records: list[tuple[bytes, bytes]], projection: ProjectionName
         for offset, (key, value) in enumerate(records[first : first + OFFLINE_BATCH],
                                               start=first):
             processor.process(InputRecord("bench.in", 0, offset, key, value, (), 0), now, out)
-        write_changes(processor.stores, out.state)
+        write_changes(processor.stores, out.changelog)
         produced += len(out.outputs)
     return time.process_time() - start, produced
 
@@ -170,7 +170,7 @@ def counted_loop(what: str, records_file: str, passes: str) -> None:
                 out = Collector()
                 for record in inputs[first : first + TASK_BATCH]:
                     processor.process(record, 1.0, out)
-                write_changes(processor.stores, out.state)
+                write_changes(processor.stores, out.changelog)
 
 
 def _fetched(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
@@ -200,7 +200,7 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
     from symfonic_stream.config import Settings
     from symfonic_stream.engine.commit import append_all
     from symfonic_stream.engine.commit_metrics import report_commit
-    from symfonic_stream.engine.records import to_input
+    from symfonic_stream.engine.processor import to_input
     from symfonic_stream.kafka.producer import ProcessProducer
     from symfonic_stream.kafka.record_batches import TransactionBatches
     from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -222,7 +222,7 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
             out = Collector()
             for record in records:
                 processor.process(to_input(record), 1.0, out)
-            write_changes(processor.stores, out.state)
+            write_changes(processor.stores, out.changelog)
             batches = TransactionBatches(producer._producer,
                                          native=native and producer.native_batches)
             append_all(topology, producer, batches, 0, out)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Processor
+from symfonic_stream.engine.processor import Processor
 from symfonic_stream.models.names import TopicNames
 
 if TYPE_CHECKING:

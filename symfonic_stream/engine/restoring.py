@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from aiokafka import TopicPartition
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Processor
+from symfonic_stream.engine.processor import Processor
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.disk import DiskBackend

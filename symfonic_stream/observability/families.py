@@ -47,7 +47,7 @@ RESUME_OUTCOMES: Final = frozenset(
     {"accepted", "unknown_ticket", "bad_token", "expired", "already_answered", "claimed",
      "invalid_answer"}
 )
-#: The keys of ``Collector.counts`` (engine/records.py) and the counter each one feeds.
+#: The keys of ``Collector.counts`` (engine/processor.py) and the counter each one feeds.
 COUNT_KEYS: Final = frozenset({
     "duplicates", "gaps", "unknown_kind", "abandoned_runs", "evicted_runs",
     "punctuations_cut_short",

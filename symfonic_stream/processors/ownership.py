@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.dead_letter import DeadLetterReason
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, AgentEvent, kind_label
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeError, DecodeLimits, decode_record
 from symfonic_stream.models.names import ProjectionName

@@ -14,7 +14,7 @@ from typing import IO
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering.guard import GuardLimits

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.projector import ProjectorProcessor
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.processor import Collector, OutputRecord
 from symfonic_stream.models.agent_event import AgentEvent
 
 
@@ -57,10 +57,10 @@ def tool_call(**overrides: Any) -> dict[str, Any]:
 
 
 def write_changes(processor: Any, out: Any) -> None:
-    """Commit step 2 for a processor under test: its stores' changes into ``out.state``."""
+    """Commit step 2 for a processor under test: its stores' changes into ``out.changelog``."""
     from symfonic_stream.state.store import write_changes as write
 
-    write(processor.stores, out.state)
+    write(processor.stores, out.changelog)
 
 
 def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:

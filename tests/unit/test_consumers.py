@@ -20,7 +20,7 @@ from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import READERS, Consumer, deployed, engines, registered
 from symfonic_stream.consumers.topics import TOPICS
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools import chart
 from symfonic_stream.tools.schemas import asyncapi_document

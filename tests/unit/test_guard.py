@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.ordering.run_state import RunStatus, decode_run, encode_run
@@ -198,13 +198,13 @@ def test_closed_run_is_forgotten_after_grace_with_a_tombstone() -> None:
     h = Harness()
     h.feed(done(0), now=100.0)
     write_changes(h.processor, h.out)
-    assert h.out.state[b"run/run-1"] is not None
+    assert h.out.changelog[b"run/run-1"] is not None
     h.processor.punctuate(699.0, h.out)
     assert h.processor.active_runs == 1
     h.processor.punctuate(700.0, h.out)
     assert h.processor.active_runs == 0
     write_changes(h.processor, h.out)
-    assert h.out.state[b"run/run-1"] is None
+    assert h.out.changelog[b"run/run-1"] is None
 
 
 def test_runs_are_independent() -> None:
@@ -239,9 +239,9 @@ def test_buffered_events_survive_encoding_with_their_original_record() -> None:
     h.feed(text(3))
     write_changes(h.processor, h.out)
     restored = Harness()
-    assert sorted(h.out.state) == [b"buf/run-1/3", b"run/run-1"]  # the event has its own key
-    assert h.out.state[b"buf/run-1/3"].endswith(b"\n" + orjson.dumps(text(3)))  # unescaped
-    restore_from(restored.processor, dict(h.out.state))
+    assert sorted(h.out.changelog) == [b"buf/run-1/3", b"run/run-1"]  # the event has its own key
+    assert h.out.changelog[b"buf/run-1/3"].endswith(b"\n" + orjson.dumps(text(3)))  # unescaped
+    restore_from(restored.processor, dict(h.out.changelog))
     assert restored.processor.buffered_events == 1
     restored.feed(done(0))
     [letter] = restored.out.dead_letters
@@ -352,7 +352,7 @@ def test_restoring_state_at_any_point_gives_the_same_output(
     write_changes(first.processor, first.out)
     second = Harness(limits)
     second.offset = first.offset
-    restore_from(second.processor, first.out.state)
+    restore_from(second.processor, first.out.changelog)
     for event in delivered[cut:]:
         second.feed(event)
     assert first.records() + second.records() == straight.records()

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DecodeLimits
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.ordering.run_state import RunStatus, decode_run, encode_run
@@ -173,12 +173,12 @@ def test_buffered_events_have_their_own_changelog_keys_and_changes_stay_small() 
     for index in range(1, 200):
         h.feed(raw("text_delta", index, text="k" * 1000))
         write_changes(h.processor, h.out)
-        sizes.append(sum(len(v or b"") for v in h.out.state.values()))
-        h.out.state.clear()
+        sizes.append(sum(len(v or b"") for v in h.out.changelog.values()))
+        h.out.changelog.clear()
     assert max(sizes) < 1300  # one event and the run's counters, not the whole buffer
     h.feed(text(0))
     write_changes(h.processor, h.out)
-    tombstones = [key for key, value in h.out.state.items() if value is None]
+    tombstones = [key for key, value in h.out.changelog.items() if value is None]
     assert len(tombstones) == 199 and all(key.startswith(b"buf/run-1/") for key in tombstones)
 
 
@@ -189,7 +189,7 @@ def test_a_restore_rebuilds_buffers_and_deadlines() -> None:
     h.feed(text(4), now=6.0)
     write_changes(h.processor, h.out)
     again = Harness(IDLE)
-    restore_from(again.processor, dict(h.out.state))
+    restore_from(again.processor, dict(h.out.changelog))
     assert again.processor.buffered_events == 2
     assert again.processor.guard.buffered_bytes == h.processor.guard.buffered_bytes
     again.processor.punctuate(35.0, again.out)  # index 2 arrived at 5, index 4 at 6
@@ -209,8 +209,8 @@ def test_a_run_record_of_the_previous_format_is_read_with_its_buffer() -> None:
     restore_from(h.processor, {b"run/run-1": old})
     assert h.processor.buffered_events == 1 and sorted(h.processor.guard.held["run-1"]) == [3]
     write_changes(h.processor, h.out)
-    assert b"buf/run-1/3" in h.out.state  # written under its own key from now on
-    again = decode_run(h.out.state[b"run/run-1"] or b"")  # and the run's record without it
+    assert b"buf/run-1/3" in h.out.changelog  # written under its own key from now on
+    again = decode_run(h.out.changelog[b"run/run-1"] or b"")  # and the run's record without it
     assert again.legacy_buffer is None and len(orjson.loads(encode_run(again))) == 7  # no owner yet
     h.processor.punctuate(1.0, h.out)  # no arrival time: its idle clock starts now
     assert "end:abandoned" not in h.shapes()

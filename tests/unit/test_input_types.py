@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.copier import Copier
 from symfonic_stream.processors.ordering.guard import GuardLimits

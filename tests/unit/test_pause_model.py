@@ -36,7 +36,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import parse_rules
@@ -143,7 +143,7 @@ class PauseMachine(RuleBasedStateMachine):
     @staticmethod
     def _commit(processor: Any, out: Collector, log: dict[bytes, bytes | None]) -> None:
         write_changes(processor, out)
-        log.update(out.state)
+        log.update(out.changelog)
 
     # -- the rules -----------------------------------------------------------------
 
@@ -311,7 +311,7 @@ def _tracked(processor: Any) -> Any:
 
 def _prepare(processor: Any, out: Collector) -> None:
     """Commit step 2 only: its state taken into a transaction (which then aborts)."""
-    processor.stores[0].partition.prepare(out.state)
+    processor.stores[0].partition.prepare(out.changelog)
 
 
 PauseMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.restoring import keeps_position, task_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology

@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from symfonic_stream.engine.records import OutputRecord
+from symfonic_stream.engine.processor import OutputRecord
 from symfonic_stream.kafka import record_batches as batches_module
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.kafka.record_batches import TransactionBatches

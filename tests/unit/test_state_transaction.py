@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.processor import Collector, OutputRecord
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
@@ -243,7 +243,7 @@ class _Task:
         return harness.out
 
     def commit(self, out: Collector, end: int) -> None:
-        self.changelog.update(out.state)
+        self.changelog.update(out.changelog)
         self.committed.extend(out.outputs)
         self.partition.flush(end)
         self.position = end

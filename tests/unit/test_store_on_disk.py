@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.ordering.run_state import (

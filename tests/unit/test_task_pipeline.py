@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from symfonic_stream.engine.commit import CommitOutcome as Outcome
 from symfonic_stream.engine.committer import Committer
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord, to_input
 from symfonic_stream.engine.restoring import task_state
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import Topology

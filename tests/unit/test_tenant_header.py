@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.headers import TENANT_HEADER
 from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.ordering.run_state import decode_run, encode_run
@@ -85,7 +85,7 @@ def test_the_owner_survives_a_restore_and_a_run_of_the_previous_format_adopts_on
     out = Collector()
     first.process(record(0, _event(0, "text_delta", {"tenant": "acme"}, text="a")), 1.0, out)
     write_changes(first, out)
-    state = dict(out.state)
+    state = dict(out.changelog)
     assert decode_run(state[b"run/r"]).tenant == "acme"
 
     again = ProjectorProcessor(PROJECTIONS["typed"], "out", GuardLimits())
@@ -106,4 +106,4 @@ def test_the_owner_survives_a_restore_and_a_run_of_the_previous_format_adopts_on
     assert [o.headers for o in out.outputs] == [((TENANT_HEADER, b"globex"),)]
     assert [d.reason.value for d in out.dead_letters] == ["foreign_tenant"]
     write_changes(legacy, out)
-    assert decode_run(dict(out.state)[b"run/r"]).tenant == "globex"
+    assert decode_run(dict(out.changelog)[b"run/r"]).tenant == "globex"

@@ -13,7 +13,7 @@ import logging
 import time
 from collections import OrderedDict
 
-from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.processor import Collector
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.processors.expiring import within_budget
 from symfonic_stream.processors.ordering.guard import OrderingGuard

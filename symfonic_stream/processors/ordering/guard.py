@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.agent_event import CLOSING_KINDS, KNOWN_KINDS, AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import decode_accepted

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from symfonic_stream.engine.records import InputRecord
+from symfonic_stream.engine.processor import InputRecord
 
 
 class RunStatus(enum.IntEnum):

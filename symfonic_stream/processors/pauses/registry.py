@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.processor import Collector
 from symfonic_stream.processors.expiring import ExpiringState, within_budget
 from symfonic_stream.processors.pauses.review import Review
 from symfonic_stream.state.store import Codec, StateStore

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
