@@ -32,9 +32,9 @@ from bench.report import options, say, table
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import copier_topology, projector_topology
 from symfonic_stream.config import Settings, load_settings
-from symfonic_stream.engine.commit import transact
 from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transaction import transact
 from symfonic_stream.kafka import producer as producer_module
 from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
 from symfonic_stream.kafka.partitioner import partition_for_key

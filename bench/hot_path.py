@@ -198,11 +198,9 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
 
     from symfonic_stream.app.topologies import projector_topology
     from symfonic_stream.config import Settings
-    from symfonic_stream.engine.commit import append_all
-    from symfonic_stream.engine.commit_metrics import report_commit
-    from symfonic_stream.engine.processor import to_input
-    from symfonic_stream.kafka.producer import ProcessProducer
-    from symfonic_stream.kafka.record_batches import TransactionBatches
+    from symfonic_stream.engine.task import to_input
+    from symfonic_stream.engine.transaction import append_all, report_commit
+    from symfonic_stream.kafka.producer import ProcessProducer, TransactionBatches
     from symfonic_stream.observability.metrics import ConsumerMetrics
 
     fetched = _fetched(pairs)

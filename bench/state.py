@@ -24,8 +24,8 @@ from bench.processes import Process
 from bench.report import markdown, options, write_json
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.assign import start_producer
 from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.engine.setup import start_producer
 from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.processors.ordering.run_state import (
     Pending,

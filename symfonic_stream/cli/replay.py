@@ -28,7 +28,7 @@ from symfonic_stream.cli.common import (
     quiet_kafka_logs,
     settings_or_exit,
 )
-from symfonic_stream.engine.assign import EngineError
+from symfonic_stream.engine.setup import EngineError
 from symfonic_stream.kafka.admin import TopicError
 from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.tools.render import format_ts

@@ -35,9 +35,8 @@ from symfonic_stream.engine.transaction import (
     TaskTurn,
     Transactions,
 )
-from symfonic_stream.kafka.group import GroupMetadata
-from symfonic_stream.kafka.producer import ProcessProducer
-from symfonic_stream.models.decoding import INVALID_INPUT_LABEL
+from symfonic_stream.kafka.producer import GroupMetadata, ProcessProducer
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Backend, StateStore, StorePartition
 
@@ -105,7 +104,6 @@ class StreamTask:
         *,
         metrics: ConsumerMetrics,
         max_record_bytes: int,
-        on_demand: OnDemandTopics | None = None,
         group_offset: int | None = None,
     ) -> None:
         self.topology = topology
@@ -126,7 +124,6 @@ class StreamTask:
         #: While ``time.monotonic()`` is below this, the partition stays paused.
         self.paused_until = 0.0
         self.metrics = metrics
-        self.on_demand = on_demand
         #: A bounded task whose range is processed: nothing more is absorbed.
         self.input_done = False
         self._poison: dict[int, str] = {}  # offsets of records the processor raised on

@@ -55,8 +55,8 @@ from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.processor import Collector, DeadLetter
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.faults import fault_point
-from symfonic_stream.kafka.group import GroupMetadata
 from symfonic_stream.kafka.producer import (
+    GroupMetadata,
     ProcessProducer,
     ProducerUnusable,
     Sends,

@@ -462,6 +462,17 @@ class GenerationFenced(Exception):
     gave its partitions to another); the transaction can only abort."""
 
 
+def group_metadata(consumer: Any) -> GroupMetadata:
+    """A consumer's current generation (aiokafka keeps it on its group coordinator)."""
+    coordinator: Any = consumer._coordinator
+    return GroupMetadata(
+        group_id=coordinator.group_id,
+        generation_id=coordinator.generation,
+        member_id=coordinator.member_id,
+        group_instance_id=getattr(coordinator, "_group_instance_id", None),
+    )
+
+
 class TxnOffsetCommitResponse_v3(Response):  # type: ignore[misc]  # aiokafka's naming
     API_KEY = 28
     API_VERSION = 3

@@ -9,8 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from symfonic_stream.engine.processor import Collector, InputRecord
-from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, AgentEvent, kind_label
-from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeError, DecodeLimits, decode_record
+from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL, AgentEvent
+from symfonic_stream.models.decoding import (
+    DEFAULT_LIMITS,
+    DecodeError,
+    DecodeLimits,
+    decode_record,
+    kind_label,
+)
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.ordering import expiry
 from symfonic_stream.processors.ordering.guard import GuardLimits, OrderingGuard

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine import heap
+from symfonic_stream.engine import garbage as heap
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.synthetic import Damage, RunShape, synthetic_stream
 

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from symfonic_stream.kafka.group_fencing import (
+from symfonic_stream.kafka.group import OffsetsUnstable, fetch_stable_offsets
+from symfonic_stream.kafka.producer import (
     GenerationFenced,
     GroupMetadata,
-    OffsetsUnstable,
-    fetch_stable_offsets,
     group_metadata,
     send_offsets_fenced,
 )

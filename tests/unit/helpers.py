@@ -99,12 +99,14 @@ class Verdicts(Collector):
         (self.reviews if record.topic.endswith(".review-tickets") else self.outputs).append(record)
 
 
-def committer_for(producer: Any, **settings: Any) -> Any:
-    """A process committer (engine/committer.py) whose every producer is ``producer``, a
-    stand-in: a closed one is opened again when the committer takes a new one."""
+def committer_for(producer: Any, topology: Any, **settings: Any) -> Any:
+    """A process committer (engine/task.py) of ``topology``'s transactions whose every
+    producer is ``producer``, a stand-in: a closed one is opened again when the committer
+    takes a new one."""
     from prometheus_client import CollectorRegistry
 
-    from symfonic_stream.engine.committer import Committer
+    from symfonic_stream.engine.task import Committer
+    from symfonic_stream.engine.transaction import Transactions
     from symfonic_stream.observability.metrics import ConsumerMetrics
 
     async def new_producer(partition: int) -> Any:
@@ -113,4 +115,4 @@ def committer_for(producer: Any, **settings: Any) -> Any:
         return producer
 
     metrics = settings.pop("metrics", None) or ConsumerMetrics("copier", CollectorRegistry())
-    return Committer(new_producer, metrics, **settings)
+    return Committer(new_producer, Transactions(topology, metrics), **settings)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from aiokafka import TopicPartition
 
-from symfonic_stream.kafka.group_fencing import (
+from symfonic_stream.kafka.producer import (
     GenerationFenced,
     GroupMetadata,
     send_offsets_fenced,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine.commit_metrics import report_commit
 from symfonic_stream.engine.processor import OutputRecord
+from symfonic_stream.engine.transaction import report_commit
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.pauses.router import (
     DEFAULT_TICKET_MAX_LIFETIME_S,

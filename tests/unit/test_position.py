@@ -16,19 +16,19 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.commit import CommitOutcome
 from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.restoring import keeps_position, task_state
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.setup import keeps_position
+from symfonic_stream.engine.task import StreamTask, task_state
 from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology
-from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.state.position import (
-    KEY,
+from symfonic_stream.engine.transaction import (
+    POSITION,
     PROGRESS_CODEC,
+    CommitOutcome,
     Progress,
     position_store,
     resume_offset,
 )
+from symfonic_stream.observability.metrics import ConsumerMetrics
 
 from .helpers import committer_for
 
@@ -175,13 +175,14 @@ def _tasks(partitions: int = 1, group_offset: int | None = None
            ) -> tuple[list[StreamTask], OffsetsProducer]:
     """Tasks of ``partitions`` partitions sharing one committer, as an engine's do."""
     producer = OffsetsProducer()
-    committer = committer_for(producer)
+    topology = _topology("changelog")
+    committer = committer_for(producer, topology)
     tasks = []
     for partition in range(partitions):
         position = position_store()
-        position.put(KEY, Progress(0, group_offset=group_offset))  # as set-up seeds it
+        position.put(POSITION, Progress(0, group_offset=group_offset))  # as set-up seeds it
         tasks.append(StreamTask(
-            _topology("changelog"), partition, committer, task_state(_Copy(), position), 0,
+            topology, partition, committer, task_state(_Copy(), position), 0,
             metrics=ConsumerMetrics("typed", CollectorRegistry()), max_record_bytes=1_000_000,
             group_offset=group_offset,
         ))

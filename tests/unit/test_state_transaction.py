@@ -282,7 +282,7 @@ def test_aborts_anywhere_leave_what_the_changelog_restores_and_the_kernels_order
         end = data.draw(st.integers(done + 1, len(delivered))) if done < len(delivered) else done
         taken = task.process(delivered, done, end)
         taken.outputs[:0] = carried
-        task.partition.prepare(taken.state)  # commit step 2
+        task.partition.prepare(taken.changelog)  # commit step 2
         done = data.draw(st.integers(end, len(delivered)))
         carried = task.process(delivered, end, done).outputs
         if aborts < 3 and data.draw(st.booleans()):

@@ -19,12 +19,11 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine.commit import CommitOutcome as Outcome
-from symfonic_stream.engine.committer import Committer
-from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord, to_input
-from symfonic_stream.engine.restoring import task_state
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.task import Committer, StreamTask, task_state, to_input
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transaction import CommitOutcome as Outcome
+from symfonic_stream.engine.transaction import Transactions
 from symfonic_stream.kafka.producer import ProducerUnusable, TransactionAborted
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Codec, StateStore
@@ -171,7 +170,7 @@ def _tasks(timeline: Timeline, partitions: int, *, linger_s: float = 0.0,
     )
     producer = GatedProducer(timeline)
     metrics = ConsumerMetrics("copier", CollectorRegistry())
-    committer = committer_for(producer, linger_s=linger_s, max_records=max_records,
+    committer = committer_for(producer, topology, linger_s=linger_s, max_records=max_records,
                               metrics=metrics)
     tasks = [StreamTask(topology, partition, committer,
                         task_state(RecordingProcessor(timeline), None), 0,
@@ -488,7 +487,8 @@ async def test_records_processed_while_the_producer_starts_go_with_their_state_n
         producer.closed = False
         return producer
 
-    committer = Committer(slow_start, ConsumerMetrics("typed", CollectorRegistry()))
+    committer = Committer(slow_start,
+                          Transactions(topology, ConsumerMetrics("typed", CollectorRegistry())))
     processor = RememberingProcessor(timeline)
     task = StreamTask(topology, 0, committer, task_state(processor, None), 0,
                       metrics=ConsumerMetrics("typed", CollectorRegistry()),

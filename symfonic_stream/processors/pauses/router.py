@@ -39,7 +39,6 @@ from symfonic_stream.models.agent_event import (
     INVALID_INPUT_LABEL,
     AgentEvent,
     PendingInterrupt,
-    kind_label,
 )
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
@@ -47,6 +46,7 @@ from symfonic_stream.models.decoding import (
     DecodeError,
     DecodeLimits,
     decode_agent_event,
+    kind_label,
 )
 from symfonic_stream.models.headers import (
     KIND_HEADER,
