@@ -30,7 +30,7 @@ from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.projector import GuardLimits
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 from symfonic_stream.state.store import write_changes
 from symfonic_stream.tools.offline import project_lines

@@ -27,13 +27,13 @@ from symfonic_stream.config import Settings
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.engine.setup import start_producer
 from symfonic_stream.kafka.producer import ProcessProducer
-from symfonic_stream.processors.ordering.run_state import (
-    Pending,
+from symfonic_stream.processors.projector import (
+    Buffered,
     RunState,
     RunStatus,
-    encode_pending,
+    encode_buffered,
     encode_run,
-    pending_key,
+    buffered_key,
 )
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.state.disk import DiskBackend
@@ -82,9 +82,9 @@ def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
             raw["index"] = next_index + rng.randint(1, 5)
             value = orjson.dumps(raw)
             record = InputRecord(topic, 0, n, run_id.encode(), value, (), int(time.time() * 1000))
-            pending = Pending(record, now, float(raw["timestamp"]))
-            records.append((b"buf/" + pending_key(run_id, raw["index"]).encode(),
-                            encode_pending(pending)))
+            pending = Buffered(record, now, float(raw["timestamp"]))
+            records.append((b"buf/" + buffered_key(run_id, raw["index"]).encode(),
+                            encode_buffered(pending)))
             buffered += 1
         records.append((b"run/" + run_id.encode(), encode_run(state)))
     return StateRecords(records, buffered, paused)

@@ -17,7 +17,7 @@ import orjson
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
 from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.projector import GuardLimits
 from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
 
 OFFLINE_TOPIC = "offline"

@@ -35,10 +35,10 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from prometheus_client.parser import text_string_to_metric_families
 
-from symfonic_stream.processors.ordering.run_state import (
-    Pending,
+from symfonic_stream.processors.projector import (
+    Buffered,
     RunState,
-    decode_pending,
+    decode_buffered,
     decode_run,
 )
 
@@ -398,14 +398,14 @@ class ChangelogRun:
     holes (each under its own ``buf/<run_id>/<index>`` key)."""
 
     state: RunState
-    held: dict[int, Pending]
+    held: dict[int, Buffered]
 
 
 async def changelog_state(topic: str, key: bytes) -> ChangelogRun | None:
     """The latest committed state of one run in a guard's changelog (None: no record, or a
     tombstone), with its held events."""
     latest: RunState | None = None
-    held: dict[int, Pending] = {}
+    held: dict[int, Buffered] = {}
     buffered = b"buf/" + key.removeprefix(b"run/") + b"/"
     for record in await read_to_end(BOOTSTRAP, topic, isolation_level="read_committed"):
         if record.key == key:
@@ -415,7 +415,7 @@ async def changelog_state(topic: str, key: bytes) -> ChangelogRun | None:
             if record.value is None:
                 held.pop(index, None)
             else:
-                held[index] = decode_pending(record.value)
+                held[index] = decode_buffered(record.value)
     return None if latest is None else ChangelogRun(latest, held)
 
 

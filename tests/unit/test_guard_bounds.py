@@ -11,8 +11,8 @@ import pytest
 
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DecodeLimits
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import RunStatus, decode_run, encode_run
+from symfonic_stream.processors.projector import GuardLimits
+from symfonic_stream.processors.projector import RunStatus, decode_run, encode_run
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
 from tests.unit.helpers import interrupt, raw, restore_from, write_changes

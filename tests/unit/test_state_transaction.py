@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symfonic_stream.engine.processor import Collector, OutputRecord
-from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.projector import GuardLimits
 from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
 from symfonic_stream.state.disk import DiskBackend

@@ -14,14 +14,14 @@ import orjson
 
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import (
-    Pending,
+from symfonic_stream.processors.projector import GuardLimits
+from symfonic_stream.processors.projector import (
+    Buffered,
     RunState,
     RunStatus,
-    encode_pending,
+    encode_buffered,
     encode_run,
-    pending_key,
+    buffered_key,
 )
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 from symfonic_stream.state.disk import CHECKPOINT, DiskBackend
@@ -91,8 +91,8 @@ def _guard_records() -> list[tuple[bytes, bytes]]:
         records.append((f"run/run-{n:05d}".encode(), encode_run(state)))
     value = orjson.dumps({"run_id": "run-00001", "index": 5, "kind": "text_delta",
                           "timestamp": 1.0})
-    pending = Pending(InputRecord(NAMES.agent_events, 0, 9, b"run-00001", value), 1500.0, 1.0)
-    records.append((b"buf/" + pending_key("run-00001", 5).encode(), encode_pending(pending)))
+    pending = Buffered(InputRecord(NAMES.agent_events, 0, 9, b"run-00001", value), 1500.0, 1.0)
+    records.append((b"buf/" + buffered_key("run-00001", 5).encode(), encode_buffered(pending)))
     return records
 
 

@@ -13,8 +13,8 @@ import pytest
 
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.headers import TENANT_HEADER
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import decode_run, encode_run
+from symfonic_stream.processors.projector import GuardLimits
+from symfonic_stream.processors.projector import decode_run, encode_run
 from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 from symfonic_stream.tools.offline import project_lines
 from tests.unit.helpers import restore_from, write_changes
