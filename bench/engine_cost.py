@@ -45,7 +45,7 @@ from symfonic_stream.state.store import Codec, StateStore
 
 #: The replaying rows, and what each does per record besides emitting the planned outputs.
 FLOORS = {"typed-replay": "", "typed-json-floor": "json", "typed-decode-floor": "decode"}
-#: What the state store writes per touched run at a commit: an ``encode_run`` value of
+#: What the state store writes per touched run at a commit: a ``RUN_CODEC`` value of
 #: typical size.
 _STATE_VALUE = b"[123,154,0,0.0]"
 

@@ -30,8 +30,7 @@ from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import PROJECTIONS, GuardLimits, ProjectorProcessor
 from symfonic_stream.state.store import write_changes
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import RunShape, generate_run, synthetic_stream
@@ -199,7 +198,7 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
     from symfonic_stream.app.topologies import projector_topology
     from symfonic_stream.config import Settings
     from symfonic_stream.engine.task import to_input
-    from symfonic_stream.engine.transaction import append_all, report_commit
+    from symfonic_stream.engine.transaction import report_commit, writes_of
     from symfonic_stream.kafka.producer import ProcessProducer, TransactionBatches
     from symfonic_stream.observability.metrics import ConsumerMetrics
 
@@ -223,7 +222,8 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
             write_changes(processor.stores, out.changelog)
             batches = TransactionBatches(producer._producer,
                                          native=native and producer.native_batches)
-            append_all(topology, producer, batches, 0, out)
+            batches.append_writes(writes_of(topology, 0, out), producer.partition_for,
+                                  producer.partition_counts)
             for _, batch in batches.in_send_order():
                 batch._build()
                 written += batch.record_count()

@@ -16,8 +16,7 @@ from bench.machine import CollectorPauses, rss_bytes
 from bench.report import options
 from bench.workload import raw_event
 from symfonic_stream.engine.processor import Collector, InputRecord
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
 from symfonic_stream.state.store import write_changes
 

@@ -26,16 +26,16 @@ from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.engine.setup import start_producer
-from symfonic_stream.kafka.producer import ProcessProducer
+from symfonic_stream.kafka.producer import PartitionWrites, ProcessProducer
 from symfonic_stream.processors.projector import (
+    RUN_CODEC,
     Buffered,
+    ProjectorProcessor,
     RunState,
     RunStatus,
-    encode_buffered,
-    encode_run,
     buffered_key,
+    encode_buffered,
 )
-from symfonic_stream.processors.projector import ProjectorProcessor
 from symfonic_stream.state.disk import DiskBackend
 from symfonic_stream.state.restore import restore_stores
 from symfonic_stream.state.store import StorePartition, restore_records
@@ -86,7 +86,7 @@ def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
             records.append((b"buf/" + buffered_key(run_id, raw["index"]).encode(),
                             encode_buffered(pending)))
             buffered += 1
-        records.append((b"run/" + run_id.encode(), encode_run(state)))
+        records.append((b"run/" + run_id.encode(), RUN_CODEC.encode(state)))
     return StateRecords(records, buffered, paused)
 
 
@@ -154,12 +154,9 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
     started = time.monotonic()
     try:
         for start in range(0, len(state.records), _PER_TRANSACTION):
-            batches = await producer.begin()
-            for key, value in state.records[start : start + _PER_TRANSACTION]:
-                batches.append(topology.changelog_topic, 0, key, value, ())
-            await batches.send_all()
-            await producer.await_sends(batches.sends)
-            await producer.commit()
+            changes = dict(state.records[start : start + _PER_TRANSACTION])
+            await producer.transact([PartitionWrites(0, [], [], None, changes, (
+                topology.changelog_topic, 0, b""))], None, topology.group_id)
     finally:
         await producer.close()
     took = time.monotonic() - started

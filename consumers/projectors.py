@@ -6,8 +6,7 @@ from symfonic_stream.config import Settings
 from symfonic_stream.consumers.declaration import Engine, Resources, Topic, Wire, Wiring, Write
 from symfonic_stream.consumers.topics import AGENT_EVENTS
 from symfonic_stream.models.names import ProjectionName, TopicNames
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor, projection_of
 
 #: The settings the decoder's bounds come from (``Settings.decode_limits``).
 DECODE_SETTINGS = ("max_record_bytes", "max_json_depth", "max_integer")

@@ -28,7 +28,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.peers.projection import Projection, copy_value, peer_parser
-from symfonic_stream.kafka.producer import group_metadata, send_offsets_fenced
+from symfonic_stream.kafka.group import group_metadata
+from symfonic_stream.kafka.producer import send_offsets_fenced
 
 Project = Callable[[bytes], list[tuple[bytes, bytes]]]
 

@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
+from symfonic_stream import faults
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.assignor import WARM_LAG, Warmth, warm_up_assignor
 from symfonic_stream.engine.on_demand import OnDemandTopics
@@ -53,8 +54,7 @@ from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transaction import CommitOutcome, Transactions
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
-from symfonic_stream.kafka.group import leave_group
-from symfonic_stream.kafka.producer import GroupMetadata, group_metadata
+from symfonic_stream.kafka.group import GroupMetadata, group_metadata, leave_group
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -400,7 +400,8 @@ class Engine:
             absorbing = time.monotonic()
             self.metrics.add_loop_time("fetching", absorbing - fetching)
             if fetched:
-                fault_point("fetched")
+                if faults.ARMED:
+                    faults.fault_point("fetched")
                 async with self._lock:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:

@@ -29,13 +29,15 @@ from aiokafka import TopicPartition
 from symfonic_stream.engine.processor import Collector, DeadLetterReason, InputRecord, Processor
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transaction import (
+    POSITION,
     CommitOutcome,
     Progress,
     Taken,
     TaskTurn,
     Transactions,
 )
-from symfonic_stream.kafka.producer import GroupMetadata, ProcessProducer
+from symfonic_stream.kafka.group import GroupMetadata
+from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Backend, StateStore, StorePartition
@@ -108,11 +110,14 @@ class StreamTask:
     ) -> None:
         self.topology = topology
         self.tp = TopicPartition(topology.source_topic, partition)
+        self._changelog_place = topology.changelog_place(partition)
         #: The process's committer, shared by its tasks (:class:`Committer`).
         self.committer = committer
         self.processor = state.processor
-        #: Where the task keeps its position, if it does (``engine/transaction.py``).
+        #: Where the task keeps its position, if it does (``engine/transaction.py``), and
+        #: the position its last committed transaction wrote (None: not read yet).
         self.position = state.position
+        self.progress: Progress | None = None
         #: Its stores, their committed values and transactions (:mod:`symfonic_stream.state.store`).
         self.store_partition = state.store_partition
         #: The group's committed offset, as this task last told it (None: never).
@@ -247,6 +252,7 @@ class StreamTask:
         self.input_done = False
         self.processor = state.processor
         self.position = state.position
+        self.progress = None
         self.store_partition = state.store_partition
         self.next_offset = next_offset
         self.group_offset = group_offset
@@ -275,21 +281,26 @@ class StreamTask:
                       self._pending_ends_input)
         self._drop_pending()
         offset = self.next_offset if taken.next_offset is None else taken.next_offset
-        return TaskTurn(self.tp, taken, self.store_partition, self.position, offset,
-                        self.committed)
+        position = self.position
+        if position is not None and self.progress is None:
+            self.progress = position.peek(POSITION)
+        return TaskTurn(self.tp, taken, self.store_partition, position, self.progress, offset,
+                        self._changelog_place)
 
-    def committed(self, next_offset: int | None, to_group: bool,
-                  changelog_offset: int | None) -> None:
-        """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
-        telling the group so) committed; its state changes are the changelog's before
-        ``changelog_offset``, flushed into the backend with it."""
-        self.store_partition.flush(changelog_offset)
+    def committed(self, turn: TaskTurn) -> None:
+        """Commit step 9 for this task: the transaction carrying ``turn`` committed (telling
+        the group, for a grouped consumer); the state changes it prepared are the
+        changelog's before its changelog offset, flushed into the backend with it."""
+        self.store_partition.flush(turn.changelog_offset)
+        if turn.written_progress is not None:
+            self.progress = turn.written_progress
+        next_offset = turn.taken.next_offset
         if next_offset is None:
             return
         if self._failure is None:  # records got past whatever failed before
             self.failures = 0
         self.next_offset = next_offset
-        if to_group:
+        if self.topology.source.grouped:
             self.group_offset = next_offset
         if self._poison:
             self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
@@ -458,6 +469,7 @@ class Committer:
             # whose changes step 2 writes into this transaction.
             started = lost or await self._start_producer(self._waiting.values())
             waiting, self._waiting = self._waiting, {}
+            # 1. take
             turn = [task.take() for task in waiting.values() if task.has_pending]
             if self._on_taken is not None:
                 self._on_taken.set()
@@ -476,7 +488,11 @@ class Committer:
                     outcome = await self._transactions.commit(self.producer, turn, member)
             finally:
                 self._in_flight = frozenset()
-            if outcome is not CommitOutcome.COMMITTED:
+            if outcome is CommitOutcome.COMMITTED:
+                # 9. advance
+                for each in turn:
+                    waiting[each.tp].committed(each)
+            else:
                 if outcome is CommitOutcome.ABORTED:
                     self._metrics.count_abort()
                 for each in turn:

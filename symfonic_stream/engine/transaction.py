@@ -2,16 +2,19 @@
 
 One transaction at a time per process, across every task that has something to commit
 (``exactly_once_v2``, KIP-447), written by the process's one producer. Every transaction of
-every consumer, and of a replay, is :meth:`Transactions.commit`, in nine steps, each named
-again at its line:
+every consumer, and of a replay, goes through these nine steps, each named again at its
+line: step 1 and step 9 in the committer (``engine/task.py``), which owns the tasks;
+steps 2 and 8 in :meth:`Transactions.commit`, here; steps 3 to 7, the Kafka transaction
+itself, in :meth:`ProcessProducer.transact <symfonic_stream.kafka.producer.ProcessProducer.
+transact>`, which does each against aiokafka and bounds every wait
+(``tests/unit/test_docs_links.py`` checks that each number is named once, in this order):
 
 1. **take** what each task processed since its last transaction: outputs, dead letters,
-   counts, and the offset after its last record (none for a punctuation alone) (the
-   committer, ``engine/task.py``);
+   counts, and the offset after its last record (none for a punctuation alone);
 2. **prepare state**: each task's store partition prepares its state transaction: every
-   changed key, encoded, into the Kafka transaction's changelog records, the task's position
-   (its next input offset) too when it keeps one; a new state transaction opens on top
-   (:mod:`~symfonic_stream.state.store`);
+   changed key, encoded, into the Kafka transaction's changelog records, and the task's
+   position (its next input offset) when it keeps one; a new state transaction opens on
+   top (:mod:`~symfonic_stream.state.store`);
 3. **begin**, after creating any on-demand output topic the transaction is the first to write to;
 4. **produce** every record, in whole batches per output partition: outputs, dead letters,
    changelog records, each partition's in the order they were written;
@@ -23,29 +26,28 @@ again at its line:
    task in the transaction is named, a punctuation's at the offset it already had, so no
    write of a partition commits without the generation that owns it;
 7. **commit**: EndTxn;
-8. **advance**: each task's committed offset moves, and its store partition flushes the
-   prepared state into its backend with the changelog offset it reached;
-9. **report** the committed transaction to the metrics, once (an aborted one counts only as
-   an abort, so the counters agree with what read_committed readers see).
+8. **report** the committed transaction to the metrics, once (an aborted one counts only as
+   an abort, so the counters agree with what read_committed readers see);
+9. **advance**: each task's committed offset moves, and its store partition flushes the
+   prepared state into its backend with the changelog offset it reached.
 
-Every wait is bounded by the transaction timeout (:mod:`symfonic_stream.kafka.producer`).
-A failure in steps 3-7 becomes an outcome in one place, :func:`transact`: a clean abort (or
-nothing sent) is ABORTED, and the engine rolls every task of the transaction back (their
-state transactions dropped, a seek: ``engine/setup.py`` ``rebuild_task``) and the committer
-takes a new producer; a fenced or fatal producer, a generation that is over, or a commit
-whose outcome is unknown, is UNUSABLE, and the partitions go back to the group.
-docs/engine.md tells the whole story.
+A failure in steps 3-7 becomes an outcome in one place, :meth:`Transactions.commit`: a
+clean abort (or nothing sent) is ABORTED, and the engine rolls every task of the
+transaction back (their state transactions dropped, a seek: ``engine/setup.py``
+``rebuild_task``) and the committer takes a new producer; a fenced or fatal producer, a
+generation that is over, or a commit whose outcome is unknown, is UNUSABLE, and the
+partitions go back to the group. docs/engine.md tells the whole story.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import enum
 import logging
 import operator
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import orjson
@@ -54,14 +56,13 @@ from aiokafka import TopicPartition
 from symfonic_stream.engine.on_demand import OnDemandTopics
 from symfonic_stream.engine.processor import Collector, DeadLetter
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.faults import fault_point
+from symfonic_stream.kafka.group import GroupMetadata
 from symfonic_stream.kafka.producer import (
-    GroupMetadata,
+    PartitionWrites,
     ProcessProducer,
     ProducerUnusable,
-    Sends,
+    Steps,
     TransactionAborted,
-    TransactionBatches,
 )
 from symfonic_stream.models.dead_letter import (
     DETAIL_MAX_BYTES,
@@ -74,9 +75,6 @@ from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Codec, StateStore, StorePartition
 
 log = logging.getLogger(__name__)
-
-#: Each commit step's wall-clock seconds, for ``symfonic_stream_commit_step_seconds_total``.
-Steps = list[tuple[str, float]]
 
 
 class CommitOutcome(enum.Enum):
@@ -105,17 +103,23 @@ class Taken:
 @dataclass(slots=True)
 class TaskTurn:
     """One task's part of a transaction: what was taken of it (step 1), where its state
-    lives, the offset its group is told, and how its task advances (step 8)."""
+    lives, the offset its group is told; and what step 9 advances it to."""
 
     tp: TopicPartition
     taken: Taken
     store_partition: StorePartition
-    #: Where the task keeps its position, if it does (:func:`position_store`).
+    #: Where the task keeps its position, if it does (:func:`position_store`), and the
+    #: position its last committed transaction wrote (None: none yet).
     position: StateStore[Progress] | None
+    progress: Progress | None
     #: Its group's offset after this transaction (a punctuation's: the one it had).
     offset: int
-    #: Step 8 for its task: ``advance(next offset, told the group, changelog offset)``.
-    advance: Callable[[int | None, bool, int | None], None]
+    #: Where its changelog records go: (changelog partition, key prefix).
+    place: tuple[int, bytes]
+    #: Step 2 and 7's results, for step 9: the position it wrote, and the changelog
+    #: offset its state changes reach (None: none written, or not known).
+    written_progress: Progress | None = None
+    changelog_offset: int | None = None
 
     @property
     def partition(self) -> int:
@@ -134,18 +138,22 @@ class Transactions:
 
     async def commit(self, producer: ProcessProducer, turn: Sequence[TaskTurn],
                      member: GroupMetadata | None = None) -> CommitOutcome:
-        """Steps 2-9 for ``turn`` (step 1, the take, is the committer's); ``member``: the
-        group member whose generation fences the offsets (None: a replay, without a
-        group)."""
+        """Steps 2-8 for ``turn`` (the committer takes, step 1, and advances, step 9, on
+        COMMITTED); ``member``: the group member whose generation fences the offsets
+        (None: a replay, without a group)."""
         started = time.monotonic()
         topology, metrics = self.topology, self.metrics
+        grouped = topology.source.grouped
         context = {"transactional_id": producer.transactional_id,
                    "partitions": [each.partition for each in turn]}
         # 2. prepare state
         try:
             for each in turn:
-                _write_position(each, grouped=topology.source.grouped)
-                each.store_partition.prepare(each.taken.out.changelog)
+                progress = each.written_progress = _progress_after(each, grouped=grouped)
+                each.store_partition.prepare(
+                    each.taken.out.changelog,
+                    None if progress is None or each.position is None
+                    else (each.position, POSITION, progress))
         except Exception:
             log.exception("preparing the state changes failed", extra=context)
             return CommitOutcome.ABORTED
@@ -159,12 +167,12 @@ class Transactions:
                 log.exception("creating an on-demand output topic failed", extra=context)
                 return CommitOutcome.ABORTED
             steps.append(("create_topics", time.monotonic() - creating))
-        grouped = topology.source.grouped
-        offsets = {each.tp: each.offset for each in turn} if grouped else None
         try:
             written = await transact(producer, topology,
                                      [(each.partition, each.taken.out) for each in turn],
-                                     offsets, member, steps)  # 3-7
+                                     {each.tp: each.offset for each in turn} if grouped
+                                     else None, member, steps,
+                                     {each.partition: each.place for each in turn})  # 3-7
         except ProducerUnusable as unusable:
             log.warning("producer unusable; partitions given back to the group",
                         extra={**context, "fenced": unusable.fenced, "error": str(unusable)})
@@ -177,12 +185,10 @@ class Transactions:
                         extra={**context, "error": repr(aborted.__cause__)})
             metrics.observe_transaction_duration(time.monotonic() - started)
             return CommitOutcome.ABORTED
-        # 8. advance
         for each in turn:
-            place = topology.changelog_place(each.partition)[0]
-            each.advance(each.taken.next_offset, grouped,
-                         written.get(place) if each.taken.out.changelog else None)
-        # 9. report
+            if each.taken.out.changelog:
+                each.changelog_offset = written.get(each.place[0])
+        # 8. report
         try:
             metrics.observe_transaction(time.monotonic() - started, committed=True)
             metrics.add_commit_steps(steps)
@@ -193,20 +199,26 @@ class Transactions:
         return CommitOutcome.COMMITTED
 
 
-def _write_position(each: TaskTurn, *, grouped: bool) -> None:
-    """The task's position record, when it keeps one: its next offset, and what its group
-    is told (a replay, without a group, keeps its totals with it instead)."""
+def _progress_after(each: TaskTurn, *, grouped: bool) -> Progress | None:
+    """The position record this transaction writes for the task, if it keeps one: its next
+    offset, and what its group is told (a replay, without a group, keeps its totals with
+    it instead). A new record: the committed one stays as it was, should this abort."""
     position, taken = each.position, each.taken
     if position is None or taken.next_offset is None:
-        return
-    progress = position.get(POSITION) or Progress(taken.next_offset)
+        return None
+    before = each.progress
+    if before is None:
+        progress = Progress(taken.next_offset)
+    else:
+        progress = dataclasses.replace(before, by_type=dict(before.by_type),
+                                       counts=dict(before.counts))
     if grouped:
         progress.group_offset = taken.next_offset
     else:
         progress.add(taken.out, taken.consumed)
         progress.ended = progress.ended or taken.ends_input
     progress.next_offset = taken.next_offset
-    position.put(POSITION, progress)
+    return progress
 
 
 async def transact(
@@ -216,103 +228,36 @@ async def transact(
     offsets: Mapping[TopicPartition, int] | None,
     member: GroupMetadata | None = None,
     steps: Steps | None = None,
+    places: Mapping[int, tuple[int, bytes]] | None = None,
 ) -> dict[int, int]:
-    """Steps 3-7: ``outs`` (each input partition's, its state prepared) and ``offsets`` in
-    one transaction; for each changelog partition written to, the offset its stores hold
-    everything before (``TransactionBatches.offset_after``).
-
-    Raises :class:`TransactionAborted` when it was rolled back (the producer may go on),
-    :class:`ProducerUnusable` when the producer must be dropped or the generation is over:
-    the one place a failure becomes an outcome. ``steps`` receives each step's wall-clock
-    seconds.
-    """
-    sends: Sends = []
-    lap = _Lap(steps)
-    try:
-        # 3. begin
-        batches = await producer.begin()
-        lap("begin")
-        sends = batches.sends
-        # 4. produce
-        changelog = await _produce(topology, producer, batches, outs)
-        lap("produce")
-        # 5. await the sends
-        await producer.await_sends(sends)
-        lap("await_sends")
-        written: dict[int, int] = {}
-        for partition, records in changelog.items():
-            assert topology.changelog_topic is not None
-            after = batches.offset_after(topology.changelog_topic, partition, records)
-            if after is not None:
-                written[partition] = after
-        # 6. send offsets
-        if topology.source.grouped and offsets:
-            await producer.send_offsets(offsets, topology.group_id, member)
-            lap("send_offsets")
-        fault_point("in_transaction")
-        # 7. commit
-        await producer.commit()
-        lap("commit")
-        fault_point("commit_logged")
-        return written
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        raise await producer.abort_after(exc, sends) from exc  # or raises ProducerUnusable
+    """Steps 3-7 (:meth:`ProcessProducer.transact`) for ``outs`` (each input partition's,
+    its state prepared) and ``offsets``; for each changelog partition written to, the
+    offset its stores hold everything before. ``places``: each input partition's changelog
+    place, when the caller knows them (else the topology says). Raises what the producer
+    raises: :class:`TransactionAborted`, :class:`ProducerUnusable`."""
+    places = places or {}
+    writes = [writes_of(topology, partition, out, places.get(partition))
+              for partition, out in outs]
+    return await producer.transact(writes, offsets if topology.source.grouped else None,
+                                   topology.group_id, member, steps)
 
 
-class _Lap:
-    """Appends ``(step, seconds since the previous lap)`` to ``steps`` (if given)."""
-
-    __slots__ = ("_mark", "_steps")
-
-    def __init__(self, steps: Steps | None) -> None:
-        self._steps = steps
-        self._mark = time.monotonic()
-
-    def __call__(self, step: str) -> None:
-        if self._steps is not None:
-            now = time.monotonic()
-            self._steps.append((step, now - self._mark))
-            self._mark = now
-
-
-async def _produce(topology: Topology, producer: ProcessProducer,
-                   batches: TransactionBatches, outs: Sequence[tuple[int, Collector]]
-                   ) -> dict[int, int]:
-    await producer.learn_partitions({r.topic for _, out in outs for r in out.outputs})
-    if topology.dead_letter_topic is not None and any(out.dead_letters for _, out in outs):
-        await producer.learn_partitions([topology.dead_letter_topic])
-    changelog: dict[int, int] = {}
-    for partition, out in outs:
-        append_all(topology, producer, batches, partition, out)
-        if out.changelog:
-            place = topology.changelog_place(partition)[0]
-            changelog[place] = changelog.get(place, 0) + len(out.changelog)
-    await batches.send_all()
-    return changelog
-
-
-def append_all(topology: Topology, producer: ProcessProducer, batches: TransactionBatches,
-               partition: int, out: Collector) -> None:
-    """Step 4's records of input partition ``partition`` into ``batches``: outputs, dead
-    letters, changelog records (every output topic's partition count learnt first).
-    Synchronous: no await per record."""
-    batches.append_outputs(out.outputs, lambda topic, key: producer.partition_for(
-        topic, key, partition), producer.partition_counts, partition)
-    dead_letter_topic = topology.dead_letter_topic
-    if dead_letter_topic is not None and out.dead_letters:
-        for letter in out.dead_letters:
-            key = letter.record.key
-            headers = dead_letter_headers(letter, topology.consumer)
-            batches.append(dead_letter_topic,
-                           producer.partition_for(dead_letter_topic, key, partition),
-                           key, letter.record.value, headers)
+def writes_of(topology: Topology, partition: int, out: Collector,
+              place: tuple[int, bytes] | None = None) -> PartitionWrites:
+    """What step 4 writes of input partition ``partition``: ``out``'s outputs, its dead
+    letters with their headers, and its state changes at ``place`` (else where the
+    topology says)."""
+    changelog_place = None
     if out.changelog:
         if topology.changelog_topic is None:
             raise RuntimeError(f"{topology.consumer} is stateless but wrote state")
-        place, prefix = topology.changelog_place(partition)
-        batches.append_state(topology.changelog_topic, place, prefix, out.changelog)
+        changelog, prefix = place or topology.changelog_place(partition)
+        changelog_place = (topology.changelog_topic, changelog, prefix)
+    letters = [(letter.record.key, letter.record.value,
+                dead_letter_headers(letter, topology.consumer))
+               for letter in out.dead_letters] if topology.dead_letter_topic else []
+    return PartitionWrites(partition, out.outputs, letters, topology.dead_letter_topic,
+                           out.changelog, changelog_place)
 
 
 # -- dead letters (contract §6) ------------------------------------------------------------
@@ -339,7 +284,7 @@ def dead_letter_headers(letter: DeadLetter, consumer: str) -> list[tuple[str, by
     ]
 
 
-# -- step 9: what a committed transaction tells the metrics ------------------------------
+# -- step 8: what a committed transaction tells the metrics ------------------------------
 
 _TOPIC = operator.attrgetter("topic")
 _RECORD_TYPE = operator.attrgetter("record_type")

@@ -27,14 +27,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import ConnectionGroup, CoordinationType
 from aiokafka.errors import for_code
-from aiokafka.protocol.api import RequestStruct, Response
+from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Array,
     Boolean,
@@ -42,6 +43,7 @@ from aiokafka.protocol.types import (
     CompactString,
     Int16,
     Int32,
+    Int64,
     Schema,
     String,
     TaggedFields,
@@ -49,13 +51,122 @@ from aiokafka.protocol.types import (
 
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import admin_kwargs
-from symfonic_stream.kafka.producer import COMMITTED, OneVersion
 
 log = logging.getLogger(__name__)
 
 UNSTABLE_OFFSET_COMMIT = 88
 _TAGS = ("tags", TaggedFields)
 _NAME = ("name", CompactString("utf-8"))
+
+
+# -- a transaction's offsets, fenced by the group's generation (TxnOffsetCommit v3; sent by
+#    kafka/producer.py) ---------------------------------------------------------------------
+
+#: The group coordinator's answers that mean "this member's generation is over":
+#: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.
+GENERATION_ERRORS = frozenset({22, 25, 82})
+_NO_LEADER_EPOCH = -1
+#: A partition's committed position, as the offset requests' schemas spell it.
+COMMITTED = (("partition_index", Int32), ("committed_offset", Int64),
+             ("committed_leader_epoch", Int32))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadata:
+    """Who commits: what a consumer's generation is, as the group coordinator knows it."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+    @property
+    def in_generation(self) -> bool:
+        """Whether it is a member of a generation. aiokafka forgets both when it learns its
+        membership was lost, and then calls the revocation listener; offsets sent with
+        generation -1 are taken without any check (a commit from outside the group), so a
+        zombie's would be too."""
+        return self.generation_id >= 0 and bool(self.member_id)
+
+
+class GenerationFenced(Exception):
+    """The group coordinator refused offsets: the member's generation is over (a rebalance
+    gave its partitions to another); the transaction can only abort."""
+
+
+def group_metadata(consumer: Any) -> GroupMetadata:
+    """A consumer's current generation (aiokafka keeps it on its group coordinator)."""
+    coordinator: Any = consumer._coordinator
+    return GroupMetadata(
+        group_id=coordinator.group_id,
+        generation_id=coordinator.generation,
+        member_id=coordinator.member_id,
+        group_instance_id=getattr(coordinator, "_group_instance_id", None),
+    )
+
+
+class TxnOffsetCommitResponse_v3(Response):  # type: ignore[misc]  # aiokafka's naming
+    API_KEY = 28
+    API_VERSION = 3
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("topics", CompactArray(
+            _NAME,
+            ("partitions", CompactArray(("partition_index", Int32), ("error_code", Int16), _TAGS)),
+            _TAGS)),
+        _TAGS,
+    )
+
+
+class TxnOffsetCommitRequest_v3(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = 28
+    API_VERSION = 3
+    RESPONSE_TYPE = TxnOffsetCommitResponse_v3
+    SCHEMA = Schema(
+        ("transactional_id", CompactString("utf-8")),
+        ("group_id", CompactString("utf-8")),
+        ("producer_id", Int64),
+        ("producer_epoch", Int16),
+        ("generation_id", Int32),
+        ("member_id", CompactString("utf-8")),
+        ("group_instance_id", CompactString("utf-8")),
+        ("topics", CompactArray(
+            _NAME,
+            ("partitions", CompactArray(
+                *COMMITTED, ("committed_metadata", CompactString("utf-8")), _TAGS)),
+            _TAGS)),
+        _TAGS,
+    )
+
+
+class OneVersion(Request[Any]):  # type: ignore[misc]
+    """A request of one version: aiokafka's client negotiates versions per ``Request``,
+    and fails with ``NotImplementedError`` when the broker does not speak this one."""
+
+    API_KEY = -1
+
+    def __init__(self, struct: type[RequestStruct], *fields: Any) -> None:
+        self._struct = struct
+        self._fields = fields
+        # Per instance: this request has the one version.
+        self._CLASSES = (struct,)
+
+    def build(self, request_struct_class: type[Any]) -> Any:
+        return request_struct_class(*self._fields)
+
+
+class TxnOffsetCommitV3(OneVersion):
+    API_KEY = 28
+
+
+def by_topic(offsets: Mapping[TopicPartition, Any]) -> list[tuple[Any, ...]]:
+    grouped: dict[str, list[tuple[Any, ...]]] = collections.defaultdict(list)
+    for tp, committed in sorted(offsets.items()):
+        grouped[tp.topic].append(
+            (tp.partition, committed.offset, _NO_LEADER_EPOCH, committed.metadata, {}))
+    return [(topic, partitions, {}) for topic, partitions in grouped.items()]
+
 
 
 class OffsetsUnstable(Exception):

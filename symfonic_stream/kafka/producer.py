@@ -47,7 +47,6 @@ batch over in send order, so per partition records keep the order they were appe
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -66,19 +65,18 @@ from aiokafka.errors import (
 from aiokafka.producer import sender as aiokafka_sender
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.producer.sender import TxnOffsetCommitHandler
-from aiokafka.protocol.api import Request, RequestStruct, Response
-from aiokafka.protocol.types import (
-    CompactArray,
-    CompactString,
-    Int16,
-    Int32,
-    Int64,
-    Schema,
-    TaggedFields,
-)
 
+from symfonic_stream import faults
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import PRODUCER_MAX_BATCH_BYTES, transactional_producer_kwargs
+from symfonic_stream.kafka.group import (
+    GENERATION_ERRORS,
+    GenerationFenced,
+    GroupMetadata,
+    TxnOffsetCommitRequest_v3,
+    TxnOffsetCommitV3,
+    by_topic,
+)
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.native import extension as _extension
 
@@ -189,13 +187,65 @@ class ProcessProducer:
     def _state(self) -> str:
         return str(self._producer._txn_manager.state.name)
 
-    # -- the steps of a transaction (symfonic_stream/engine/commit.py) -------------------
+    # -- one transaction: steps 3-7 of the commit protocol (engine/transaction.py) -------
 
-    async def begin(self) -> TransactionBatches:
-        if not self.usable:
-            raise ProducerUnusable(f"producer {self.transactional_id} is not usable", fenced=False)
-        await self._producer.begin_transaction()
-        return TransactionBatches(self._producer, native=self.native_batches)
+    async def transact(
+        self,
+        writes: Sequence[PartitionWrites],
+        offsets: Mapping[TopicPartition, int] | None,
+        group_id: str,
+        member: GroupMetadata | None = None,
+        steps: Steps | None = None,
+    ) -> dict[int, int]:
+        """Steps 3-7: ``writes`` and ``offsets`` (committed to ``group_id``; with ``member``,
+        fenced by its generation) in one Kafka transaction; for each changelog partition
+        written to, the offset the records written there reach (:meth:`TransactionBatches.
+        offset_after`). ``steps`` receives each step's wall-clock seconds.
+
+        Raises :class:`TransactionAborted` when it was rolled back (the producer may go
+        on), :class:`ProducerUnusable` when the producer must be dropped or the generation
+        is over (:meth:`abort_after`).
+        """
+        sends: Sends = []
+        lap = _Lap(steps)
+        try:
+            # 3. begin
+            if not self.usable:
+                raise ProducerUnusable(f"producer {self.transactional_id} is not usable",
+                                       fenced=False)
+            await self._producer.begin_transaction()
+            batches = TransactionBatches(self._producer, native=self.native_batches)
+            sends = batches.sends
+            lap("begin")
+            # 4. produce
+            await self.learn_partitions({r.topic for each in writes for r in each.outputs})
+            await self.learn_partitions({each.dead_letter_topic for each in writes
+                                         if each.dead_letters and each.dead_letter_topic})
+            for each in writes:
+                batches.append_writes(each, self.partition_for, self._partition_counts)
+            await batches.send_all()
+            lap("produce")
+            # 5. await the sends
+            if sends:
+                await asyncio.wait_for(asyncio.gather(*sends), self._timeout)
+            lap("await_sends")
+            written = batches.changelog_offsets(writes)
+            # 6. send offsets
+            if offsets:
+                await self.send_offsets(offsets, group_id, member)
+                lap("send_offsets")
+            if faults.ARMED:
+                faults.fault_point("in_transaction")
+            # 7. commit
+            await asyncio.wait_for(self._producer.commit_transaction(), self._timeout)
+            lap("commit")
+            if faults.ARMED:
+                faults.fault_point("commit_logged")
+            return written
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise await self.abort_after(exc, sends) from exc  # or raises ProducerUnusable
 
     async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
                            member: GroupMetadata | None = None) -> None:
@@ -203,13 +253,6 @@ class ProcessProducer:
         sending = (self._producer.send_offsets_to_transaction(dict(offsets), group_id)
                    if member is None else send_offsets_fenced(self._producer, offsets, member))
         await asyncio.wait_for(sending, self._timeout)
-
-    async def await_sends(self, sends: Sends) -> None:
-        if sends:
-            await asyncio.wait_for(asyncio.gather(*sends), self._timeout)
-
-    async def commit(self) -> None:
-        await asyncio.wait_for(self._producer.commit_transaction(), self._timeout)
 
     async def abort_after(self, exc: Exception, sends: Sends) -> TransactionAborted:
         """Roll back after ``exc``: the error to raise, or :class:`ProducerUnusable` raised
@@ -283,6 +326,47 @@ class ProcessProducer:
 
 # -- one transaction's record batches --------------------------------------------------------
 
+@dataclass(slots=True)
+class PartitionWrites:
+    """What one input partition's part of a transaction writes (step 4), in this order:
+    its outputs (each where Kafka's default partitioner puts its key, a keyless one on
+    ``keyless`` modulo the topic's partitions), its dead letters (on their topic, placed
+    the same way), and its state changes on its changelog partition, each key under its
+    prefix."""
+
+    keyless: int
+    #: The engine's OutputRecords (``topic``, ``key``, ``value``, ``headers``).
+    outputs: list[Any]
+    #: (key, value, headers) of each dead letter.
+    dead_letters: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]
+    dead_letter_topic: str | None
+    #: Changelog key (without the prefix) → encoded value (None: a tombstone).
+    changelog: dict[bytes, bytes | None]
+    #: (changelog topic, partition, key prefix); None when nothing changed.
+    changelog_place: tuple[str, int, bytes] | None
+
+
+#: Each commit step's wall-clock seconds, for ``symfonic_stream_commit_step_seconds_total``.
+Steps = list[tuple[str, float]]
+
+
+class _Lap:
+    """Appends ``(step, seconds since the previous lap)`` to ``steps`` (if given)."""
+
+    __slots__ = ("_mark", "_steps")
+
+    def __init__(self, steps: Steps | None) -> None:
+        self._steps = steps
+        self._mark = time.monotonic()
+
+    def __call__(self, step: str) -> None:
+        if self._steps is not None:
+            now = time.monotonic()
+            self._steps.append((step, now - self._mark))
+            self._mark = now
+
+
+
 if TYPE_CHECKING:
     from symfonic_stream._native import RecordBatches
 
@@ -353,6 +437,37 @@ class TransactionBatches:
         for record in records:
             append(record.topic, partition_for(record.topic, record.key), record.key,
                    record.value, record.headers)
+
+    def append_writes(self, writes: PartitionWrites,
+                      partition_for: Callable[[str, bytes | None, int], int],
+                      counts: dict[str, int]) -> None:
+        """One input partition's records (:class:`PartitionWrites`), in their order;
+        ``partition_for(topic, key, keyless)`` places a dead letter (every topic's partition
+        count learnt first)."""
+        keyless = writes.keyless
+        self.append_outputs(writes.outputs, lambda topic, key: partition_for(
+            topic, key, keyless), counts, keyless)
+        topic = writes.dead_letter_topic
+        if topic is not None:
+            for key, value, headers in writes.dead_letters:
+                self.append(topic, partition_for(topic, key, keyless), key, value, headers)
+        if writes.changelog and writes.changelog_place is not None:
+            self.append_state(*writes.changelog_place, writes.changelog)
+
+    def changelog_offsets(self, writes: Sequence[PartitionWrites]) -> dict[int, int]:
+        """Once the sends are acknowledged: for each changelog partition written to, the
+        offset its records reach (:meth:`offset_after`)."""
+        records: dict[tuple[str, int], int] = {}
+        for each in writes:
+            if each.changelog and each.changelog_place is not None:
+                where = each.changelog_place[:2]
+                records[where] = records.get(where, 0) + len(each.changelog)
+        written: dict[int, int] = {}
+        for (topic, partition), count in records.items():
+            after = self.offset_after(topic, partition, count)
+            if after is not None:
+                written[partition] = after
+        return written
 
     def append_state(self, topic: str, partition: int, prefix: bytes,
                      changes: dict[bytes, bytes | None]) -> None:
@@ -426,115 +541,7 @@ class TransactionBatches:
         self._open.clear()
 
 
-# -- offsets, fenced by the group's generation (TxnOffsetCommit v3) -------------------------
-
-#: The group coordinator's answers that mean "this member's generation is over":
-#: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.
-GENERATION_ERRORS = frozenset({22, 25, 82})
-_NO_LEADER_EPOCH = -1
-_TAGS = ("tags", TaggedFields)
-_NAME = ("name", CompactString("utf-8"))
-#: A partition's committed position, as the offset requests' schemas spell it.
-COMMITTED = (("partition_index", Int32), ("committed_offset", Int64),
-             ("committed_leader_epoch", Int32))
-
-
-@dataclass(frozen=True, slots=True)
-class GroupMetadata:
-    """Who commits: what a consumer's generation is, as the group coordinator knows it."""
-
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None = None
-
-    @property
-    def in_generation(self) -> bool:
-        """Whether it is a member of a generation. aiokafka forgets both when it learns its
-        membership was lost, and then calls the revocation listener; offsets sent with
-        generation -1 are taken without any check (a commit from outside the group), so a
-        zombie's would be too."""
-        return self.generation_id >= 0 and bool(self.member_id)
-
-
-class GenerationFenced(Exception):
-    """The group coordinator refused offsets: the member's generation is over (a rebalance
-    gave its partitions to another); the transaction can only abort."""
-
-
-def group_metadata(consumer: Any) -> GroupMetadata:
-    """A consumer's current generation (aiokafka keeps it on its group coordinator)."""
-    coordinator: Any = consumer._coordinator
-    return GroupMetadata(
-        group_id=coordinator.group_id,
-        generation_id=coordinator.generation,
-        member_id=coordinator.member_id,
-        group_instance_id=getattr(coordinator, "_group_instance_id", None),
-    )
-
-
-class TxnOffsetCommitResponse_v3(Response):  # type: ignore[misc]  # aiokafka's naming
-    API_KEY = 28
-    API_VERSION = 3
-    SCHEMA = Schema(
-        ("throttle_time_ms", Int32),
-        ("topics", CompactArray(
-            _NAME,
-            ("partitions", CompactArray(("partition_index", Int32), ("error_code", Int16), _TAGS)),
-            _TAGS)),
-        _TAGS,
-    )
-
-
-class TxnOffsetCommitRequest_v3(RequestStruct):  # type: ignore[misc]
-    FLEXIBLE_VERSION = True
-    API_KEY = 28
-    API_VERSION = 3
-    RESPONSE_TYPE = TxnOffsetCommitResponse_v3
-    SCHEMA = Schema(
-        ("transactional_id", CompactString("utf-8")),
-        ("group_id", CompactString("utf-8")),
-        ("producer_id", Int64),
-        ("producer_epoch", Int16),
-        ("generation_id", Int32),
-        ("member_id", CompactString("utf-8")),
-        ("group_instance_id", CompactString("utf-8")),
-        ("topics", CompactArray(
-            _NAME,
-            ("partitions", CompactArray(
-                *COMMITTED, ("committed_metadata", CompactString("utf-8")), _TAGS)),
-            _TAGS)),
-        _TAGS,
-    )
-
-
-class OneVersion(Request[Any]):  # type: ignore[misc]
-    """A request of one version: aiokafka's client negotiates versions per ``Request``,
-    and fails with ``NotImplementedError`` when the broker does not speak this one."""
-
-    API_KEY = -1
-
-    def __init__(self, struct: type[RequestStruct], *fields: Any) -> None:
-        self._struct = struct
-        self._fields = fields
-        # Per instance: this request has the one version.
-        self._CLASSES = (struct,)
-
-    def build(self, request_struct_class: type[Any]) -> Any:
-        return request_struct_class(*self._fields)
-
-
-class TxnOffsetCommitV3(OneVersion):
-    API_KEY = 28
-
-
-def _by_topic(offsets: Mapping[TopicPartition, Any]) -> list[tuple[Any, ...]]:
-    grouped: dict[str, list[tuple[Any, ...]]] = collections.defaultdict(list)
-    for tp, committed in sorted(offsets.items()):
-        grouped[tp.topic].append(
-            (tp.partition, committed.offset, _NO_LEADER_EPOCH, committed.metadata, {}))
-    return [(topic, partitions, {}) for topic, partitions in grouped.items()]
-
+# -- offsets, fenced by the group's generation (TxnOffsetCommit v3, kafka/group.py) --------
 
 class _GenerationOffsetsHandler(TxnOffsetCommitHandler):  # type: ignore[misc]
     """aiokafka's TxnOffsetCommit step, sending v3 with the member's generation."""
@@ -549,7 +556,7 @@ class _GenerationOffsetsHandler(TxnOffsetCommitHandler):  # type: ignore[misc]
         return TxnOffsetCommitV3(
             TxnOffsetCommitRequest_v3, txn.transactional_id, self._group_id, txn.producer_id,
             txn.producer_epoch, member.generation_id, member.member_id,
-            member.group_instance_id, _by_topic(self._offsets), {})
+            member.group_instance_id, by_topic(self._offsets), {})
 
     def handle_response(self, resp: Any) -> float | None:
         errors = [(name, [(index, code) for index, code, _ in partitions])

@@ -53,6 +53,7 @@ from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,
     KNOWN_KINDS,
+    UNKNOWN_KIND_LABEL,
     AgentEvent,
 )
 from symfonic_stream.models.dead_letter import DeadLetterReason
@@ -62,12 +63,11 @@ from symfonic_stream.models.decoding import (
     DecodeLimits,
     decode_accepted,
     decode_record,
-    kind_label,
 )
 from symfonic_stream.models.headers import TENANT_HEADER
 from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.expiring import pause_kept_until, within_budget
-from symfonic_stream.processors.ownership import refuse_foreign
+from symfonic_stream.processors.ownership import UNKNOWN_OWNER, Owner, refuse_foreign
 from symfonic_stream.projections import Body, Projection
 from symfonic_stream.projections.chunks import project_chunks
 from symfonic_stream.projections.typed import project_typed
@@ -114,44 +114,37 @@ class RunState:
     #: A paused run's pause ``expires_at`` (0: not paused).
     pause_expires_at: float = 0.0
     #: The tenant that owns the run id: its first event's ``scope.tenant`` (None: that
-    #: event named none). Every output of the run carries it; another tenant's events
-    #: under the id are dead-lettered ``foreign_tenant`` (contract §9).
-    tenant: str | None = None
-    #: False for a run read from state written before runs had owners: its next event's
-    #: tenant becomes its owner.
-    owned: bool = True
+    #: event named none; ``UNKNOWN_OWNER``: read from state written before runs had
+    #: owners, its next event's tenant becomes it). Every output of the run carries it;
+    #: another tenant's events under the id are dead-lettered ``foreign_tenant`` (contract §9).
+    tenant: Owner = None
     #: Events a record of 0.x held in itself, by index (None for any other record): the
     #: guard moves them under ``buf`` keys of their own once restored.
     legacy_buffer: dict[int, Buffered] | None = None
 
 
-def encode_run(state: RunState) -> bytes:
-    """Serialize for the changelog (compact JSON array)."""
-    return orjson.dumps([
-        state.next_index, state.next_seq, int(state.status), state.closed_at,
-        state.touched_at, state.last_ts, state.pause_expires_at,
-        *((state.tenant,) if state.owned else ()),
-    ])
+#: A run's state in the changelog: the JSON array of these fields (``tenant`` ``false``:
+#: an owner not known yet).
+RUN_FIELDS = ("next_index", "next_seq", "status", "closed_at", "touched_at", "last_ts",
+              "pause_expires_at", "tenant")
 
 
 def decode_run(data: bytes) -> RunState:
-    """Inverse of :func:`encode_run`. A 7-element array was written before runs had owners
-    (its owner is its next event's tenant). A 4- or 5-element array is the format of 0.x,
-    before buffered events had their own keys: its buffer is read into
-    :attr:`RunState.legacy_buffer`, and the guard writes it under ``buf/`` keys once
-    restored."""
+    """A run's state as :data:`RUN_FIELDS` wrote it, or as an older version did. A
+    7-element array was written before runs had owners (its owner is its next event's
+    tenant). A 4- or 5-element array is the format of 0.x, before buffered events had their
+    own keys: its buffer is read into :attr:`RunState.legacy_buffer`, and the guard writes
+    it under ``buf/`` keys once restored."""
     parts = orjson.loads(data)
     state = RunState(
         next_index=parts[0], next_seq=parts[1], status=RunStatus(parts[2]), closed_at=parts[3]
     )
+    state.tenant = UNKNOWN_OWNER
     if len(parts) >= 7:
         state.touched_at, state.last_ts, state.pause_expires_at = parts[4], parts[5], parts[6]
         if len(parts) == 8:
             state.tenant = parts[7]
-        else:
-            state.owned = False
         return state
-    state.owned = False
     state.touched_at = NOT_TOUCHED
     if len(parts) == 5 and parts[4]:
         state.legacy_buffer = {}
@@ -271,7 +264,7 @@ def owner_headers(run: RunState) -> tuple[tuple[str, bytes], ...]:
 
 
 #: How a run's state, and a buffered event, travel in the changelog (:mod:`.run_state`).
-RUN_CODEC: Codec[RunState] = Codec(encode_run, decode_run)
+RUN_CODEC: Codec[RunState] = Codec.fields(RUN_FIELDS, decode_run)
 BUFFERED_CODEC: Codec[Buffered] = Codec(encode_buffered, decode_buffered)
 
 
@@ -321,10 +314,8 @@ class OrderingGuard:
         tenant = scope.tenant if scope is not None else None
         if run is None:
             run = RunState(touched_at=now, tenant=tenant)
-        elif run.tenant != tenant:  # another tenant's event, or a run of no known owner
-            if refuse_foreign(run, run_id, tenant, record, out):
-                return
-            runs.touch(run_id)
+        elif run.tenant != tenant and refuse_foreign(run, run_id, tenant, record, out):
+            return  # another tenant's event (a run of no known owner is now the tenant's)
         index = event.index
         held = self.held.get(run_id)
         if index < run.next_index or (held is not None and index in held):
@@ -348,8 +339,6 @@ class OrderingGuard:
             return
         if new:
             runs.put(run_id, run)
-        else:
-            runs.touch(run_id)
         run.touched_at = now
         self._release(run_id, run, event, released, now, out)
         if new:
@@ -427,7 +416,6 @@ class OrderingGuard:
         self.buffered += 1
         self.buffered_bytes += buffered_event.size
         run.touched_at = now
-        self.runs.touch(run_id)
         self.reschedule(run_id, run)
         return True
 
@@ -526,7 +514,6 @@ class OrderingGuard:
                     "gap": {"from_index": run.next_index, "to_index": first - 1}}
         self.emit(run_id, run, envelope, "gap", ts, out)
         out.count("gaps")
-        self.runs.touch(run_id)
         run.next_index = first
         self.drain(run_id, run, now, out)
 
@@ -541,7 +528,6 @@ class OrderingGuard:
                 DeadLetterReason.RUN_CLOSED,
                 f"run {run_id!r} ended at index {run.next_index - 1} while index {index} waited",
             )
-        self.runs.touch(run_id)
         self.reschedule(run_id, run)
 
     def emit(self, run_id: str, run: RunState, envelope: dict[str, Any], record_type: str,
@@ -639,7 +625,6 @@ def _expire(guard: OrderingGuard, run_id: str, run: RunState, now: float, out: C
             run.touched_at = now
             if run.status is RunStatus.PAUSED and not run.pause_expires_at:
                 run.pause_expires_at = now + limits.run_idle_timeout_s
-            guard.runs.touch(run_id)
         while ((oldest := guard.oldest_arrival(run_id)) is not None
                and oldest + limits.gap_timeout_s <= now):
             guard.fill_first_hole(run_id, run, now, out)
@@ -763,7 +748,6 @@ def _restore_run(guard: OrderingGuard, run_id: str, run: RunState) -> None:
         changed = guard.runs.get(run_id)  # (written again, without them)
         assert changed is not None
         changed.legacy_buffer = None
-        guard.runs.touch(run_id)
     due = guard.deadline(run_id, run)
     if due is not None:
         guard.runs.schedule(run_id, due)
@@ -827,7 +811,8 @@ class ProjectorProcessor:
             out.count_input(INVALID_INPUT_LABEL)
             out.dead_letter(record, rejected.reason, rejected.detail)
             return
-        out.inputs[kind_label(event.kind)] += 1  # (Collector.count_input, inline)
+        kind = event.kind  # (Collector.count_input and decoding.kind_label, inline)
+        out.inputs[kind if kind in KNOWN_KINDS else UNKNOWN_KIND_LABEL] += 1
         self.guard.accept(event, record, now, out)
 
     def punctuate(self, now: float, out: Collector) -> None:

@@ -7,21 +7,24 @@ one task live in one :class:`StorePartition`: the *committed* values in a :class
 carries them, and the changes since in a :class:`PartitionTransaction`, as in Quix
 Streams' ``state/`` (its ``PartitionTransaction`` and ``StorePartition``):
 
-* ``get`` returns the transaction's own decoded copy of a value (decoded from the backend
-  the first time the transaction reads the key), so a processor may change it in place
-  and ``touch`` it, or ``put`` a new one, or ``delete`` the key: nothing outside the
-  transaction sees it;
+* ``get`` hands out the transaction's own decoded copy of a value (decoded from the
+  backend the first time it is needed), so a processor may change it in place, or ``put`` a
+  new one, or ``delete`` the key: nothing outside the transaction sees it, and nothing
+  needs saying after a change in place;
 * at step 2 of a commit (:mod:`symfonic_stream.engine.transaction`) the partition
-  **prepares** the transaction: each changed key's latest value, encoded, or a tombstone,
-  is the changelog this Kafka transaction carries; a new transaction opens on top of it, so
-  processing goes on while the Kafka transaction is in flight (it reads the prepared
-  changes, not the backend, for what they hold);
-* at step 8, once the Kafka transaction committed, the partition **flushes** the prepared
+  **prepares** the transaction: every value it handed out or was given, encoded, where the
+  encoding differs from what the key held (a tombstone for a deleted key), is the changelog
+  this Kafka transaction carries; a new transaction opens on top of it, so processing goes
+  on while the Kafka transaction is in flight (it reads the prepared changes, not the
+  backend, for what they hold). The decoded values stay with the new transaction (up to
+  :data:`HOT_KEYS` per store, the latest), so a key used again is not decoded again;
+* at step 9, once the Kafka transaction committed, the partition **flushes** the prepared
   changes into the backend, with the changelog offset they reach (the backend remembers
   it: a restart restores only the changelog after it);
-* an **abort** drops both transactions: what they held goes, the backend holds the last
-  commit, and the processor rebuilds what it derives from the stores (``restored``), as
-  after a restore. Nothing is rolled back, because nothing committed was touched.
+* an **abort** drops both transactions and every decoded value: what they held goes, the
+  backend holds the last commit, and the processor rebuilds what it derives from the stores
+  (``restored``), as after a restore. Nothing is rolled back, because nothing committed
+  was touched.
 
 Restoring (:mod:`.restore`) and tailing kept state (:mod:`.kept`) write changelog records
 straight into the backend (:meth:`StorePartition.apply`), then the offset they reached
@@ -42,9 +45,12 @@ own in memory, never committed: its transaction holds everything.
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
+
+import orjson
 
 V = TypeVar("V")
 
@@ -52,6 +58,9 @@ V = TypeVar("V")
 Changes = dict[bytes, bytes | None]
 #: One store's part of a prepared transaction: key → encoded value (``None``: deleted).
 StoreChanges = dict[str, bytes | None]
+#: What a store's own partition held uncommitted when it joins a task's: values, their
+#: encodings as read, the keys handed out, the keys added.
+Carried = tuple[dict[str, Any], dict[str, bytes | None], set[str], int]
 
 #: The deadline of a key that came due and was not scheduled again. Overwritten, not
 #: deleted: a punctuation fires and reschedules thousands of keys, and deleting then
@@ -60,6 +69,10 @@ StoreChanges = dict[str, bytes | None]
 _FIRED = float("-inf")
 #: Not read by this transaction yet (``None`` is a key read and absent, or deleted).
 _UNREAD: Any = object()
+#: Decoded values a store keeps from one transaction to the next (the latest used): a run
+#: that sends a record per transaction is decoded once, not per record. Over it by a
+#: quarter, the oldest are dropped down to it at the next prepare.
+HOT_KEYS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +81,19 @@ class Codec(Generic[V]):
 
     encode: Callable[[V], bytes]
     decode: Callable[[bytes], V]
+
+    @classmethod
+    def fields(cls, names: Sequence[str], decode: Callable[[bytes], V]) -> Codec[V]:
+        """A value written as the JSON array of its attributes ``names``, in that order
+        (each one orjson writes natively); ``decode`` reads it back, with any older
+        layout."""
+        attributes = operator.attrgetter(*names)
+        dumps = orjson.dumps
+
+        def encode(value: V) -> bytes:
+            return dumps(attributes(value))
+
+        return cls(encode, decode)
 
 
 class Backend(Protocol):
@@ -171,20 +197,44 @@ class MemoryBackend:
 
 
 class PartitionTransaction:
-    """What one partition's stores changed since the last commit point, decoded: each
-    store's values read or written (``None``: absent or deleted), the keys changed, and
-    how many keys the changes add (or remove). Owned by its :class:`StorePartition`; the
+    """One partition's stores since the last commit point, decoded: each store's values
+    (``None``: absent or deleted) with the encoding each was read as (committed or
+    prepared), the keys handed out or written, which the prepare encodes again, and how
+    many keys the changes add (or remove). Owned by its :class:`StorePartition`; the
     stores read and write their part directly (``StateStore.get`` is the hot path)."""
 
-    __slots__ = ("added", "dirty", "values")
+    __slots__ = ("added", "handed", "read_as", "values")
 
-    def __init__(self, stores: Sequence[StateStore[Any]]) -> None:
-        self.values: dict[bytes, dict[str, Any]] = {s.prefix: {} for s in stores}
-        self.dirty: dict[bytes, set[str]] = {s.prefix: set() for s in stores}
+    def __init__(self, stores: Sequence[StateStore[Any]],
+                 carried: PartitionTransaction | None = None) -> None:
+        if carried is None:
+            self.values: dict[bytes, dict[str, Any]] = {s.prefix: {} for s in stores}
+            self.read_as: dict[bytes, dict[str, bytes | None]] = {s.prefix: {} for s in stores}
+        else:  # the decoded values go on, the latest HOT_KEYS of each store
+            self.values, self.read_as = carried.values, carried.read_as
+            for prefix, values in self.values.items():
+                if len(values) > HOT_KEYS + HOT_KEYS // 4:
+                    kept = list(values)[-HOT_KEYS:]
+                    read_as = self.read_as[prefix]
+                    self.values[prefix] = {key: values[key] for key in kept}
+                    self.read_as[prefix] = {key: read_as[key] for key in kept}
+        self.handed: dict[bytes, set[str]] = {s.prefix: set() for s in stores}
         self.added: dict[bytes, int] = dict.fromkeys(self.values, 0)
 
-    def changed(self) -> bool:
-        return any(self.dirty.values())
+    def changes(self, store: StateStore[Any]) -> StoreChanges:
+        """``store``'s keys whose value now encodes otherwise than it was read (None: a
+        tombstone)."""
+        prefix, encode = store.prefix, store.codec.encode
+        values, read_as, changes = self.values[prefix], self.read_as[prefix], {}
+        for key in self.handed[prefix]:
+            value = values[key]
+            raw = None if value is None else encode(value)
+            if raw != read_as[key]:
+                changes[key] = raw
+        return changes
+
+    def changed(self, stores: Sequence[StateStore[Any]]) -> bool:
+        return any(self.changes(store) for store in stores if self.handed[store.prefix])
 
     def prepare(self, stores: Sequence[StateStore[Any]], changelog: Changes
                 ) -> dict[bytes, StoreChanges]:
@@ -192,14 +242,14 @@ class PartitionTransaction:
         changelog key, and returned by store, for the backend at the flush."""
         prepared: dict[bytes, StoreChanges] = {}
         for store in stores:
-            prefix, encode = store.prefix, store.codec.encode
-            values, changes = self.values[prefix], {}
-            for key in self.dirty[prefix]:
-                value = values[key]
-                raw = None if value is None else encode(value)
-                changes[key] = raw
-                changelog[prefix + key.encode()] = raw
+            prefix = store.prefix
+            if not self.handed[prefix]:
+                continue
+            changes = self.changes(store)
             if changes:
+                self.read_as[prefix].update(changes)
+                for key, raw in changes.items():
+                    changelog[prefix + key.encode()] = raw
                 prepared[prefix] = changes
         return prepared
 
@@ -209,7 +259,7 @@ class StorePartition:
     being committed (*prepared*, at most one) and the one open for processing.
 
     The whole life of a transaction is here: :meth:`prepare` (commit step 2), :meth:`flush`
-    (step 8) and :meth:`abort`; and restoring into it, :meth:`apply` then :meth:`applied`.
+    (step 9) and :meth:`abort`; and restoring into it, :meth:`apply` then :meth:`applied`.
     """
 
     def __init__(self, stores: Iterable[StateStore[Any]], backend: Backend | None = None
@@ -223,13 +273,15 @@ class StorePartition:
         self._recount = False
         carried = [store.join(self) for store in self.stores]
         self._open()
-        for store, (values, dirty, added) in zip(self.stores, carried, strict=True):
-            self.transaction.values[store.prefix].update(values)
-            self.transaction.dirty[store.prefix].update(dirty)
-            self.transaction.added[store.prefix] += added
+        transaction = self.transaction
+        for store, (values, read_as, handed, added) in zip(self.stores, carried, strict=True):
+            transaction.values[store.prefix].update(values)
+            transaction.read_as[store.prefix].update(read_as)
+            transaction.handed[store.prefix].update(handed)
+            transaction.added[store.prefix] += added
 
-    def _open(self) -> None:
-        self.transaction = PartitionTransaction(self.stores)
+    def _open(self, carried: PartitionTransaction | None = None) -> None:
+        self.transaction = PartitionTransaction(self.stores, carried)
         for store in self.stores:
             store.begin(self.transaction)
 
@@ -240,17 +292,13 @@ class StorePartition:
 
     @property
     def changed(self) -> bool:
-        """Whether the open transaction changed a key."""
-        return self.transaction.changed()
+        """Whether the open transaction changed a key (encodes what it handed out)."""
+        return self.transaction.changed(self.stores)
 
     # -- reading what the open transaction has not ---------------------------------------
 
-    def read(self, store: StateStore[V], key: str) -> V | None:
-        """``key``'s value as the prepared changes or the backend hold it, decoded."""
-        raw = self.raw(store.prefix, key)
-        return None if raw is None else store.codec.decode(raw)
-
     def raw(self, prefix: bytes, key: str) -> bytes | None:
+        """``key``'s encoded value as the prepared changes or the backend hold it."""
         prepared = self._prepared
         if prepared is not None:
             changes = prepared.get(prefix)
@@ -276,17 +324,22 @@ class StorePartition:
 
     # -- the transaction ------------------------------------------------------------------
 
-    def prepare(self, changelog: Changes) -> None:
-        """Commit step 2: the open transaction's changes into ``changelog``; a new one
-        opens on top of them (what it reads of them, it decodes from them)."""
+    def prepare(self, changelog: Changes,
+                last_put: tuple[StateStore[Any], str, Any] | None = None) -> None:
+        """Commit step 2: the open transaction's changes into ``changelog`` (after
+        ``last_put``, one more value: the task's position); a new one opens on top of them,
+        with the decoded values."""
         if self._prepared is not None:
             raise RuntimeError("a transaction is prepared already (at most one in flight)")
+        if last_put is not None:
+            store, key, value = last_put
+            store.put(key, value)
         self._prepared = self.transaction.prepare(self.stores, changelog)
         self._prepared_added = self.transaction.added
-        self._open()
+        self._open(self.transaction)
 
     def flush(self, offset: int | None) -> None:
-        """Commit step 8: the prepared changes are the changelog's: into the backend, with
+        """Commit step 9: the prepared changes are the changelog's: into the backend, with
         the changelog ``offset`` they reach (None: unknown, or nothing changed)."""
         prepared, self._prepared = self._prepared or {}, None
         for prefix, added in self._prepared_added.items():
@@ -296,9 +349,11 @@ class StorePartition:
             self.backend.write(prepared, offset, self.counts)
 
     def abort(self) -> int:
-        """Drop the prepared and the open transaction (and every store's deadlines); the
-        keys they held. The processor must rebuild what it derives (``restored``)."""
-        dropped = sum(len(values) for values in self.transaction.values.values())
+        """Drop the prepared and the open transaction, every decoded value (and every
+        store's deadlines); the keys the transactions held. The processor must rebuild what
+        it derives (``restored``)."""
+        transaction = self.transaction
+        dropped = sum(len(keys) for keys in transaction.handed.values())
         dropped += sum(len(changes) for changes in (self._prepared or {}).values())
         self._prepared, self._prepared_added = None, {}
         self._open()
@@ -313,12 +368,12 @@ class StorePartition:
 
     def apply(self, key: bytes, value: bytes | None) -> bool:
         """One changelog record read back (a restore or a tail), into the backend if one of
-        the stores owns its key; whether one does. Only while nothing is uncommitted: what
-        the open transaction read is read again."""
+        the stores owns its key; whether one does. Only while nothing is uncommitted: the
+        decoded values are dropped, to be read again."""
         if not self.owns(key):
             return False
         if not self._recount:
-            if self._prepared is not None or self.transaction.changed():
+            if self._prepared is not None or self.transaction.changed(self.stores):
                 raise RuntimeError("changelog records applied over uncommitted changes")
             if any(self.transaction.values.values()):
                 self._open()
@@ -356,27 +411,30 @@ class StateStore(Generic[V]):
         self._horizon: float | None = None
         self._partition: StorePartition
         self._values: dict[str, V | None]
-        self._dirty: set[str]
+        self._read_as: dict[str, bytes | None]
+        self._handed: set[str]
         self._added: dict[bytes, int]
         StorePartition([self])  # a partition of its own until an engine task's takes it
 
-    def join(self, partition: StorePartition) -> tuple[dict[str, Any], set[str], int]:
+    def join(self, partition: StorePartition) -> Carried:
         """Be one of ``partition``'s stores from now on (only while nothing it holds is
         committed); what its partition's open transaction holds of it, to carry over."""
         previous = getattr(self, "_partition", None)
-        carried: tuple[dict[str, Any], set[str], int] = ({}, set(), 0)
+        carried: Carried = ({}, {}, set(), 0)
         if previous is not None and previous is not partition:
             if previous.counts[self.prefix] or previous.offset is not None:
                 raise RuntimeError(f"store {self.name!r} holds committed values: it cannot "
                                    "change partition")
-            carried = (dict(self._values), set(self._dirty), self._added[self.prefix])
+            carried = (dict(self._values), dict(self._read_as), set(self._handed),
+                       self._added[self.prefix])
         self._partition = partition
         return carried
 
     def begin(self, transaction: PartitionTransaction) -> None:
         """Read and write ``transaction`` from now on (its partition opened it)."""
         self._values = transaction.values[self.prefix]
-        self._dirty = transaction.dirty[self.prefix]
+        self._read_as = transaction.read_as[self.prefix]
+        self._handed = transaction.handed[self.prefix]
         self._added = transaction.added
 
     @property
@@ -391,14 +449,17 @@ class StateStore(Generic[V]):
     # -- reading and writing -----------------------------------------------------------
 
     def get(self, key: str) -> V | None:
-        """``key``'s value: the transaction's own, to change in place (then ``touch``)."""
+        """``key``'s value: the transaction's own, to change in place (the prepare writes
+        it if it changed)."""
         value = self._values.get(key, _UNREAD)
         if value is _UNREAD:
-            value = self._values[key] = self._partition.read(self, key)
+            raw = self._read_as[key] = self._partition.raw(self.prefix, key)
+            value = self._values[key] = None if raw is None else self.codec.decode(raw)
+        self._handed.add(key)
         return value
 
     def __contains__(self, key: str) -> bool:
-        return self.get(key) is not None
+        return self.peek(key) is not None
 
     def __len__(self) -> int:
         return self._partition.count(self)
@@ -407,20 +468,12 @@ class StateStore(Generic[V]):
         if self.get(key) is None:
             self._added[self.prefix] += 1
         self._values[key] = value
-        self._dirty.add(key)
-
-    def touch(self, key: str) -> None:
-        """``key``'s value (as ``get`` gave it) was changed in place: write it at the next
-        commit."""
-        if self._values.get(key) is not None:
-            self._dirty.add(key)
 
     def delete(self, key: str) -> None:
         """Forget ``key`` (a tombstone at the next commit) and its deadline."""
         if self.get(key) is not None:
             self._added[self.prefix] -= 1
             self._values[key] = None
-            self._dirty.add(key)
         self._deadline.pop(key, None)
 
     def items(self) -> Iterator[tuple[str, V]]:
@@ -449,13 +502,9 @@ class StateStore(Generic[V]):
         keeps none): never change what it returns."""
         value = self._values.get(key, _UNREAD)
         if value is _UNREAD:
-            return self._partition.read(self, key)
+            raw = self._partition.raw(self.prefix, key)
+            return None if raw is None else self.codec.decode(raw)
         return value
-
-    @property
-    def dirty(self) -> int:
-        """Keys changed since the last commit point."""
-        return len(self._dirty)
 
     # -- deadlines ---------------------------------------------------------------------
 

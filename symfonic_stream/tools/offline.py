@@ -17,8 +17,7 @@ import orjson
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
 from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor, projection_of
 
 OFFLINE_TOPIC = "offline"
 # A wall clock that never moves: offline, no hole times out before the end of the input.

@@ -11,9 +11,13 @@ from hypothesis import strategies as st
 
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.agent_event import AgentEvent
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import RunStatus, decode_run, encode_run
-from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.processors.projector import (
+    RUN_CODEC,
+    GuardLimits,
+    ProjectorProcessor,
+    RunStatus,
+    decode_run,
+)
 from symfonic_stream.projections.typed import project_typed
 from tests.unit.helpers import interrupt, raw, restore_from, write_changes
 
@@ -228,7 +232,7 @@ def test_state_of_an_idle_run_is_small_and_round_trips() -> None:
         h.feed(text(index, "run-0123456789abcdef"))
     state = h.processor.guard.run("run-0123456789abcdef")
     assert state is not None
-    encoded = encode_run(state)
+    encoded = RUN_CODEC.encode(state)
     assert len(encoded) < 100
     again = decode_run(encoded)
     assert (again.next_index, again.next_seq, again.status) == (50, 50, RunStatus.OPEN)

@@ -7,10 +7,9 @@ import orjson
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.copier import Copier
-from symfonic_stream.processors.projector import GuardLimits
 from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import PROJECTIONS, GuardLimits, ProjectorProcessor
 
 NAMES = TopicNames("symfonic")
 

@@ -222,12 +222,24 @@ def test_closed_run_memory_is_tombstoned_after_grace() -> None:
     h = RouterHarness()
     h.feed(pause_event(0))
     h.feed(raw("done", 1, scope=ACME), now=NOW)
+    write_changes(h.router, h.out)  # the run committed, closed
+    assert h.out.changelog[b"run/run-1"] is not None
     h.router.punctuate(NOW + 59, h.out)
     assert h.router.active_runs == 1
     h.router.punctuate(NOW + 60, h.out)
     assert h.router.active_runs == 0
     write_changes(h.router, h.out)
     assert h.out.changelog[b"run/run-1"] is None
+
+
+def test_a_run_put_and_deleted_before_any_commit_writes_nothing() -> None:
+    h = RouterHarness()
+    h.feed(pause_event(0))
+    h.feed(raw("done", 1, scope=ACME), now=NOW)
+    h.router.punctuate(NOW + 60, h.out)
+    assert h.router.active_runs == 0
+    write_changes(h.router, h.out)
+    assert b"run/run-1" not in h.out.changelog  # never committed: no tombstone needed
 
 
 def test_bad_raw_records_are_dead_lettered() -> None:

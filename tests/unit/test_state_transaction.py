@@ -19,8 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symfonic_stream.engine.processor import Collector, OutputRecord
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
 from symfonic_stream.state.disk import DiskBackend
 from symfonic_stream.state.store import (
@@ -51,13 +50,12 @@ def test_a_value_changed_in_place_after_its_get_is_dropped_by_an_abort() -> None
     value = runs.get("a")
     assert value is not None
     value.append("2")  # in place, as the guard changes a run: the transaction's own copy
-    runs.touch("a")
     runs.put("new", ["n"])
     runs.delete("gone")
     assert len(runs) == 2
     assert partition.abort() == 3
     assert (runs.get("a"), runs.get("new"), runs.get("gone")) == (["1"], None, ["x"])
-    assert runs.dirty == 0 and len(runs) == 2 and partition.offset == 7
+    assert not partition.changed and len(runs) == 2 and partition.offset == 7
     changes: dict[bytes, bytes | None] = {}
     partition.prepare(changes)
     assert changes == {}  # nothing of the aborted transaction is written
@@ -178,7 +176,6 @@ def test_random_work_commits_aborts_and_restarts_agree_with_the_reference(
             value = stores[name].get(key)
             if value is not None:  # changed in place, as the guard does
                 value.append(text)
-                stores[name].touch(key)
                 reference.open[name][key] = [*(reference.value(name, key) or []), text]
         elif op == "delete":
             stores[name].delete(key)
@@ -313,3 +310,25 @@ def test_partitions_of_names_each_partition_once() -> None:
     assert partitions_of([*stores, stores[0]]) == [shared]
 
 
+
+
+def test_decoded_values_outlive_a_commit_up_to_the_hot_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("symfonic_stream.state.store.HOT_KEYS", 4)
+    decoded: list[bytes] = []
+    counting: Codec[list[str]] = Codec(LIST.encode, lambda b: decoded.append(b) or LIST.decode(b))
+    runs = StateStore("run", counting)
+    partition = StorePartition([runs])
+    for n in range(8):
+        runs.put(f"k{n}", [str(n)])
+    partition.prepare({})
+    partition.flush(1)
+    value = runs.get("k7")  # among the latest four: still decoded, nothing read back
+    assert value == ["7"] and decoded == []
+    value.append("x")  # changed in place after the commit: the next prepare writes it
+    assert runs.get("k0") == ["0"] and decoded == [b"0"]  # beyond the bound: read back
+    changes: dict[bytes, bytes | None] = {}
+    partition.prepare(changes)
+    assert changes == {b"run/k7": b"7,x"}
+    partition.abort()  # and an abort drops every decoded value with the transactions
+    assert runs.get("k7") == ["7"] and decoded[-1] == b"7"

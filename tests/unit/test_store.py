@@ -1,4 +1,4 @@
-"""The state store on its own: dirty keys and tombstones, restore, and deadlines."""
+"""The state store on its own: changed keys and tombstones, restore, and deadlines."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ def test_changes_are_the_latest_value_of_each_dirty_key_or_a_tombstone() -> None
     store.delete("never-there")
     changes: dict[bytes, bytes | None] = {}
     write_changes([store], changes)
-    assert changes == {b"run/a": b"2", b"run/b": None}
-    assert store.dirty == 0
+    assert changes == {b"run/a": b"2"}  # b never committed: no tombstone for it
+    assert not store.partition.changed
     again: dict[bytes, bytes | None] = {}
     write_changes([store], again)
     assert again == {}

@@ -14,16 +14,17 @@ import orjson
 
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.projector import GuardLimits
 from symfonic_stream.processors.projector import (
+    PROJECTIONS,
+    RUN_CODEC,
     Buffered,
+    GuardLimits,
+    ProjectorProcessor,
     RunState,
     RunStatus,
-    encode_buffered,
-    encode_run,
     buffered_key,
+    encode_buffered,
 )
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
 from symfonic_stream.state.disk import CHECKPOINT, DiskBackend
 from symfonic_stream.state.store import Codec, StateStore, StorePartition, restore_records
 
@@ -88,7 +89,7 @@ def _guard_records() -> list[tuple[bytes, bytes]]:
             state.status, state.pause_expires_at = RunStatus.PAUSED, 9000.0 + n
         if n % 11 == 0:
             state.status, state.closed_at = RunStatus.CLOSED, 2000.0 + n
-        records.append((f"run/run-{n:05d}".encode(), encode_run(state)))
+        records.append((f"run/run-{n:05d}".encode(), RUN_CODEC.encode(state)))
     value = orjson.dumps({"run_id": "run-00001", "index": 5, "kind": "text_delta",
                           "timestamp": 1.0})
     pending = Buffered(InputRecord(NAMES.agent_events, 0, 9, b"run-00001", value), 1500.0, 1.0)

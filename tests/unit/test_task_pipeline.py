@@ -11,7 +11,7 @@ against the broker are in tests/integration).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -24,7 +24,7 @@ from symfonic_stream.engine.task import Committer, StreamTask, task_state, to_in
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transaction import CommitOutcome as Outcome
 from symfonic_stream.engine.transaction import Transactions
-from symfonic_stream.kafka.producer import ProducerUnusable, TransactionAborted
+from symfonic_stream.kafka.producer import PartitionWrites, ProducerUnusable, TransactionAborted
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Codec, StateStore
 
@@ -68,36 +68,9 @@ class RecordingProcessor:
         return 0
 
 
-class _Values(list[bytes | None]):
-    """The output values one transaction carries (the TransactionBatches stand-in; dead letters and
-    changelog records are not outputs)."""
-
-    sends: list[Any] = []  # noqa: RUF012
-
-    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-               headers: Any) -> None:
-        if topic == "out":
-            super().append(value)
-
-    def append_outputs(self, records: list[OutputRecord], *_: Any) -> None:
-        super().extend(record.value for record in records if record.topic == "out")
-
-    #: The changelog keys the transaction carries.
-    state_keys: list[bytes]
-
-    def append_state(self, topic: str, partition: int, prefix: bytes,
-                     changes: dict[bytes, bytes | None]) -> None:
-        self.state_keys.extend(changes)
-
-    async def send_all(self) -> None:
-        pass
-
-    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
-        return None
-
-
 class GatedProducer:
-    """Each transaction waits for its gate; ``fail`` decides how it ends."""
+    """Each transaction waits for its gate; ``fail`` decides how it ends (the producer's
+    steps 3-7, :meth:`ProcessProducer.transact`, as the committer sees them)."""
 
     transactional_id = "group-agent-events-0"
     usable = True
@@ -112,49 +85,25 @@ class GatedProducer:
         self.closed = False
         self.begun = asyncio.Event()
 
-    # The steps of the commit protocol (symfonic_stream/engine/commit.py), gated.
-
-    async def begin(self) -> _Values:
-        self.timeline.append(f"begin {len(self.gates)}")
+    async def transact(self, writes: Sequence[PartitionWrites],
+                       offsets: Mapping[TopicPartition, int] | None, group_id: str,
+                       member: Any = None, steps: Any = None) -> dict[int, int]:
+        number = len(self.gates)
+        self.timeline.append(f"begin {number}")  # 3.
         self.gates.append(asyncio.Event())
         self.begun.set()
-        self._values = _Values()
-        self._values.state_keys = []
-        return self._values
-
-    async def learn_partitions(self, topics: Any) -> None:
-        pass
-
-    def partition_for(self, topic: str, key: bytes | None, keyless: int = 0) -> int:
-        return 0
-
-    @property
-    def partition_counts(self) -> dict[str, int]:
-        return {}
-
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
-                           member: Any = None) -> None:
-        self.offsets.append(dict(offsets))
-
-    async def await_sends(self, sends: list[Any]) -> None:
-        pass
-
-    async def commit(self) -> None:
-        number = len(self.gates) - 1
+        values = [r.value for each in writes for r in each.outputs if r.topic == "out"]
+        state_keys = [key for each in writes for key in each.changelog]  # 4.
+        self.offsets.append(dict(offsets or {}))  # 6.
         await self.gates[number].wait()
-        if number in self.fail:
+        failure = self.fail.get(number)
+        if failure is not None:
             self.timeline.append(f"failed {number}")
-            raise RuntimeError("the broker says no")
-        self.committed.append(list(self._values))
-        self.committed_state.append(list(self._values.state_keys))
-        self.timeline.append(f"commit {number}")
-
-    async def abort_after(self, exc: Exception, sends: list[Any]) -> TransactionAborted:
-        failure = self.fail[len(self.gates) - 1]
-        if isinstance(failure, ProducerUnusable):
             raise failure
-        assert isinstance(failure, TransactionAborted)
-        return failure
+        self.committed.append(values)  # 7.
+        self.committed_state.append(state_keys)
+        self.timeline.append(f"commit {number}")
+        return {}
 
     async def close(self) -> None:
         self.closed = True

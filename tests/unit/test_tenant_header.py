@@ -13,9 +13,13 @@ import pytest
 
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.headers import TENANT_HEADER
-from symfonic_stream.processors.projector import GuardLimits
-from symfonic_stream.processors.projector import decode_run, encode_run
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import (
+    PROJECTIONS,
+    RUN_CODEC,
+    GuardLimits,
+    ProjectorProcessor,
+    decode_run,
+)
 from symfonic_stream.tools.offline import project_lines
 from tests.unit.helpers import restore_from, write_changes
 
@@ -97,7 +101,7 @@ def test_the_owner_survives_a_restore_and_a_run_of_the_previous_format_adopts_on
     assert [o.headers for o in out.outputs] == [ACME]
 
     # A 7-element run record (before owners): its next event's tenant becomes the owner.
-    old = orjson.loads(encode_run(decode_run(state[b"run/r"])))[:7]
+    old = orjson.loads(RUN_CODEC.encode(decode_run(state[b"run/r"])))[:7]
     legacy = ProjectorProcessor(PROJECTIONS["typed"], "out", GuardLimits())
     restore_from(legacy, {b"run/r": orjson.dumps(old)})
     out = Collector()

@@ -161,7 +161,6 @@ class TicketRegistry(ExpiringState[Registered]):
             ticket = self.tickets.get(key)
             if ticket is not None and now < ticket.forget_after(self._grace_s):
                 self.on_timer(key, ticket, now, out)  # its review's
-                self.tickets.touch(key)
                 self.tickets.schedule(key, self.deadline_of(ticket))
                 continue
             self.tickets.delete(key)

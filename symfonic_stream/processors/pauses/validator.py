@@ -212,7 +212,6 @@ class ResumeValidator(TicketRegistry):
             ticket.review.refuse(request.responder, reason.value, detail, now,
                                  request.request_id)
             self._desk.publish(key, ticket.review, out)
-        self.tickets.touch(key)
         self._refuse(Refused.of(request, ticket.tenant), reason, detail, now, out)
 
     def _accept(self, request: ResumeRequest, key: str, ticket: Registered, now: float,
@@ -222,7 +221,6 @@ class ResumeValidator(TicketRegistry):
         if ticket.review is not None:
             ticket.review.answer(request.responder, request.answer, now, request.request_id)
             self._desk.publish(key, ticket.review, out)
-        self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
         resume = {
             "ticket_id": request.ticket_id,
@@ -266,7 +264,6 @@ class ResumeValidator(TicketRegistry):
             return
         assert key is not None and ticket is not None
         self._desk.claim(request, key, ticket, now, out)
-        self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
 
     def _refuse(self, refused: Refused, reason: RejectionReason, detail: str, now: float,
