@@ -29,8 +29,8 @@ from bench.report import options, table
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
-from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.projector import PROJECTIONS, GuardLimits, ProjectorProcessor
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
+from symfonic_stream.projections.declared import PROJECTIONS
 from symfonic_stream.state.store import write_changes
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import RunShape, generate_run, synthetic_stream
@@ -64,7 +64,7 @@ def _baseline(lines: list[bytes]) -> tuple[float, int]:
     return time.process_time() - start, len(lines)
 
 
-def _offline(lines: list[bytes], projection: ProjectionName) -> tuple[float, int]:
+def _offline(lines: list[bytes], projection: str) -> tuple[float, int]:
     produced = 0
     start = time.process_time()
     for released in project_lines(lines, projection):
@@ -72,10 +72,10 @@ def _offline(lines: list[bytes], projection: ProjectionName) -> tuple[float, int
     return time.process_time() - start, produced
 
 
-def _engine_shape(records: list[tuple[bytes, bytes]], projection: ProjectionName
+def _engine_shape(records: list[tuple[bytes, bytes]], projection: str
                   ) -> tuple[float, int]:
     processor = ProjectorProcessor(
-        PROJECTIONS[projection], "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
+        PROJECTIONS[projection].project, "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
     )
     produced = 0
     now = time.time()
@@ -90,7 +90,7 @@ def _engine_shape(records: list[tuple[bytes, bytes]], projection: ProjectionName
     return time.process_time() - start, produced
 
 
-def offline_figures(events: int, projection: ProjectionName = "typed",
+def offline_figures(events: int, projection: str = "typed",
                     repeat: int = 3) -> dict[str, Any]:
     """Best-of-``repeat`` timings per event and the ratios to the baseline."""
     lines = make_lines(events)
@@ -162,7 +162,7 @@ def counted_loop(what: str, records_file: str, passes: str) -> None:
                                    limits=DecodeLimits(1_048_576))
         else:
             processor = ProjectorProcessor(
-                PROJECTIONS["typed" if what == "typed" else "chunks"], "out", GuardLimits(),
+                PROJECTIONS["typed" if what == "typed" else "chunks"].project, "out", GuardLimits(),
                 decode=DecodeLimits(1_048_576),
             )
             for first in range(0, len(inputs), TASK_BATCH):

@@ -154,7 +154,8 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
     started = time.monotonic()
     try:
         for start in range(0, len(state.records), _PER_TRANSACTION):
-            changes = dict(state.records[start : start + _PER_TRANSACTION])
+            changes: dict[bytes, bytes | None] = dict(
+                state.records[start : start + _PER_TRANSACTION])
             await producer.transact([PartitionWrites(0, [], [], None, changes, (
                 topology.changelog_topic, 0, b""))], None, topology.group_id)
     finally:

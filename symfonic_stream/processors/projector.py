@@ -65,12 +65,10 @@ from symfonic_stream.models.decoding import (
     decode_record,
 )
 from symfonic_stream.models.headers import TENANT_HEADER
-from symfonic_stream.models.names import ProjectionName
 from symfonic_stream.processors.expiring import pause_kept_until, within_budget
 from symfonic_stream.processors.ownership import UNKNOWN_OWNER, Owner, refuse_foreign
 from symfonic_stream.projections import Body, Projection
-from symfonic_stream.projections.chunks import project_chunks
-from symfonic_stream.projections.typed import project_typed
+from symfonic_stream.projections.declared import projection
 from symfonic_stream.state.store import Codec, StateStore
 
 log = logging.getLogger(__name__)
@@ -760,25 +758,23 @@ def _still_open(run: RunState) -> bool:
 
 # -- the projector ----------------------------------------------------------------------------
 
-PROJECTIONS: dict[ProjectionName, Projection] = {
-    "typed": project_typed,
-    "chunks": project_chunks,
-}
 #: The typed events that carry their ticket's token (the chunks carry none).
 _TOKEN_EVENTS = frozenset({"ask_user", "interrupt"})
 
 
-def projection_of(name: ProjectionName, *, ticket_tokens: bool = True) -> Projection:
-    """The projection ``name``, live, offline and in a replay alike. Without
-    ``ticket_tokens`` (``SYMFONIC_STREAM_TICKET_TOKENS=false``, for deployments that answer
-    only through the gateway) a pause's typed event carries ``"token": ""``: whoever reads
-    stream-events then cannot answer the pause (docs/security.md)."""
-    projection = PROJECTIONS[name]
-    if ticket_tokens or name != "typed":
-        return projection
+def projection_of(name: str, *, ticket_tokens: bool = True) -> Projection:
+    """The projection ``name`` (:data:`~symfonic_stream.projections.declared.PROJECTIONS`),
+    live, offline and in a replay alike. Without ``ticket_tokens``
+    (``SYMFONIC_STREAM_TICKET_TOKENS=false``, for deployments that answer only through the
+    gateway) a pause's typed event carries ``"token": ""``: whoever reads stream-events then
+    cannot answer the pause (docs/security.md)."""
+    declared = projection(name)
+    project = declared.project
+    if ticket_tokens or not declared.carries_tokens:
+        return project
 
     def without_tokens(event: AgentEvent) -> list[Body]:
-        bodies = projection(event)
+        bodies = project(event)
         if event.interrupt is not None:
             for body in bodies:
                 if body["type"] in _TOKEN_EVENTS:

@@ -15,7 +15,6 @@ import orjson
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.projector import (
-    PROJECTIONS,
     RUN_CODEC,
     Buffered,
     GuardLimits,
@@ -25,6 +24,7 @@ from symfonic_stream.processors.projector import (
     buffered_key,
     encode_buffered,
 )
+from symfonic_stream.projections.declared import projection
 from symfonic_stream.state.disk import CHECKPOINT, DiskBackend
 from symfonic_stream.state.store import Codec, StateStore, StorePartition, restore_records
 
@@ -98,7 +98,7 @@ def _guard_records() -> list[tuple[bytes, bytes]]:
 
 
 def _projector(**limits: float) -> ProjectorProcessor:
-    return ProjectorProcessor(PROJECTIONS["typed"], NAMES.stream_events,
+    return ProjectorProcessor(projection("typed").project, NAMES.stream_events,
                               GuardLimits(punctuate_budget_s=0.002, **limits))  # type: ignore[arg-type]
 
 
