@@ -25,7 +25,7 @@ import orjson
 from bench.machine import fresh_interpreter
 from bench.report import table
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.headers import ANSWER_MARK, RECORD_TYPE_HEADER, TICKET_MARK
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.validator import ResumeValidator

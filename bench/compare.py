@@ -32,7 +32,7 @@ from bench.report import options, say, write_json
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
 

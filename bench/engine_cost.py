@@ -32,9 +32,9 @@ from bench.report import options, say, table
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import copier_topology, projector_topology
 from symfonic_stream.config import Settings, load_settings
-from symfonic_stream.engine.commit import transact
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transaction import transact
 from symfonic_stream.kafka import producer as producer_module
 from symfonic_stream.kafka.clients import TRANSACTIONAL_RETRY_BACKOFF_MS
 from symfonic_stream.kafka.partitioner import partition_for_key
@@ -45,7 +45,7 @@ from symfonic_stream.state.store import Codec, StateStore
 
 #: The replaying rows, and what each does per record besides emitting the planned outputs.
 FLOORS = {"typed-replay": "", "typed-json-floor": "json", "typed-decode-floor": "decode"}
-#: What the state store writes per touched run at a commit: an ``encode_run`` value of
+#: What the state store writes per touched run at a commit: a ``RUN_CODEC`` value of
 #: typical size.
 _STATE_VALUE = b"[123,154,0,0.0]"
 

@@ -26,12 +26,11 @@ import orjson
 
 from bench.machine import best_of, call_command
 from bench.report import options, table
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
-from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
+from symfonic_stream.projections.declared import PROJECTIONS
 from symfonic_stream.state.store import write_changes
 from symfonic_stream.tools.offline import project_lines
 from symfonic_stream.tools.synthetic import RunShape, generate_run, synthetic_stream
@@ -65,7 +64,7 @@ def _baseline(lines: list[bytes]) -> tuple[float, int]:
     return time.process_time() - start, len(lines)
 
 
-def _offline(lines: list[bytes], projection: ProjectionName) -> tuple[float, int]:
+def _offline(lines: list[bytes], projection: str) -> tuple[float, int]:
     produced = 0
     start = time.process_time()
     for released in project_lines(lines, projection):
@@ -73,10 +72,10 @@ def _offline(lines: list[bytes], projection: ProjectionName) -> tuple[float, int
     return time.process_time() - start, produced
 
 
-def _engine_shape(records: list[tuple[bytes, bytes]], projection: ProjectionName
+def _engine_shape(records: list[tuple[bytes, bytes]], projection: str
                   ) -> tuple[float, int]:
     processor = ProjectorProcessor(
-        PROJECTIONS[projection], "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
+        PROJECTIONS[projection].project, "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
     )
     produced = 0
     now = time.time()
@@ -86,12 +85,12 @@ def _engine_shape(records: list[tuple[bytes, bytes]], projection: ProjectionName
         for offset, (key, value) in enumerate(records[first : first + OFFLINE_BATCH],
                                               start=first):
             processor.process(InputRecord("bench.in", 0, offset, key, value, (), 0), now, out)
-        write_changes(processor.stores, out.state)
+        write_changes(processor.stores, out.changelog)
         produced += len(out.outputs)
     return time.process_time() - start, produced
 
 
-def offline_figures(events: int, projection: ProjectionName = "typed",
+def offline_figures(events: int, projection: str = "typed",
                     repeat: int = 3) -> dict[str, Any]:
     """Best-of-``repeat`` timings per event and the ratios to the baseline."""
     lines = make_lines(events)
@@ -163,14 +162,14 @@ def counted_loop(what: str, records_file: str, passes: str) -> None:
                                    limits=DecodeLimits(1_048_576))
         else:
             processor = ProjectorProcessor(
-                PROJECTIONS["typed" if what == "typed" else "chunks"], "out", GuardLimits(),
+                PROJECTIONS["typed" if what == "typed" else "chunks"].project, "out", GuardLimits(),
                 decode=DecodeLimits(1_048_576),
             )
             for first in range(0, len(inputs), TASK_BATCH):
                 out = Collector()
                 for record in inputs[first : first + TASK_BATCH]:
                     processor.process(record, 1.0, out)
-                write_changes(processor.stores, out.state)
+                write_changes(processor.stores, out.changelog)
 
 
 def _fetched(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
@@ -198,11 +197,9 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
 
     from symfonic_stream.app.topologies import projector_topology
     from symfonic_stream.config import Settings
-    from symfonic_stream.engine.commit import append_all
-    from symfonic_stream.engine.commit_metrics import report_commit
-    from symfonic_stream.engine.records import to_input
-    from symfonic_stream.kafka.producer import ProcessProducer
-    from symfonic_stream.kafka.record_batches import TransactionBatches
+    from symfonic_stream.engine.task import to_input
+    from symfonic_stream.engine.transaction import report_commit, writes_of
+    from symfonic_stream.kafka.producer import ProcessProducer, TransactionBatches
     from symfonic_stream.observability.metrics import ConsumerMetrics
 
     fetched = _fetched(pairs)
@@ -222,10 +219,11 @@ async def task_loop(pairs: list[tuple[bytes, bytes]], passes: int, native: bool)
             out = Collector()
             for record in records:
                 processor.process(to_input(record), 1.0, out)
-            write_changes(processor.stores, out.state)
+            write_changes(processor.stores, out.changelog)
             batches = TransactionBatches(producer._producer,
                                          native=native and producer.native_batches)
-            append_all(topology, producer, batches, 0, out)
+            batches.append_writes(writes_of(topology, 0, out), producer.partition_for,
+                                  producer.partition_counts)
             for _, batch in batches.in_send_order():
                 batch._build()
                 written += batch.record_count()

@@ -2,7 +2,7 @@
 "Method, in detail").
 
 A measurement freezes what the benchmark holds before its load (the engine's own
-``symfonic_stream.engine.heap.settle``) and records the collector's pauses during it
+``symfonic_stream.engine.garbage.settle``) and records the collector's pauses during it
 (:class:`bench.machine.CollectorPauses`): a full collection over a million events held as
 dicts took about a second, during which the reader read nothing, a stall counted to
 whichever row ran (docs/benchmarks.md, "The harness's own pauses").
@@ -29,7 +29,7 @@ from bench.processes import Row
 from bench.report import say
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.heap import settle
+from symfonic_stream.engine.garbage import settle
 from symfonic_stream.models.names import TopicNames
 
 

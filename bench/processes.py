@@ -34,9 +34,9 @@ from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import engines, registered
 from symfonic_stream.consumers.copier import COPIER
-from symfonic_stream.consumers.topics import AGENT_EVENTS
 from symfonic_stream.kafka.clients import admin_kwargs
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import AGENT_EVENTS
 from symfonic_stream.runtime.workers import free_port
 
 if TYPE_CHECKING:  # (its server costs a fresh interpreter measuring memory 20 MiB)

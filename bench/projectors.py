@@ -34,7 +34,7 @@ from bench.report import options, say, table, write_json
 from bench.state import measure_state
 from bench.workload import make_workload
 from symfonic_stream.consumers import registered
-from symfonic_stream.consumers.topics import RUN_STREAMS
+from symfonic_stream.projections.declared import PROJECTIONS
 
 #: Offered load of the latency runs, as a share of the copier's 4-partition throughput.
 LOAD_SHARE = 0.5
@@ -60,8 +60,7 @@ def rows() -> dict[str, Row]:
     """Every consumer of the raw topic alone, the copier first; then the projectors of the
     run streams at once (a deployment's two outputs of one input, two processes)."""
     found = {name: Row(name, (name,)) for name in bench_consumers()}
-    both = tuple(c.name for c in registered() for e in c.engines
-                 if any(w.topic in RUN_STREAMS for w in e.writes))
+    both = tuple(c.name for c in registered() if c.name in PROJECTIONS)
     found["+".join(both)] = Row("+".join(both), both, own_input=True)
     return found
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from bench.machine import CollectorPauses, rss_bytes
 from bench.report import options
 from bench.workload import raw_event
-from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
 from symfonic_stream.projections.typed import project_typed
 from symfonic_stream.state.store import write_changes
 
@@ -41,9 +40,9 @@ class Phase:
 
     def committed(self, processor: ProjectorProcessor, out: Collector) -> None:
         """What one commit writes counted (outputs, changelog bytes); then a fresh batch."""
-        write_changes(processor.stores, out.state)
+        write_changes(processor.stores, out.changelog)
         self.changelog_bytes += sum(len(key) + len(value or b"")
-                                    for key, value in out.state.items())
+                                    for key, value in out.changelog.items())
         self.outputs += len(out.outputs)
         out.clear()
 

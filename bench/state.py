@@ -24,21 +24,21 @@ from bench.processes import Process
 from bench.report import markdown, options, write_json
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.assign import start_producer
-from symfonic_stream.engine.records import Collector, InputRecord
-from symfonic_stream.kafka.producer import ProcessProducer
-from symfonic_stream.processors.ordering.run_state import (
-    Pending,
+from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.engine.setup import start_producer
+from symfonic_stream.kafka.producer import PartitionWrites, ProcessProducer
+from symfonic_stream.processors.projector import (
+    RUN_CODEC,
+    Buffered,
+    ProjectorProcessor,
     RunState,
     RunStatus,
-    encode_pending,
-    encode_run,
-    pending_key,
+    buffered_key,
+    encode_buffered,
 )
-from symfonic_stream.processors.projector import ProjectorProcessor
-from symfonic_stream.state.disk import DiskState
+from symfonic_stream.state.disk import DiskBackend
 from symfonic_stream.state.restore import restore_stores
-from symfonic_stream.state.store import restore_record
+from symfonic_stream.state.store import StorePartition, restore_records
 from symfonic_stream.tools.synthetic import generate_run
 
 #: State records per transaction when filling the changelog.
@@ -82,11 +82,11 @@ def open_run_states(runs: int, topic: str, seed: int = 11) -> StateRecords:
             raw["index"] = next_index + rng.randint(1, 5)
             value = orjson.dumps(raw)
             record = InputRecord(topic, 0, n, run_id.encode(), value, (), int(time.time() * 1000))
-            pending = Pending(record, now, float(raw["timestamp"]))
-            records.append((b"buf/" + pending_key(run_id, raw["index"]).encode(),
-                            encode_pending(pending)))
+            pending = Buffered(record, now, float(raw["timestamp"]))
+            records.append((b"buf/" + buffered_key(run_id, raw["index"]).encode(),
+                            encode_buffered(pending)))
             buffered += 1
-        records.append((b"run/" + run_id.encode(), encode_run(state)))
+        records.append((b"run/" + run_id.encode(), RUN_CODEC.encode(state)))
     return StateRecords(records, buffered, paused)
 
 
@@ -98,8 +98,7 @@ def _fresh_processor(settings: Settings) -> ProjectorProcessor:
 
 def _restored(settings: Settings, state: StateRecords) -> ProjectorProcessor:
     processor = _fresh_processor(settings)
-    for key, value in state.records:
-        restore_record(processor.stores, key, value)
+    restore_records(processor.stores, state.records)
     processor.restored()
     if processor.active_runs != state.runs:
         raise RuntimeError(f"restored {processor.active_runs} runs of {state.runs}")
@@ -155,12 +154,10 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
     started = time.monotonic()
     try:
         for start in range(0, len(state.records), _PER_TRANSACTION):
-            batches = await producer.begin()
-            for key, value in state.records[start : start + _PER_TRANSACTION]:
-                batches.append(topology.changelog_topic, 0, key, value, ())
-            await batches.send_all()
-            await producer.await_sends(batches.sends)
-            await producer.commit()
+            changes: dict[bytes, bytes | None] = dict(
+                state.records[start : start + _PER_TRANSACTION])
+            await producer.transact([PartitionWrites(0, [], [], None, changes, (
+                topology.changelog_topic, 0, b""))], None, topology.group_id)
     finally:
         await producer.close()
     took = time.monotonic() - started
@@ -180,8 +177,9 @@ async def time_restore(settings: Settings, runs: int, records: int) -> float:
     processor = _fresh_processor(settings)
     gc.collect()
     started = time.monotonic()
+    partition = StorePartition(processor.stores)
     counts = (await restore_stores(settings, topology.changelog_topic,
-                                   {0: [(b"", list(processor.stores))]})).records
+                                   {0: [(b"", partition)]})).records
     processor.restored()
     elapsed = time.monotonic() - started
     if counts[0] != records or processor.active_runs != runs:
@@ -216,17 +214,15 @@ async def measure_state(session: Session, runs: int, repeat: int = 3) -> dict[st
 
 
 def disk_probe(path: str, cache_keys: str) -> dict[str, float]:
-    """(In a fresh interpreter.) Open ``path`` for a fresh processor, ``restored``, evict."""
+    """(In a fresh interpreter.) Open ``path`` for a fresh processor, ``restored``, the
+    sweep to its end."""
     processor = _fresh_processor(Settings(topic_prefix="probe", partitions=1))
     gc.collect()
     before = rss_bytes()
     started = time.perf_counter()
-    disk = DiskState(Path(path))
-    disk.checkpoint()
-    if int(cache_keys) > 0:
-        disk.attach(processor.stores, int(cache_keys))
-    else:
-        disk.load(processor.stores)
+    disk = DiskBackend(Path(path), int(cache_keys))
+    disk.checkpoint()  # (with a cache of 0: every value loaded)
+    StorePartition(processor.stores, disk)
     opened = time.perf_counter()
     processor.restored()
     restored = time.perf_counter()
@@ -234,8 +230,6 @@ def disk_probe(path: str, cache_keys: str) -> dict[str, float]:
     processor.punctuate(now, Collector())  # on disk: the first sweep begins
     while guard.sweeping:  # ... and goes on, a slice at each punctuation, until done
         processor.punctuate(now, Collector())
-    for store in processor.stores:
-        store.evict()
     done = time.perf_counter()
     gc.collect()
     grown = rss_bytes() - before
@@ -249,18 +243,19 @@ def disk_values(argv: list[str] | None = None) -> int:
     """``--runs`` open runs written to one partition's RocksDB database with a checkpoint;
     then for each mode, in a fresh interpreter (:func:`disk_probe`): opened for a fresh typed
     projector (values on disk, a cache of ``--cache-keys``; or loaded), ``restored``, the
-    sweep run to its end, the cache evicted; the RSS grown and the seconds each took."""
+    sweep run to its end; the RSS grown and the seconds each took."""
     args = options("bench.disk_values", argv, disk_values.__doc__, runs=300_000,
                    cache_keys=10_000, json=(Path, "also write the figures here"))
     modes = {"values on disk": args.cache_keys, "in memory": 0}
     with tempfile.TemporaryDirectory(prefix="bench-disk-values-") as folder:
         path = Path(folder) / "0"
         state = open_run_states(args.runs, "probe.agent-events")
-        disk = DiskState(path)
+        writer = _fresh_processor(Settings(topic_prefix="probe", partitions=1))
+        partition = StorePartition(writer.stores, DiskBackend(path))
         for key, value in state.records:
-            disk.record(key, value)
-        disk.mark(len(state.records))
-        disk.close()
+            partition.apply(key, value)
+        partition.applied(len(state.records))
+        partition.backend.close()
         rows: dict[str, Any] = {"runs": args.runs, "records": len(state.records)}
         for label, keys in modes.items():
             rows[label] = fresh_interpreter(disk_probe, str(path), str(keys))

@@ -8,8 +8,9 @@ process with ``SYMFONIC_FAULT_FREEZE=<phase>:<n>``: the n-th time the process pa
 test sees the process stopped, then SIGKILLs it, or leaves it frozen past its session
 timeout and lets it go on with SIGCONT (a zombie its successor must have fenced).
 
-Unset, as always outside those tests, a fault point is one comparison. Set, it changes
-nothing but timing, as a GC pause or a descheduled process would.
+Unset, as always outside those tests, a fault point on the hot path is one attribute read
+(``if faults.ARMED``). Set, it changes nothing but timing, as a GC pause or a descheduled
+process would.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def _parse(text: str | None) -> tuple[str, int] | None:
 
 _armed: tuple[str, int] | None = _parse(os.environ.get(ENV))
 _passes: Counter[str] = Counter()
+#: Whether a test armed a fault point in this process: the hot path reads this, and calls
+#: :func:`fault_point` only then (not even a call when unset).
+ARMED: Final = _armed is not None
 
 
 def fault_point(phase: str) -> None:

@@ -9,7 +9,7 @@ producer (the partitions' transactions run concurrently): every output sent with
 input values unchanged (the naive copier); otherwise the peers' typed projection
 (:mod:`.projection`). ``--one-producer``: one producer for the process and one transaction
 per fetch for all its partitions, fenced by the group's generation (KIP-447,
-:mod:`symfonic_stream.kafka.group_fencing`), as Kafka Streams' ``exactly_once_v2`` does:
+:mod:`symfonic_stream.kafka.producer`), as Kafka Streams' ``exactly_once_v2`` does:
 what the engine's transactions per partition cost is this row against ``naive-typed``.
 No validation, no ordering guard, no state, no dead letters, no rebalance handling
 beyond aiokafka's own: a yardstick, not a consumer to deploy.
@@ -28,7 +28,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.peers.projection import Projection, copy_value, peer_parser
-from symfonic_stream.kafka.group_fencing import group_metadata, send_offsets_fenced
+from symfonic_stream.kafka.group import group_metadata
+from symfonic_stream.kafka.producer import send_offsets_fenced
 
 Project = Callable[[bytes], list[tuple[bytes, bytes]]]
 

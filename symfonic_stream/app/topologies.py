@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import Consumer, Engine, consumer
-from symfonic_stream.consumers.chunks import CHUNKS
 from symfonic_stream.consumers.copier import COPIER
 from symfonic_stream.consumers.pauses import PAUSES
-from symfonic_stream.consumers.typed import TYPED
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.models.names import ProjectionName, TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.projections.declared import projection
 
 
 def output_topics(engine: Engine, names: TopicNames, family_topics: tuple[str, ...]
@@ -49,9 +48,9 @@ def consumer_topologies(declared: Consumer, settings: Settings) -> tuple[Topolog
     return tuple(build_topology(engine, settings) for engine in declared.engines)
 
 
-def projector_topology(projection: ProjectionName, settings: Settings) -> Topology:
-    """The typed or chunk projector's (contract §1)."""
-    return consumer_topologies(TYPED if projection == "typed" else CHUNKS, settings)[0]
+def projector_topology(name: str, settings: Settings) -> Topology:
+    """The projector of projection ``name`` (contract §1): the consumer of that name."""
+    return consumer_topologies(consumer(projection(name).name), settings)[0]
 
 
 def router_topology(settings: Settings) -> Topology:

@@ -9,13 +9,14 @@ import click
 
 from symfonic_stream.cli.common import settings_or_exit
 from symfonic_stream.consumers.projectors import guard_limits
+from symfonic_stream.projections.declared import PROJECTIONS
 from symfonic_stream.tools.offline import run_offline
 
 
 @click.command("project")
 @click.option(
     "--projection",
-    type=click.Choice(["typed", "chunks"]),
+    type=click.Choice(tuple(PROJECTIONS)),
     required=True,
     help="Which vocabulary to write.",
 )
@@ -51,7 +52,7 @@ def command(projection: str, dead_letters_path: str | None, input_path: str | No
             f"cannot open dead-letter file {dead_letters_path}: {exc.strerror}"
         ) from None
     try:
-        run_offline(source, sys.stdout.buffer, projection, letters, limits,  # type: ignore[arg-type]
+        run_offline(source, sys.stdout.buffer, projection, letters, limits,
                     settings.decode_limits(), ticket_tokens=settings.stream_ticket_tokens)
         sys.stdout.buffer.flush()
     except BrokenPipeError:

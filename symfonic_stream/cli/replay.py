@@ -28,9 +28,10 @@ from symfonic_stream.cli.common import (
     quiet_kafka_logs,
     settings_or_exit,
 )
-from symfonic_stream.engine.assign import EngineError
+from symfonic_stream.engine.setup import EngineError
 from symfonic_stream.kafka.admin import TopicError
 from symfonic_stream.kafka.retry import KafkaUnavailable
+from symfonic_stream.projections.declared import PROJECTIONS
 from symfonic_stream.tools.render import format_ts
 from symfonic_stream.tools.replay.ranges import Offsets, RangeError, offsets_json, parse_offsets
 from symfonic_stream.tools.replay.replay import ReplayError, ReplaySummary, replay
@@ -60,7 +61,7 @@ OFFSETS = OffsetsType()
 
 @click.command("replay", epilog=kafka_help())
 @click.option(
-    "--projection", type=click.Choice(["typed", "chunks"]), required=True,
+    "--projection", type=click.Choice(tuple(PROJECTIONS)), required=True,
     help="Which vocabulary to write.",
 )
 @click.option("--from", "from_ts", type=TIME, default=None, help="Start of the range (TIME).")
@@ -108,7 +109,7 @@ def command(
     try:
         with progress:
             summary = asyncio.run(replay(
-                settings, projection="typed" if projection == "typed" else "chunks",
+                settings, projection=projection,
                 from_ts=from_ts, to_ts=to_ts, from_offsets=from_offsets, to_offsets=to_offsets,
                 to_topic=to_topic, force=force, dead_letter_topic=dead_letter_topic,
                 on_progress=show,

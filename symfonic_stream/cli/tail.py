@@ -26,6 +26,7 @@ from symfonic_stream.cli.common import (
     settings_or_exit,
 )
 from symfonic_stream.kafka.retry import KafkaUnavailable
+from symfonic_stream.projections.declared import PROJECTIONS
 from symfonic_stream.sdk.reader import (
     ReaderTimeout,
     RunReader,
@@ -39,7 +40,9 @@ from symfonic_stream.tools.render import RunRenderer
 
 @click.command("tail", epilog=kafka_help())
 @click.argument("run_id")
-@click.option("--chunks", is_flag=True, help="Read the chunk stream instead of the typed one.")
+@click.option("--projection", type=click.Choice(tuple(PROJECTIONS)), default="typed",
+              show_default=True, help="Which projection's stream to read.")
+@click.option("--chunks", is_flag=True, help="Short for --projection chunks.")
 @click.option(
     "--from-seq", type=click.IntRange(min=0), default=0, help="Show records from this seq."
 )
@@ -49,7 +52,7 @@ from symfonic_stream.tools.render import RunRenderer
 @click.option(
     "--topic",
     default=None,
-    help="Read this topic (e.g. a replay's target) instead of <prefix>.stream-events/-chunks.",
+    help="Read this topic (e.g. a replay's target) instead of the projection's.",
 )
 @click.option(
     "--timeout",
@@ -59,6 +62,7 @@ from symfonic_stream.tools.render import RunRenderer
 )
 def command(
     run_id: str,
+    projection: str,
     chunks: bool,
     from_seq: int,
     since: float | None,
@@ -79,7 +83,7 @@ def command(
     reader = RunReader(
         run_id,
         settings,
-        projection="chunks" if chunks else "typed",
+        projection="chunks" if chunks else projection,
         topic=topic,
         from_seq=from_seq,
         since=since,

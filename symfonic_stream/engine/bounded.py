@@ -1,7 +1,7 @@
 """The engine for a source without a group: given offset ranges, read once (a replay).
 
 It assigns the partitions itself instead of joining a group, resumes each task from the
-position its own state store restored (:mod:`symfonic_stream.state.position`), gives each
+position its own state store restored (:mod:`symfonic_stream.engine.transaction`), gives each
 processor ``end_of_input`` once its partition's position reaches the range's end, and
 returns when every task has committed that end. Everything else (processing, the commit
 protocol, fencing, rebuilding after a failed transaction) is the group engine's.
@@ -13,13 +13,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from symfonic_stream.engine.assign import EngineError, Prepared
 from symfonic_stream.engine.engine import Engine
+from symfonic_stream.engine.setup import EngineError, Prepared
 from symfonic_stream.engine.task import StreamTask
 from symfonic_stream.engine.topology import RangeSource
+from symfonic_stream.engine.transaction import POSITION, Progress
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
-from symfonic_stream.state.position import KEY as POSITION
-from symfonic_stream.state.position import Progress
 
 
 class BoundedEngine(Engine):

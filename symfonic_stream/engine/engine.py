@@ -1,17 +1,21 @@
 """The consume loop every consumer runs: fetch, hand records to their task, punctuate,
 act on failed transactions, follow the group's rebalances.
 
-A newcomer follows one record in four files: here it is fetched (:meth:`Engine._loop`);
-:mod:`~symfonic_stream.engine.task` processes it into what is pending;
-:mod:`~symfonic_stream.engine.commit` commits it, with the state and the offset, in one
-transaction (the process's one at a time: :mod:`~symfonic_stream.engine.committer`),
-through :mod:`~symfonic_stream.kafka.producer`. Partitions are set up by
-:mod:`~symfonic_stream.engine.assign` (fence, stable offsets, restore, position, settle).
+A newcomer follows one record in a few files (docs/engine.md, "Following one record"):
+here it is fetched (:meth:`Engine._loop`); :mod:`~symfonic_stream.engine.task` processes it
+into what is pending, and its committer takes that into the process's one transaction at a
+time, which :mod:`~symfonic_stream.engine.transaction` commits with the state and the
+offset through :mod:`~symfonic_stream.kafka.producer`. Partitions are set up by
+:mod:`~symfonic_stream.engine.setup` (fence, stable offsets, restore, position, settle).
 The whole lifecycle, with why each step is where it is, is in docs/engine.md.
 
 A consumer is a member of its group; aiokafka's eager protocol revokes every partition at
-every rebalance, and a revocation commits what is pending before the partition goes. A
-topology with a range source (a replay) runs on :class:`~.bounded.BoundedEngine`.
+every rebalance, and a revocation commits what is pending before the partition goes
+(aio-libs/aiokafka#844: no transaction straddles the hand-over); a task whose last commit
+was clean leaves its state kept (:mod:`symfonic_stream.state.kept`). An assignment pauses
+the new partitions; the loop sets them up (:func:`~symfonic_stream.engine.setup.
+prepare_tasks`), installs their tasks and resumes them. A topology with a range source (a
+replay) runs on :class:`~.bounded.BoundedEngine`.
 """
 
 from __future__ import annotations
@@ -21,34 +25,37 @@ import contextlib
 import functools
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import ConsumerStoppedError, KafkaError
 
+from symfonic_stream import faults
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.assign import (
+from symfonic_stream.engine.assignor import WARM_LAG, Warmth, warm_up_assignor
+from symfonic_stream.engine.on_demand import OnDemandTopics
+from symfonic_stream.engine.readiness import Readiness
+from symfonic_stream.engine.setup import (
     EngineError,
+    KeptTasks,
+    Prepared,
     RebalanceListener,
+    Superseded,
     check_topics,
+    give_back,
+    open_state,
+    prepare_tasks,
     rebuild_task,
     start_producer,
 )
-from symfonic_stream.engine.assignment import Assignments
-from symfonic_stream.engine.assignor import warm_up_assignor
-from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.committer import Committer
-from symfonic_stream.engine.gauges import update_gauges
-from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.readiness import Readiness
-from symfonic_stream.engine.restoring import KeptTasks
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.task import Committer, StreamTask
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transaction import CommitOutcome, Transactions
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
-from symfonic_stream.kafka.group_fencing import GroupMetadata, group_metadata
-from symfonic_stream.kafka.leave_group import leave_group
+from symfonic_stream.kafka.group import GroupMetadata, group_metadata, leave_group
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
@@ -65,9 +72,11 @@ ABSORB_SLICE = 100
 #: Back-off after a failed partition set-up or a repeatedly failing transaction.
 RETRY_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
+#: Back-off after a failed partition set-up.
+SETUP_RETRY_S = 1.0
 
 
-class Engine(Assignments):
+class Engine:
     """Runs one :class:`Topology` as a member of its group until :meth:`stop`."""
 
     def __init__(
@@ -81,6 +90,10 @@ class Engine(Assignments):
         self.settings = settings
         self.metrics = metrics
         self.readiness = Readiness(health, metrics)
+        #: The partitions owned until the last revocation (what this member says it owned).
+        self._owned: frozenset[int] = frozenset()
+        #: Partitions the leader asked this member to warm up (engine/assignor.py).
+        self._warming: frozenset[int] = frozenset()
         self._consumer: AIOKafkaConsumer | None = None
         self.tasks: dict[TopicPartition, StreamTask] = {}
         # The gauges read at each scrape see the processors of the partitions owned then.
@@ -106,7 +119,8 @@ class Engine(Assignments):
         self._taken = asyncio.Event()
         #: The process's one transaction at a time, over every task (engine/committer.py).
         self.committer = Committer(
-            functools.partial(start_producer, settings, topology), metrics,
+            functools.partial(start_producer, settings, topology),
+            Transactions(topology, metrics, self._on_demand),
             linger_s=settings.batch_max_latency_ms / 1000, max_records=settings.batch_max_records,
             member=self._member, on_taken=self._taken)
         #: Revoked partitions' state, kept and tailed (None: a stateless consumer, or off).
@@ -214,8 +228,7 @@ class Engine(Assignments):
             await self.committer.close()
             for task in tasks:
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
-                if task.disk is not None:
-                    task.disk.close()
+                task.store_partition.backend.close()
         # Leaving the group now hands our partitions over at once, not after a session timeout
         # (a static member leaves only when told to: kafka/leave_group.py).
         instance = self.settings.group_instance_id
@@ -226,6 +239,127 @@ class Engine(Assignments):
         if leaving:
             assert instance is not None
             await leave_group(self.settings, self.topology.group_id, instance, member_id)
+
+    # -- the group's rebalances ----------------------------------------------------------
+
+    def _warmth(self) -> Warmth:
+        """What this member says when it joins: what it owned, how far behind its kept
+        state of each partition is (0 for a partition it owns)."""
+        lags = self.kept.lags() if self.kept is not None else {}
+        lags.update((tp.partition, 0) for tp in self.tasks)
+        return Warmth(self._owned | {tp.partition for tp in self.tasks}, lags)
+
+    def _on_warm_up(self, partitions: list[int]) -> None:
+        """The leader asks this member to warm these up: fresh state, tailed from the
+        beginning of the changelog, until caught up (:meth:`_probe_when_warm`)."""
+        if self.kept is None:
+            return
+        for partition in partitions:
+            if partition in self.kept.partitions:
+                continue  # kept already, and tailed
+            tp = TopicPartition(self.topology.source_topic, partition)
+            state, start = open_state(self.settings, self.topology, tp)
+            self.kept.warm_up(partition, state, state.store_partition, start or 0)
+        self._warming = frozenset(partitions)
+        if partitions:
+            log.info("warming partitions up before the group moves them here",
+                     extra={"partitions": sorted(partitions)})
+
+    def _probe_when_warm(self) -> None:
+        """Every turn: once every partition being warmed up has caught up, ask the group
+        to rebalance (a probing rebalance, KIP-441), which now moves them here."""
+        if not self._warming or self.kept is None:
+            return
+        lags = self.kept.lags()
+        if all(lags.get(p, WARM_LAG + 1) <= WARM_LAG for p in self._warming):
+            log.info("partitions warm: asking the group to move them here",
+                     extra={"partitions": sorted(self._warming)})
+            self._warming = frozenset()
+            self._rejoin = True
+
+    async def _set_up_assigned(self, consumer: AIOKafkaConsumer) -> None:
+        """Set up every newly assigned partition (unlocked), then install its task."""
+        epoch = self._epoch
+        tps = sorted(self._to_set_up, key=lambda tp: tp.partition)
+        try:
+            prepared = await prepare_tasks(
+                self.settings, self.topology, consumer, tps, metrics=self.metrics,
+                kept=self.kept,
+                cancelled=lambda: epoch != self._epoch or self._stopping.is_set(),
+                on_progress=self.readiness.progress,
+            )
+        except Superseded:
+            return
+        except Exception:
+            log.exception("setting partitions up failed; retrying",
+                          extra={"partitions": [tp.partition for tp in tps]})
+            self._setup_retry_at = time.monotonic() + SETUP_RETRY_S
+            return
+        async with self._lock:
+            if epoch != self._epoch or self._stopping.is_set():
+                give_back(None if self._stopping.is_set() else self.kept,
+                          {tp: ready.state for tp, ready in prepared.items()})
+                return
+            for tp, ready in prepared.items():
+                consumer.seek(tp, ready.offset)
+                self.tasks[tp] = self._task(tp, ready)
+                self._to_set_up.discard(tp)
+                self.metrics.partition_assigned(tp.topic, tp.partition)
+            consumer.resume(*tps)
+        log.info("partitions ready", extra={"partitions": [tp.partition for tp in tps],
+                                            "offsets": [prepared[tp].offset for tp in tps]})
+
+    def _task(self, tp: TopicPartition, ready: Prepared) -> StreamTask:
+        settings = self.settings
+        return StreamTask(
+            self.topology, tp.partition, self.committer, ready.state, ready.offset,
+            metrics=self.metrics, max_record_bytes=settings.max_record_bytes,
+            group_offset=ready.group_offset,
+        )
+
+    async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
+        if revoked:  # (aiokafka also calls this, with nothing, before its first join)
+            fault_point("revoking")
+        self._epoch += 1
+        self.readiness.assigned = False
+        self.readiness.dropped = False
+        self.readiness.reason = "rebalancing: waiting for the group's new assignment"
+        self.readiness.set(False, self.readiness.reason)
+        self.metrics.rebalance()
+        # The lock keeps new records out; closing commits what is pending
+        # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
+        async with self._lock:
+            self._owned = frozenset(tp.partition for tp in [*self.tasks, *self._to_set_up])
+            self._to_set_up.clear()
+            tasks = [self.tasks.pop(tp) for tp in list(self.tasks) if tp in revoked]
+            clean = await asyncio.gather(*(task.close() for task in tasks))
+            if not self.tasks:  # its id may be the next owner's to fence
+                await self.committer.close()
+            for task, closed in zip(tasks, clean, strict=True):
+                self.metrics.forget_partition(task.tp.topic, task.tp.partition)
+                self._keep(task, closed)
+        if revoked:
+            log.info("partitions revoked",
+                     extra={"partitions": sorted(p.partition for p in revoked)})
+
+    def _keep(self, task: StreamTask, closed: bool) -> None:
+        """A revoked task's state is kept when everything it processed is committed and
+        its stores' changelog offset is known (:mod:`symfonic_stream.state.kept`)."""
+        if self.kept is None or not closed or task.changelog_offset is None:
+            task.store_partition.backend.close()
+            return
+        state = task.state()
+        self.kept.keep(task.partition, state, state.store_partition, task.changelog_offset)
+
+    async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._epoch += 1
+        mine = {tp for tp in assigned if tp.topic == self.topology.source_topic}
+        if mine and self._consumer is not None:
+            self._consumer.pause(*mine)  # nothing is fetched until the task is set up
+        self._to_set_up = mine
+        self._setup_retry_at = 0.0
+        self.readiness.assigned = True
+        log.info("partitions assigned", extra={"partitions": sorted(p.partition for p in mine)})
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -274,7 +408,8 @@ class Engine(Assignments):
             absorbing = time.monotonic()
             self.metrics.add_loop_time("fetching", absorbing - fetching)
             if fetched:
-                fault_point("fetched")
+                if faults.ARMED:
+                    faults.fault_point("fetched")
                 async with self._lock:
                     # A rebalance while fetching may have moved these partitions elsewhere.
                     if epoch == self._epoch:
@@ -368,8 +503,7 @@ class Engine(Assignments):
         with contextlib.suppress(Exception):
             consumer.pause(task.tp)
         await task.close()
-        if task.disk is not None:
-            task.disk.close()
+        task.store_partition.backend.close()
         self.metrics.forget_partition(task.tp.topic, task.tp.partition)
         self.readiness.dropped = True
         self._rejoin = True
@@ -386,3 +520,27 @@ class Engine(Assignments):
     @property
     def owned_partitions(self) -> list[int]:
         return sorted(tp.partition for tp in self.tasks)
+
+
+def update_gauges(
+    metrics: ConsumerMetrics, consumer: AIOKafkaConsumer, tasks: Iterable[StreamTask]
+) -> None:
+    tasks = list(tasks)
+    metrics.set_buffered(sum(t.processor.buffered_events for t in tasks))
+    metrics.set_active_runs(sum(t.processor.active_runs for t in tasks))
+    for task in tasks:
+        end = end_offset(consumer, task.tp)
+        if end is not None:
+            metrics.set_lag(task.tp.topic, task.tp.partition, end - task.next_offset)
+
+
+def end_offset(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+    """The LSO (read_committed) from the last fetch, else the high watermark."""
+    try:
+        lso = consumer.last_stable_offset(tp)
+        if lso is not None and lso >= 0:
+            return int(lso)
+        highwater = consumer.highwater(tp)
+        return None if highwater is None else int(highwater)
+    except (AssertionError, KafkaError):  # no longer assigned
+        return None

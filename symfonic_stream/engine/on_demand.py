@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.processor import Collector
 from symfonic_stream.kafka.admin import ensure_topics
 from symfonic_stream.kafka.specs import TopicSpec
 

@@ -1,37 +1,97 @@
-"""One stream task: an input partition the engine owns, its processor and its stores.
+"""One stream task: an input partition the engine owns, its processor and its stores; and
+the process's committer, which commits what every task has pending, one transaction at a
+time.
 
 Records are processed as soon as they are fetched (:meth:`StreamTask.absorb`) into what is
-*pending*; the process's *committer* (``engine/committer.py``) takes what every task has
-pending into one transaction at a time (:mod:`symfonic_stream.engine.commit`), and records
-fetched meanwhile wait for the next.
+*pending*; the committer (:class:`Committer`) takes what every task has pending into one
+transaction at a time (:mod:`symfonic_stream.engine.transaction`), and records fetched
+meanwhile wait for the next.
 
-A failed transaction drops what was pending (the processor ran ahead on state that was
-rolled back) and ignores what is fetched until the engine rebuilt the task. A processor
-that raises on a record fails the task the same way, and the record's offset is
-remembered: on the retry it is dead-lettered (``invalid_event``) instead of processed, so
-the partition goes on. docs/engine.md has the whole lifecycle.
+A failed transaction drops what was pending (the processor ran ahead on state whose
+transaction is dropped too) and ignores what is fetched until the engine rebuilt the task.
+A processor that raises on a record fails the task the same way, and the record's offset
+is remembered: on the retry it is dead-lettered (``invalid_event``) instead of processed,
+so the partition goes on. docs/engine.md has the whole lifecycle.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import TopicPartition
 
-from symfonic_stream.engine.commit import CommitOutcome, Taken
-from symfonic_stream.engine.committer import Committer
-from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.records import Collector, DeadLetterReason, InputRecord, to_input
-from symfonic_stream.engine.restoring import TaskState
+from symfonic_stream.engine.processor import Collector, DeadLetterReason, InputRecord, Processor
 from symfonic_stream.engine.topology import Topology
+from symfonic_stream.engine.transaction import (
+    POSITION,
+    CommitOutcome,
+    Progress,
+    Taken,
+    TaskTurn,
+    Transactions,
+)
+from symfonic_stream.kafka.group import GroupMetadata
+from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.state.store import StateStore
+from symfonic_stream.state.store import Backend, StateStore, StorePartition
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class TaskState:
+    """What one task remembers: its processor, its position store, and the partition of
+    stores both live in (in memory, or on its persistent store, ``SYMFONIC_STATE_DIR``)."""
+
+    processor: Processor
+    position: StateStore[Progress] | None
+    store_partition: StorePartition
+
+    @property
+    def changelog_offset(self) -> int | None:
+        """The stores hold every changelog record before this offset (None: not restored)."""
+        return self.store_partition.offset
+
+
+def task_state(processor: Processor, position: StateStore[Progress] | None,
+               backend: Backend | None = None) -> TaskState:
+    """A task's state: its processor's stores and its position's, in one partition."""
+    stores = [*processor.stores, *([position] if position is not None else [])]
+    return TaskState(processor, position, StorePartition(stores, backend))
+
+
+# One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
+# keyword ``__new__`` costs more than the tuple), so the field order is checked once.
+_new_input = tuple.__new__
+if InputRecord._fields != (
+    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
+):
+    raise RuntimeError(f"InputRecord changed its fields: update {__file__}")
+
+
+def to_input(record: Any) -> InputRecord:
+    """An aiokafka ConsumerRecord as the processors see it: the one conversion every
+    consumer and a replay share. A header with a null value becomes ``b""``."""
+    headers = record.headers
+    if headers:
+        headers = tuple(headers)
+        for _, value in headers:  # (a loop: a generator per record cost more than this)
+            if value is None:
+                headers = tuple((k, v if v is not None else b"") for k, v in headers)
+                break
+    else:
+        headers = ()
+    return _new_input(InputRecord, (
+        record.topic, record.partition, record.offset, record.key, record.value, headers,
+        record.timestamp or 0,
+    ))
 
 class StreamTask:
     """The engine's handle on one input partition it owns."""
@@ -46,20 +106,20 @@ class StreamTask:
         *,
         metrics: ConsumerMetrics,
         max_record_bytes: int,
-        on_demand: OnDemandTopics | None = None,
         group_offset: int | None = None,
     ) -> None:
         self.topology = topology
         self.tp = TopicPartition(topology.source_topic, partition)
-        #: The process's committer, shared by its tasks (``engine/committer.py``).
+        self._changelog_place = topology.changelog_place(partition)
+        #: The process's committer, shared by its tasks (:class:`Committer`).
         self.committer = committer
         self.processor = state.processor
-        #: Where the task keeps its position, if it does (:mod:`symfonic_stream.state.position`).
+        #: Where the task keeps its position, if it does (``engine/transaction.py``), and
+        #: the position its last committed transaction wrote (None: not read yet).
         self.position = state.position
-        #: Its stores hold every changelog record before this offset (None: unknown).
-        self.changelog_offset = state.changelog_offset
-        #: Its persistent store (``SYMFONIC_STATE_DIR``): every commit's state changes.
-        self.disk = state.disk
+        self.progress: Progress | None = None
+        #: Its stores, their committed values and transactions (:mod:`symfonic_stream.state.store`).
+        self.store_partition = state.store_partition
         #: The group's committed offset, as this task last told it (None: never).
         self.group_offset = group_offset
         #: The offset of the next record to process (the committed offset after a commit).
@@ -69,7 +129,6 @@ class StreamTask:
         #: While ``time.monotonic()`` is below this, the partition stays paused.
         self.paused_until = 0.0
         self.metrics = metrics
-        self.on_demand = on_demand
         #: A bounded task whose range is processed: nothing more is absorbed.
         self.input_done = False
         self._poison: dict[int, str] = {}  # offsets of records the processor raised on
@@ -82,7 +141,6 @@ class StreamTask:
         self.pending_since = 0.0
         self._failure: CommitOutcome | None = None  # until :meth:`reset`
         self._failure_reported = False
-        self._track_uncommitted()
 
     @property
     def partition(self) -> int:
@@ -90,10 +148,9 @@ class StreamTask:
         return partition
 
     @property
-    def stores(self) -> tuple[StateStore[Any], ...]:
-        """Every store the commit writes: the processor's, and the position if any."""
-        own = tuple(self.processor.stores)
-        return own if self.position is None else (*own, self.position)
+    def changelog_offset(self) -> int | None:
+        """Its stores hold every changelog record before this offset (None: unknown)."""
+        return self.store_partition.offset
 
     @property
     def pending_records(self) -> int:
@@ -163,7 +220,7 @@ class StreamTask:
             self.fail(CommitOutcome.ABORTED)
             return
         if self._pending is None:
-            if not (out.outputs or out.dead_letters or any(s.dirty for s in self.stores)):
+            if not (out.outputs or out.dead_letters or self.store_partition.changed):
                 if out.counts:
                     self.metrics.add_counts(out.counts)
                 return
@@ -195,15 +252,10 @@ class StreamTask:
         self.input_done = False
         self.processor = state.processor
         self.position = state.position
-        self.changelog_offset = state.changelog_offset
-        self.disk = state.disk
+        self.progress = None
+        self.store_partition = state.store_partition
         self.next_offset = next_offset
         self.group_offset = group_offset
-        self._track_uncommitted()
-
-    def _track_uncommitted(self) -> None:
-        for store in self.stores:  # (rolled back by ``engine.assign.rebuild_task``)
-            store.track_uncommitted()
 
     async def close(self) -> bool:
         """Commit what is pending (the partition is still ours; a linger is no reason to
@@ -218,43 +270,37 @@ class StreamTask:
         return clean and self._failure is None
 
     def state(self) -> TaskState:
-        return TaskState(self.processor, self.position, self.changelog_offset, self.disk)
+        return TaskState(self.processor, self.position, self.store_partition)
 
     # -- the commit protocol's side of the task ---------------------------------------
 
-    def take(self) -> Taken:
+    def take(self) -> TaskTurn:
         """Commit step 1: everything pending, handed over to one transaction."""
         assert self._pending is not None
         taken = Taken(self._pending, self._pending_offset, self._pending_records,
                       self._pending_ends_input)
         self._drop_pending()
-        return taken
+        offset = self.next_offset if taken.next_offset is None else taken.next_offset
+        position = self.position
+        if position is not None and self.progress is None:
+            self.progress = position.peek(POSITION)
+        return TaskTurn(self.tp, taken, self.store_partition, position, self.progress, offset,
+                        self._changelog_place)
 
-    def committed(self, next_offset: int | None, *, to_group: bool = True,
-                  changelog_offset: int | None = None,
-                  changes: dict[bytes, bytes | None] | None = None) -> None:
-        """Commit step 8: the transaction carrying ``next_offset`` (and, ``to_group``,
-        telling the group so; ``changelog_offset``: its ``changes`` to the changelog are
-        before it) committed."""
-        written = changelog_offset is not None and self.disk is not None and bool(changes)
-        if written:  # (before the stores learn it committed: values on disk are read there)
-            assert self.disk is not None and changes is not None
-            self.disk.records(changes)
-        for store in self.stores:
-            store.committed()
-        if changelog_offset is not None:
-            self.changelog_offset = max(self.changelog_offset or 0, changelog_offset)
-            if written:
-                assert self.disk is not None
-                self.disk.mark(self.changelog_offset)
-        for store in self.stores:  # (once the database holds the commit: state/cached.py)
-            store.evict()
+    def committed(self, turn: TaskTurn) -> None:
+        """Commit step 9 for this task: the transaction carrying ``turn`` committed (telling
+        the group, for a grouped consumer); the state changes it prepared are the
+        changelog's before its changelog offset, flushed into the backend with it."""
+        self.store_partition.flush(turn.changelog_offset)
+        if turn.written_progress is not None:
+            self.progress = turn.written_progress
+        next_offset = turn.taken.next_offset
         if next_offset is None:
             return
         if self._failure is None:  # records got past whatever failed before
             self.failures = 0
         self.next_offset = next_offset
-        if to_group:
+        if self.topology.source.grouped:
             self.group_offset = next_offset
         if self._poison:
             self._poison = {o: e for o, e in self._poison.items() if o >= next_offset}
@@ -318,3 +364,154 @@ class StreamTask:
             )
             return
         self.processor.process(item, now, out)
+
+
+#: Starts the process's producer with the transactional id of the given partition.
+NewProducer = Callable[[int], Awaitable[ProcessProducer]]
+
+
+class Committer:
+    """Commits what the process's tasks have pending, one transaction at a time.
+
+    Tasks process records as they are fetched into what is *pending* and tell the committer
+    (:meth:`pending`). It begins a transaction once the oldest pending record has waited
+    ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for company (a producer's ``linger.ms``), at once when
+    a task has ``SYMFONIC_BATCH_MAX_RECORDS`` pending or the engine stopped fetching for
+    lack of room (:meth:`hurry`); it takes what every task has pending (commit step 1) and
+    commits it as one transaction (:meth:`Transactions.commit`). Records fetched meanwhile
+    wait for the next. So a process's transactions per second do not grow with its
+    partitions (Kafka Streams' ``exactly_once_v2``: one producer per thread).
+
+    The one producer is started when first needed, with the transactional id of the lowest
+    partition it writes for (``Topology.transactional_id``): whoever is assigned that
+    partition after this process died fences the id, and so ends what it left open
+    (:mod:`symfonic_stream.kafka.producer`). After a failed transaction it is replaced: an
+    error aiokafka calls abortable leaves the broker's transaction open, and its next
+    commit would commit the aborted records too (docs/engine.md, "aiokafka, read closely").
+    """
+
+    def __init__(self, new_producer: NewProducer, transactions: Transactions, *,
+                 linger_s: float = 0.0, max_records: int = 1000,
+                 member: Callable[[], GroupMetadata | None] = lambda: None,
+                 on_taken: asyncio.Event | None = None) -> None:
+        self._new_producer = new_producer
+        self._transactions = transactions
+        self._metrics = transactions.metrics
+        self._linger_s = linger_s
+        self._max_records = max_records
+        self._member = member
+        self._on_taken = on_taken  # set when it takes (room to fetch more)
+        self.producer: ProcessProducer | None = None
+        self._waiting: dict[TopicPartition, StreamTask] = {}  # tasks with something pending
+        self._in_flight: frozenset[TopicPartition] = frozenset()
+        self._run: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()  # cuts a linger short
+
+    def pending(self, task: StreamTask) -> None:
+        """``task`` has something pending (again): commit it with the next transaction."""
+        self._waiting.setdefault(task.tp, task)
+        if task.pending_records >= self._max_records:
+            self._wake.set()
+        if self._run is None or self._run.done():
+            if self._run is not None:
+                self._run.result()  # finished cleanly (a failure is the tasks')
+            self._run = asyncio.create_task(self._commit_pending(), name="committer")
+
+    def hurry(self) -> None:
+        """End a linger now (the engine stopped fetching, or a partition is given back)."""
+        self._wake.set()
+
+    def carries(self, task: StreamTask) -> bool:
+        """Whether the transaction in flight carries what ``task`` processed."""
+        return task.tp in self._in_flight
+
+    def waits_for(self, task: StreamTask) -> bool:
+        """Whether ``task`` has something pending here or in flight."""
+        return task.tp in self._waiting or self.carries(task)
+
+    def forget(self, task: StreamTask) -> None:
+        """``task`` dropped what was pending (a failure): room to fetch again."""
+        self._waiting.pop(task.tp, None)
+        if self._on_taken is not None:
+            self._on_taken.set()
+
+    async def flush(self) -> None:
+        """Commit everything pending (or fail the tasks it belongs to)."""
+        while self._run is not None and not self._run.done():
+            self.hurry()
+            await asyncio.shield(self._run)
+        if self._run is not None:
+            self._run.result()  # a bug in the committer surfaces here
+
+    async def close(self) -> None:
+        """Flush, then stop the producer (the tasks are being revoked or stopped)."""
+        await self.flush()
+        await self._drop_producer()
+
+    async def _drop_producer(self) -> None:
+        producer, self.producer = self.producer, None
+        if producer is not None:
+            await producer.close()
+
+    async def _commit_pending(self) -> None:
+        """One transaction after another, until nothing is pending."""
+        while self._waiting:
+            oldest = min(task.pending_since for task in self._waiting.values())
+            wait = oldest + self._linger_s - time.monotonic()
+            if wait > 0 and not self._wake.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+            self._wake.clear()
+            member = self._member()
+            lost = member is not None and not member.in_generation
+            # The producer first: from the take (step 1) to the state written (step 2)
+            # nothing may wait, or records processed meanwhile would change the stores
+            # whose changes step 2 writes into this transaction.
+            started = lost or await self._start_producer(self._waiting.values())
+            waiting, self._waiting = self._waiting, {}
+            # 1. take
+            turn = [task.take() for task in waiting.values() if task.has_pending]
+            if self._on_taken is not None:
+                self._on_taken.set()
+            if not turn:
+                continue
+            self._in_flight = frozenset(each.tp for each in turn)
+            try:
+                if lost:  # a zombie woken: what it processed is another's now
+                    given_back = sorted(tp.partition for tp in self._in_flight)
+                    log.warning("not a member of the group's generation; partitions given "
+                                "back", extra={"partitions": given_back})
+                    outcome = CommitOutcome.UNUSABLE
+                elif not started or self.producer is None:
+                    outcome = CommitOutcome.ABORTED
+                else:
+                    outcome = await self._transactions.commit(self.producer, turn, member)
+            finally:
+                self._in_flight = frozenset()
+            if outcome is CommitOutcome.COMMITTED:
+                # 9. advance
+                for each in turn:
+                    waiting[each.tp].committed(each)
+            else:
+                if outcome is CommitOutcome.ABORTED:
+                    self._metrics.count_abort()
+                for each in turn:
+                    waiting[each.tp].fail(outcome, counted=True)
+                await self._drop_producer()
+        self._wake.clear()  # (a hurry is for what was pending then)
+
+    async def _start_producer(self, tasks: Iterable[StreamTask]) -> bool:
+        """A usable producer, started with the id of the lowest of ``tasks``' partitions
+        when there is none; False when it could not be started."""
+        if self.producer is not None and self.producer.usable:
+            return True
+        partitions = sorted(task.partition for task in tasks)
+        await self._drop_producer()
+        if not partitions:
+            return False
+        try:
+            self.producer = await self._new_producer(partitions[0])
+        except Exception:
+            log.exception("starting the producer failed", extra={"partitions": partitions})
+            return False
+        return True

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from symfonic_stream.engine.records import Processor
+from symfonic_stream.engine.processor import Processor
 
 if TYPE_CHECKING:
     from symfonic_stream.kafka.specs import TopicSpec

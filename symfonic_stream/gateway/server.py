@@ -30,6 +30,7 @@ from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.observability.gateway import FILINGS, GatewayMetrics
 from symfonic_stream.observability.health import HealthState, start_configured_health_server
+from symfonic_stream.projections.declared import PROJECTIONS
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,7 @@ class Gateway:
                          max_runs=settings.gateway_max_runs),
                 on_record=_counter(self.metrics, stream),
             )
-            for stream, topic in (("events", names.stream_events),
-                                  ("chunks", names.stream_chunks))
+            for stream, topic in ((p.stream, p.topic.name(names)) for p in PROJECTIONS.values())
         }
         self.reviews = ReviewStore()
         self.review_tail = ReviewTail(settings, names.review_tickets, self.reviews)

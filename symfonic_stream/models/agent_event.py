@@ -33,11 +33,6 @@ UNKNOWN_KIND_LABEL = "unknown"
 INVALID_INPUT_LABEL = "invalid"
 
 
-def kind_label(kind: str) -> str:
-    """``kind`` as a metric label: itself when known, ``unknown`` otherwise."""
-    return kind if kind in KNOWN_KINDS else UNKNOWN_KIND_LABEL
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from symfonic_stream.models.agent_event import AgentEvent
+from symfonic_stream.models.agent_event import KNOWN_KINDS, UNKNOWN_KIND_LABEL, AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.native import extension as _extension
 
@@ -73,6 +73,12 @@ class DecodeError(Exception):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+def kind_label(kind: str) -> str:
+    """``kind`` as a metric label (the ``type`` of records in): itself when known,
+    ``unknown`` otherwise, so labels stay bounded although kernels may send any kind."""
+    return kind if kind in KNOWN_KINDS else UNKNOWN_KIND_LABEL
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -52,7 +52,7 @@ RESUME_OUTCOMES: Final = frozenset(
 #: claim ``granted``, the holder's ``renewed``, or refused: another reviewer ``held`` it,
 #: it was ``answered``, or its claimant ``rested`` after a claim of its total lifetime.
 CLAIM_OUTCOMES: Final = ("granted", "renewed", "held", "answered", "rested")
-#: The keys of ``Collector.counts`` (engine/records.py) and the counter each one feeds.
+#: The keys of ``Collector.counts`` (engine/processor.py) and the counter each one feeds.
 COUNT_KEYS: Final = frozenset({
     "duplicates", "gaps", "unknown_kind", "abandoned_runs", "evicted_runs",
     "punctuations_cut_short",

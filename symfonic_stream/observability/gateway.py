@@ -12,8 +12,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from symfonic_stream.observability.families import PREFIX
 from symfonic_stream.observability.histogram import BatchHistogram
+from symfonic_stream.projections.declared import PROJECTIONS
 
-STREAMS: Final = ("events", "chunks")
+#: The gateway's streams: one per projection (``projections/declared.py``).
+STREAMS: Final = tuple(projection.stream for projection in PROJECTIONS.values())
 #: How a viewer's stream ended.
 ENDINGS: Final = ("run_ended", "disconnected", "too_slow", "shutdown")
 #: What became of a request before any stream began. ``forbidden``: the token lacks the

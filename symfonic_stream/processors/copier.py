@@ -7,7 +7,7 @@ output is trivially checkable, which makes it the engine's test processor.
 
 from __future__ import annotations
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, Stateless
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord, Stateless
 
 #: ``OutputRecord.record_type`` of a copied record (the records-out metric label).
 RECORD_TYPE = "copy"

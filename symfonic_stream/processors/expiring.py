@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.processor import Collector
 from symfonic_stream.state.store import StateStore
 
 V = TypeVar("V")

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.kafka.admin import partition_counts
@@ -52,7 +52,8 @@ from symfonic_stream.models.envelope import (
     GapRecord,
     TypedEventRecord,
 )
-from symfonic_stream.models.names import ProjectionName, TopicNames
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.projections.declared import projection as declared_projection
 
 __all__ = [
     "ReaderTimeout",
@@ -124,7 +125,7 @@ def parse_time(text: str) -> float:
     return moment.timestamp()
 
 
-def parse_run_record(value: bytes | None, projection: ProjectionName) -> RunRecord:
+def parse_run_record(value: bytes | None, projection: str) -> RunRecord:
     """One output envelope (contract §5) as its pydantic model; raises :class:`RunReadError`."""
     if value is None:
         raise RunReadError("output record without a value")
@@ -134,9 +135,9 @@ def parse_run_record(value: bytes | None, projection: ProjectionName) -> RunReco
         raise RunReadError(f"output record is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise RunReadError("output record is not a JSON object")
-    model: type[RunRecord]
+    model: type[BaseModel]
     if "event" in data:
-        model = TypedEventRecord if projection == "typed" else ChunkEventRecord
+        model = declared_projection(projection).event_record
     elif "end" in data:
         model = EndRecord
     elif "gap" in data:
@@ -144,9 +145,10 @@ def parse_run_record(value: bytes | None, projection: ProjectionName) -> RunReco
     else:
         raise RunReadError("output record has none of event, end, gap")
     try:
-        return model.model_validate(data)
+        record: RunRecord = model.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
         raise RunReadError(f"not a {model.__name__}: {exc}") from None
+    return record
 
 
 class RunReader:
@@ -157,7 +159,7 @@ class RunReader:
         run_id: str,
         settings: Settings | None = None,
         *,
-        projection: ProjectionName = "typed",
+        projection: str = "typed",
         topic: str | None = None,
         from_seq: int = 0,
         since: float | None = None,
@@ -167,9 +169,8 @@ class RunReader:
         self.run_id = run_id
         self.settings = settings or load_settings()
         names = TopicNames(self.settings.topic_prefix)
-        self.projection: ProjectionName = projection
-        default_topic = names.stream_events if projection == "typed" else names.stream_chunks
-        self.topic = topic or default_topic
+        self.projection: str = projection
+        self.topic = topic or declared_projection(projection).topic.name(names)
         self.from_seq = from_seq
         self.since = since
         self.follow = follow

@@ -6,13 +6,15 @@ or much later (an instance that took some of ours leaves). Dropping a revoked pa
 stores meant restoring its whole changelog again: 4.7-4.9 s with a million open runs on 12
 partitions, and state lost when many restored at once (issue 32, issue 36).
 
-So a partition revoked after a clean last commit is **kept**: its processor and stores, and
-the changelog offset they hold everything before (``applied``). While it is kept, a
-group-less read_committed consumer **tails** its changelog: whatever its new owner writes is
-applied to the kept stores, as a Kafka Streams standby replica does, so when the partition
-comes back the set-up reads only what was written since the last tail
-(:func:`~symfonic_stream.state.restore.restore_stores` with ``starts``). A partition kept
-longer than ``SYMFONIC_STATE_KEEP_S`` is dropped; so is one whose tail fails.
+So a partition revoked after a clean last commit is **kept**: its processor and its
+:class:`~symfonic_stream.state.store.StorePartition`, whose backend holds everything before
+a changelog offset (``applied``). While it is kept, a group-less read_committed consumer
+**tails** its changelog: whatever its new owner writes is applied to the kept partition
+(``apply``, then ``applied``: the same calls as a restore's), as a Kafka Streams standby
+replica does, so when the partition comes back the set-up reads only what was written
+since the last tail (:func:`~symfonic_stream.state.restore.restore_stores` with
+``starts``). A partition kept longer than ``SYMFONIC_STATE_KEEP_S`` is dropped; so is one
+whose tail fails.
 
 Why the applied offset is the offset of our own last changelog write (or of a read), never
 the changelog's end when we let go: a process that only thinks it owns a partition (a
@@ -27,9 +29,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -37,7 +38,7 @@ from aiokafka.errors import KafkaError
 from symfonic_stream.config import Settings
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import groupless_consumer_kwargs
-from symfonic_stream.state.store import StateStore, restore_record
+from symfonic_stream.state.store import StorePartition
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +49,13 @@ TAIL_POLL_MS = 200
 TAIL_MAX_RECORDS = 10_000
 
 
-class Mirror(Protocol):
-    """Where kept state's records are written too (the persistent store)."""
-
-    def record(self, key: bytes, value: bytes | None) -> None: ...
-
-    def mark(self, offset: int) -> None: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass(slots=True)
 class Kept(Generic[T]):
     """One partition's state, kept: what holds it, and where its changelog was read to."""
 
     holder: T
-    stores: Sequence[StateStore[Any]]
-    #: Every changelog record before this offset is in ``stores``.
+    partition: StorePartition
+    #: Every changelog record before this offset is in ``partition``.
     applied: int
     #: When it was revoked (monotonic).
     since: float
@@ -72,8 +63,6 @@ class Kept(Generic[T]):
     tailed: int = 0
     #: The changelog's end as last seen (its last stable offset); None: not seen yet.
     end: int | None = None
-    #: Written every record applied, and the offset after them (None: memory only).
-    mirror: Mirror | None = None
 
     @property
     def lag(self) -> int | None:
@@ -96,25 +85,22 @@ class KeptState(Generic[T]):
     def partitions(self) -> list[int]:
         return sorted(self._kept)
 
-    def keep(self, partition: int, holder: T, stores: Sequence[StateStore[Any]],
-             applied: int, mirror: Mirror | None = None) -> None:
+    def keep(self, partition: int, holder: T, stores: StorePartition, applied: int) -> None:
         """A revoked partition's state, which holds everything before ``applied``."""
         if self._keep_s > 0:
-            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(), end=applied,
-                                         mirror=mirror)
-        elif mirror is not None:
-            mirror.close()
+            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(), end=applied)
+        else:
+            stores.backend.close()
 
-    def warm_up(self, partition: int, holder: T, stores: Sequence[StateStore[Any]],
-                applied: int = 0, mirror: Mirror | None = None) -> None:
+    def warm_up(self, partition: int, holder: T, stores: StorePartition,
+                applied: int = 0) -> None:
         """State of a partition the group will give this process once it is warm
         (:mod:`symfonic_stream.engine.assignor`): the tail reads its changelog from
         ``applied`` (0, or a persistent store's checkpoint)."""
         if self._keep_s > 0 and partition not in self._kept:
-            self._kept[partition] = Kept(holder, stores, applied, time.monotonic(),
-                                         mirror=mirror)
-        elif mirror is not None:
-            mirror.close()
+            self._kept[partition] = Kept(holder, stores, applied, time.monotonic())
+        else:
+            stores.backend.close()
 
     def lags(self) -> dict[int, int]:
         """Each kept partition's lag (changelog records it is behind), where known."""
@@ -132,8 +118,7 @@ class KeptState(Generic[T]):
 
     def drop_all(self) -> None:
         for kept in self._kept.values():
-            if kept.mirror is not None:
-                kept.mirror.close()
+            kept.partition.backend.close()
         self._kept.clear()
 
     def evict(self) -> None:
@@ -143,9 +128,7 @@ class KeptState(Generic[T]):
             if now - kept.since > self._keep_s:
                 log.info("kept state dropped: kept for longer than SYMFONIC_STATE_KEEP_S",
                          extra={"partition": partition, "kept_s": round(now - kept.since)})
-                dropped = self._kept.pop(partition)
-                if dropped.mirror is not None:
-                    dropped.mirror.close()
+                self._kept.pop(partition).partition.backend.close()
 
     async def tail(self) -> int:
         """One poll of every kept partition's changelog, applied; records applied."""
@@ -166,19 +149,15 @@ class KeptState(Generic[T]):
             kept = self._kept.get(tp.partition)
             if kept is None:  # taken while the poll was out
                 continue
-            mirror = kept.mirror
             for record in records:
-                if record.key is not None and restore_record(kept.stores, record.key,
-                                                             record.value):
+                if record.key is not None and kept.partition.apply(record.key, record.value):
                     kept.tailed += 1
                     applied += 1
-                    if mirror is not None:
-                        mirror.record(record.key, record.value)
             if records:
                 fault_point("restoring")  # (a warm-up restores here, not at set-up)
             kept.applied = max(kept.applied, await consumer.position(tp))
-            if mirror is not None and records:
-                mirror.mark(kept.applied)
+            if records:
+                kept.partition.applied(kept.applied)
         for partition in self._assigned & self._kept.keys():
             stable = consumer.last_stable_offset(TopicPartition(self._topic, partition))
             if stable is not None and stable >= 0:

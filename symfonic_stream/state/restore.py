@@ -1,9 +1,11 @@
-"""Restoring tasks' state stores from their changelog (task set-up, step 2).
+"""Restoring tasks' state stores from their changelog (task set-up, step 3).
 
 A separate, group-less, read_committed consumer is assigned the changelog partitions of
-the tasks being set up, seeks to their beginning and hands every record to the store whose
-prefix it carries (:func:`~symfonic_stream.state.store.restore_record`). Tasks without a
-group share one changelog partition, each under a key prefix of its own. Under
+the tasks being set up, seeks to where their state ends (its beginning, or the offset its
+backend already holds everything before) and hands every record to the task's
+:class:`~symfonic_stream.state.store.StorePartition` (``apply``: the store whose prefix it
+carries takes it), then tells each partition the offset it reached (``applied``). Tasks
+without a group share one changelog partition, each under a key prefix of its own. Under
 read_committed aiokafka's ``end_offsets`` is the last stable offset (ListOffsets carries the
 isolation level; aio-libs/aiokafka#1087 was about older versions that returned the high
 watermark), and since the partition's producer has already run InitProducerId, no
@@ -44,7 +46,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from symfonic_stream.config import Settings
 from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
-from symfonic_stream.state.store import StateStore, restore_record
+from symfonic_stream.state.store import StorePartition
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +69,15 @@ class RestoreStalled(Exception):
     """A changelog partition stopped advancing before reaching its end offset."""
 
 
-#: Where a partition's restored records are written too: ``mirror(key, value)``.
-Mirror = Callable[[bytes, bytes | None], None]
-
-#: What to restore: changelog partition → (key prefix, the stores under it) of each task.
-Targets = Mapping[int, Sequence[tuple[bytes, Sequence[StateStore[Any]]]]]
+#: What to restore: changelog partition → (key prefix, the task's stores) of each task.
+Targets = Mapping[int, Sequence[tuple[bytes, StorePartition]]]
 
 
-def _restore_one(targets: Sequence[tuple[bytes, Sequence[StateStore[Any]]]], key: bytes,
+def _restore_one(targets: Sequence[tuple[bytes, StorePartition]], key: bytes,
                  value: bytes | None) -> bool:
-    for prefix, stores in targets:
+    for prefix, partition in targets:
         if key.startswith(prefix):
-            return restore_record(stores, key[len(prefix):], value)
+            return partition.apply(key[len(prefix):], value)
     return False
 
 
@@ -101,14 +100,12 @@ async def restore_stores(
     targets: Targets,
     *,
     starts: Mapping[int, int] | None = None,
-    mirrors: Mapping[int, Mirror] | None = None,
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
 ) -> Restored:
     """Restore every target's stores, from its partition's beginning or, for a partition
-    in ``starts``, from that offset (stores that hold everything before it: the tail).
-    Each record a store takes is also handed to its partition's ``mirrors`` entry (the
-    persistent store, :mod:`symfonic_stream.state.disk`)."""
+    in ``starts``, from that offset (stores that hold everything before it: the tail);
+    each target is then told the offset it reached (``StorePartition.applied``)."""
     if not targets:
         return Restored({}, {})
     consumer = AIOKafkaConsumer(**restore_consumer_kwargs(settings, changelog_topic))
@@ -120,7 +117,7 @@ async def restore_stores(
         firsts = await consumer.beginning_offsets(tps)
         ends = await consumer.end_offsets(tps)
         begins, behind = _begins(firsts, starts or {})
-        run = _Restore(consumer, targets, begins, ends, mirrors or {})
+        run = _Restore(consumer, targets, begins, ends)
         while run.remaining:
             if cancelled():
                 raise RestoreCancelled(changelog_topic)
@@ -139,7 +136,12 @@ async def restore_stores(
             await asyncio.sleep(0)
     finally:
         await consumer.stop()
-    return Restored(run.counts, {tp.partition: max(begins[tp], ends[tp]) for tp in tps}, behind)
+    applied = {tp.partition: max(begins[tp], ends[tp]) for tp in tps}
+    for partition, offset in applied.items():
+        if partition not in behind:
+            for _, target in targets[partition]:
+                target.applied(offset)
+    return Restored(run.counts, applied, behind)
 
 
 def _begins(firsts: Mapping[TopicPartition, int], starts: Mapping[int, int]
@@ -158,11 +160,9 @@ class _Restore:
     """Where one restore stands: what is left to read, and what was restored."""
 
     def __init__(self, consumer: AIOKafkaConsumer, targets: Targets,
-                 begins: dict[TopicPartition, int], ends: dict[TopicPartition, int],
-                 mirrors: Mapping[int, Mirror]) -> None:
+                 begins: dict[TopicPartition, int], ends: dict[TopicPartition, int]) -> None:
         self._consumer = consumer
         self._targets = targets
-        self._mirrors = mirrors
         self._ends = ends
         self.counts = dict.fromkeys(targets, 0)
         self.remaining = {tp for tp in ends if ends[tp] > begins[tp]}
@@ -177,14 +177,11 @@ class _Restore:
     def apply(self, batch: dict[TopicPartition, Any]) -> None:
         for tp, records in batch.items():
             into, end = self._targets[tp.partition], self._ends[tp]
-            mirror = self._mirrors.get(tp.partition)
             for record in records:
                 # Only what was committed when we started; a tombstone restores as None.
                 if (record.offset < end and record.key is not None
                         and _restore_one(into, record.key, record.value)):
                     self.counts[tp.partition] += 1
-                    if mirror is not None:
-                        mirror(record.key, record.value)
             if records:
                 fault_point("restoring")
 

@@ -14,11 +14,9 @@ from typing import IO
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
-from symfonic_stream.models.names import ProjectionName
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor, projection_of
 
 OFFLINE_TOPIC = "offline"
 # A wall clock that never moves: offline, no hole times out before the end of the input.
@@ -35,7 +33,7 @@ class OfflineSummary:
 
 def project_lines(
     lines: Iterable[bytes],
-    projection: ProjectionName,
+    projection: str,
     limits: GuardLimits | None = None,
     decode: DecodeLimits = DEFAULT_LIMITS,
     *,
@@ -62,7 +60,7 @@ def project_lines(
 def run_offline(
     source: IO[bytes],
     sink: IO[bytes],
-    projection: ProjectionName,
+    projection: str,
     dead_letters: IO[bytes] | None = None,
     limits: GuardLimits | None = None,
     decode: DecodeLimits = DEFAULT_LIMITS,

@@ -35,10 +35,10 @@ from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from prometheus_client.parser import text_string_to_metric_families
 
-from symfonic_stream.processors.ordering.run_state import (
-    Pending,
+from symfonic_stream.processors.projector import (
+    Buffered,
     RunState,
-    decode_pending,
+    decode_buffered,
     decode_run,
 )
 
@@ -391,11 +391,20 @@ async def delete_all_records(topic: str) -> None:
 # --------------------------------------------------------------------------- the changelog
 
 
-async def changelog_state(topic: str, key: bytes) -> RunState | None:
+@dataclass(frozen=True, slots=True)
+class ChangelogRun:
+    """One run as a guard's changelog holds it: its record, and the events held behind its
+    holes (each under its own ``buf/<run_id>/<index>`` key)."""
+
+    state: RunState
+    held: dict[int, Buffered]
+
+
+async def changelog_state(topic: str, key: bytes) -> ChangelogRun | None:
     """The latest committed state of one run in a guard's changelog (None: no record, or a
-    tombstone), its buffer rebuilt from its events' own ``buf/<run_id>/<index>`` keys."""
+    tombstone), with its held events."""
     latest: RunState | None = None
-    waiting: dict[int, Pending] = {}
+    held: dict[int, Buffered] = {}
     buffered = b"buf/" + key.removeprefix(b"run/") + b"/"
     for record in await read_to_end(BOOTSTRAP, topic, isolation_level="read_committed"):
         if record.key == key:
@@ -403,17 +412,16 @@ async def changelog_state(topic: str, key: bytes) -> RunState | None:
         elif record.key is not None and record.key.startswith(buffered):
             index = int(record.key[len(buffered):])
             if record.value is None:
-                waiting.pop(index, None)
+                held.pop(index, None)
             else:
-                waiting[index] = decode_pending(record.value)
-    if latest is not None:
-        latest.buffer = waiting
-    return latest
+                held[index] = decode_buffered(record.value)
+    return None if latest is None else ChangelogRun(latest, held)
 
 
 async def wait_changelog_state(
-    topic: str, key: bytes, expect: Callable[[RunState], bool], what: str, within: float = 60.0
-) -> RunState:
+    topic: str, key: bytes, expect: Callable[[ChangelogRun], bool], what: str,
+    within: float = 60.0
+) -> ChangelogRun:
     """Until the run's committed changelog state satisfies ``expect``."""
     deadline = time.monotonic() + within
     state = await changelog_state(topic, key)

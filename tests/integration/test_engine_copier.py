@@ -14,9 +14,8 @@ from aiokafka import TopicPartition
 from aiokafka.producer import sender as aiokafka_sender
 
 from symfonic_stream.app.topologies import copier_topology
-from symfonic_stream.engine.commit import transact
-from symfonic_stream.engine.dead_letters import truncate_detail
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.transaction import transact, truncate_detail
 from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.models.dead_letter import (
     HEADER_CONSUMER,

@@ -16,8 +16,8 @@ import pytest
 from aiokafka import TopicPartition
 
 from symfonic_stream.app.topologies import copier_topology
-from symfonic_stream.engine.commit import transact
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.processor import Collector, OutputRecord
+from symfonic_stream.engine.transaction import transact
 from symfonic_stream.kafka.producer import ProcessProducer, ProducerUnusable
 from symfonic_stream.models.names import TopicNames
 

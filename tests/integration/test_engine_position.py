@@ -13,8 +13,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from symfonic_stream.engine.transaction import PROGRESS_CODEC
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.state.position import PROGRESS_CODEC
 
 from .conftest import read_to_end
 from .faults import Fault, wait_frozen

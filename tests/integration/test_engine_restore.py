@@ -78,7 +78,7 @@ async def test_restore_replays_committed_state_only(
     stores = {p: _store() for p in (0, 1, 2)}
     progress: list[int] = []
     counts = (await restore_stores(
-        settings, changelog, {p: [(b"", [store])] for p, store in stores.items()},
+        settings, changelog, {p: [(b"", store.partition)] for p, store in stores.items()},
         on_progress=lambda: progress.append(1),
     )).records
     # The log ends on a commit marker; the restore still ends, at once.
@@ -99,7 +99,7 @@ async def test_tasks_sharing_a_changelog_partition_each_restore_their_prefix(
                  commit=True, transactional_id=f"{prefix}-shared")
     zero, one = _store(), _store()
     counts = (await restore_stores(
-        settings, changelog, {0: [(b"r1/p/0/", [zero]), (b"r1/p/1/", [one])]}
+        settings, changelog, {0: [(b"r1/p/0/", zero.partition), (b"r1/p/1/", one.partition)]}
     )).records
     assert list(zero.items()) == [("a", b"0a"), ("b", b"0b")]
     assert list(one.items()) == [("a", b"1a")]
@@ -172,7 +172,7 @@ async def test_many_partitions_restored_at_once_under_cut_fetches_hold_every_com
     settings = Settings(bootstrap_servers=BOOTSTRAP, topic_prefix=prefix, batch_max_bytes=1024)
     stores = {p: StateStore("run", Codec(lambda v: v, _slow)) for p in range(_MANY)}
     counts = (await restore_stores(settings, topic,
-                                   {p: [(b"", [s])] for p, s in stores.items()})).records
+                                   {p: [(b"", s.partition)] for p, s in stores.items()})).records
     for p, store in stores.items():
         held = {f"run/{k}".encode(): v for k, v in store.items()}
         assert held == expected[p], f"partition {p}: {len(held)} of {len(expected[p])} keys"
@@ -233,8 +233,8 @@ async def test_a_hole_ends_its_partition_where_it_stands_and_the_others_read_on(
                  transactional_id=f"{prefix}-h1")
     stores = {p: _store() for p in (0, 1)}
     with caplog.at_level("WARNING", logger="symfonic_stream.state.restore"):
-        counts = (await restore_stores(settings, changelog,
-                                       {p: [(b"", [s])] for p, s in stores.items()})).records
+        counts = (await restore_stores(
+            settings, changelog, {p: [(b"", s.partition)] for p, s in stores.items()})).records
     assert list(stores[0].items()) == [("a", b"1")]
     assert list(stores[1].items()) == [("b", b"1"), ("c", b"1")]
     assert counts == {0: 1, 1: 2}
@@ -257,9 +257,11 @@ async def test_a_restore_from_an_offset_reads_only_the_tail_and_says_where_it_en
     await _write(changelog, 0, [(b"run/a", b"2"), (b"run/b", None)], commit=True,
                  transactional_id=txn)  # 3, 4 and 5
     kept = _store()
-    kept.restore(b"run/a", b"1")
-    kept.restore(b"run/b", b"1")
-    restored = await restore_stores(settings, changelog, {0: [(b"", [kept])]}, starts={0: 3})
+    kept.partition.apply(b"run/a", b"1")
+    kept.partition.apply(b"run/b", b"1")
+    kept.partition.applied(3)
+    restored = await restore_stores(settings, changelog, {0: [(b"", kept.partition)]},
+                                    starts={0: 3})
     assert restored.records == {0: 2}  # only offsets 3 and 4
     assert restored.applied == {0: 6} and restored.behind == set()
     assert list(kept.items()) == [("a", b"2")]

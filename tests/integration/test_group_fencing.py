@@ -17,14 +17,14 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from symfonic_stream.kafka.group_fencing import (
+from symfonic_stream.kafka.group import (
     GenerationFenced,
     GroupMetadata,
     OffsetsUnstable,
     fetch_stable_offsets,
     group_metadata,
-    send_offsets_fenced,
 )
+from symfonic_stream.kafka.producer import send_offsets_fenced
 
 from .conftest import NewTopicFactory, read_to_end
 

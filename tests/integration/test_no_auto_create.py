@@ -25,7 +25,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.engine.on_demand import OnDemandTopics
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.processor import Collector, OutputRecord
 from symfonic_stream.kafka.admin import Admin, describe_topics, partition_counts
 from symfonic_stream.kafka.clients import group_consumer_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.specs import topic_spec

@@ -19,7 +19,6 @@ import pytest
 
 from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.names import TopicNames
-from symfonic_stream.processors.ordering.run_state import RunState
 from symfonic_stream.tools.synthetic import Damage, RunShape, deliver, generate_run, interleave
 from tests.reference import oracle
 
@@ -42,6 +41,7 @@ from .observe import (
 )
 from .observe import (
     RESTORED,
+    ChangelogRun,
     delete_all_records,
     metric_value,
     owned_only_by,
@@ -304,8 +304,8 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
             "text": f"t{index}",
         }
 
-    def buffered_behind_the_hole(state: RunState) -> bool:
-        return (state.next_index, state.next_seq, sorted(state.buffer)) == (1, 1, [3, 4])
+    def buffered_behind_the_hole(run: ChangelogRun) -> bool:
+        return (run.state.next_index, run.state.next_seq, sorted(run.held)) == (1, 1, [3, 4])
 
     # The first instance never fills the hole (it is killed first); the second fills the
     # one it restores soon after.
@@ -327,7 +327,7 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
             changelog, b"run/" + run.encode(), buffered_behind_the_hole,
             "3 and 4 buffered behind a hole",
         )
-        assert [orjson.loads(state.buffer[i].record.value or b"")["text"]
+        assert [orjson.loads(state.held[i].record.value or b"")["text"]
                 for i in (3, 4)] == ["t3", "t4"]
         await wait_caught_up(group, source)
         first.kill()
@@ -352,7 +352,7 @@ async def test_hole_becomes_a_gap_and_buffered_events_survive_a_sigkill(
         # ... and the second instance went on from the restored state in the changelog.
         await wait_changelog_state(
             changelog, b"run/" + run.encode(),
-            lambda s: (s.next_index, s.next_seq, s.buffer) == (5, 4, {}),
+            lambda s: (s.state.next_index, s.state.next_seq, s.held) == (5, 4, {}),
             "continued from the restored state", within=10,
         )
     finally:

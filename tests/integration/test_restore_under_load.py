@@ -27,7 +27,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine import restoring
+from symfonic_stream.engine import setup as restoring
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.state import restore
 from symfonic_stream.tools.synthetic import RunShape, generate_run

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.projector import ProjectorProcessor
 
@@ -76,7 +76,7 @@ async def test_a_failed_transaction_rolls_the_state_back_without_a_restore(
     group, source = names.group("typed"), names.agent_events
     committed_first = [_event(0), _event(1)]
     after = [_event(2), _event(3), _event(4, "boom")]
-    caplog.set_level(logging.INFO, logger="symfonic_stream.engine.assign")
+    caplog.set_level(logging.INFO, logger="symfonic_stream.engine.setup")
     async with InProcessEngine(topology, settings) as running:
         await produce(source, [(RUN.encode(), orjson.dumps(e), []) for e in committed_first])
         await wait_caught_up(group, source)  # the run's state is in the changelog

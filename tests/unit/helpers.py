@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.processor import Collector, OutputRecord
 from symfonic_stream.models.agent_event import AgentEvent
 
 
@@ -57,25 +57,24 @@ def tool_call(**overrides: Any) -> dict[str, Any]:
 
 
 def write_changes(processor: Any, out: Any) -> None:
-    """Commit step 2 for a processor under test: its stores' changes into ``out.state``."""
+    """Commit step 2 for a processor under test: its stores' changes into ``out.changelog``."""
     from symfonic_stream.state.store import write_changes as write
 
-    write(processor.stores, out.state)
+    write(processor.stores, out.changelog)
 
 
 def restore_from(processor: Any, state: dict[bytes, bytes | None]) -> None:
     """Restore a fresh processor from changelog records, as the engine does."""
-    from symfonic_stream.state.store import restore_record
+    from symfonic_stream.state.store import restore_records
 
-    for key, value in state.items():
-        assert restore_record(processor.stores, key, value), key
+    assert restore_records(processor.stores, state.items()) == len(state), sorted(state)
     processor.restored()
 
 
 def store_contents(processor: Any) -> list[Any]:
     """Every store's keys, values as its changelog carries them, and deadlines: what a
     rolled-back processor must share with one restored from the changelog."""
-    return [sorted((key, store._codec.encode(value), store.deadline(key))
+    return [sorted((key, store.codec.encode(value), store.deadline(key))
                    for key, value in store.items()) for store in processor.stores]
 
 
@@ -100,12 +99,14 @@ class Verdicts(Collector):
         (self.reviews if record.topic.endswith(".review-tickets") else self.outputs).append(record)
 
 
-def committer_for(producer: Any, **settings: Any) -> Any:
-    """A process committer (engine/committer.py) whose every producer is ``producer``, a
-    stand-in: a closed one is opened again when the committer takes a new one."""
+def committer_for(producer: Any, topology: Any, **settings: Any) -> Any:
+    """A process committer (engine/task.py) of ``topology``'s transactions whose every
+    producer is ``producer``, a stand-in: a closed one is opened again when the committer
+    takes a new one."""
     from prometheus_client import CollectorRegistry
 
-    from symfonic_stream.engine.committer import Committer
+    from symfonic_stream.engine.task import Committer
+    from symfonic_stream.engine.transaction import Transactions
     from symfonic_stream.observability.metrics import ConsumerMetrics
 
     async def new_producer(partition: int) -> Any:
@@ -114,4 +115,4 @@ def committer_for(producer: Any, **settings: Any) -> Any:
         return producer
 
     metrics = settings.pop("metrics", None) or ConsumerMetrics("copier", CollectorRegistry())
-    return Committer(new_producer, metrics, **settings)
+    return Committer(new_producer, Transactions(topology, metrics), **settings)

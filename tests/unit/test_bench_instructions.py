@@ -7,7 +7,7 @@ from __future__ import annotations
 from bench.hot_path import TASK_BATCH, engine_records, make_lines, task_loop
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.state.store import write_changes
 
 
@@ -19,8 +19,8 @@ async def test_the_task_loop_writes_what_the_projector_makes_of_every_record() -
         out = Collector()
         for n, (key, value) in enumerate(records[first : first + TASK_BATCH]):
             processor.process(InputRecord("in", 0, n, key, value), 1.0, out)
-        write_changes(processor.stores, out.state)
-        expected += len(out.outputs) + len(out.dead_letters) + len(out.state)
+        write_changes(processor.stores, out.changelog)
+        expected += len(out.outputs) + len(out.dead_letters) + len(out.changelog)
 
     assert expected > len(records)
     for native in (True, False):  # ``task`` and ``task-aiokafka``

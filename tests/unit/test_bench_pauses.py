@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.measure import CollectorPauses
-from symfonic_stream.engine.heap import settle
+from symfonic_stream.engine.garbage import settle
 
 
 def _cycles(n: int) -> None:

@@ -7,6 +7,7 @@ alone, docs/engine.md's example, is in every derived list once it is registered.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,9 +20,10 @@ from symfonic_stream.app.topics import required_topics
 from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import READERS, Consumer, deployed, engines, registered
-from symfonic_stream.consumers.topics import TOPICS
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import TOPICS
+from symfonic_stream.state.store import StateStore
 from symfonic_stream.tools import chart
 from symfonic_stream.tools.schemas import asyncapi_document
 
@@ -54,17 +56,37 @@ def declared_example() -> Consumer:
 # -- each declaration against what it wires ---------------------------------------------
 
 
+def test_an_engines_stores_and_settings_are_what_its_wiring_makes_and_reads() -> None:
+    """Nothing declares them: the engine reads them off one processor its wiring makes. The
+    example keeps ``seen`` and reads no setting; the same engine wired to read two settings
+    (one twice) and keep a second store says so, in the order read, each once."""
+    example = declared_example().engines[0]
+    assert (example.stores, example.settings) == (("seen",), ())
+
+    def wire(settings: Settings, names: TopicNames) -> Any:
+        made = example.wire(settings, names)
+        timeout, _, bound = settings.gap_timeout_s, settings.gap_timeout_s, settings.run_buffer_max
+        assert timeout > 0 and bound > 0
+
+        def make(partition: int) -> Any:
+            processor = made.make(partition)
+            processor.stores = (*processor.stores, StateStore("extra", processor.seen.codec))
+            return processor
+        return type(made)(make)
+
+    changed = dataclasses.replace(example, wire=wire)
+    assert (changed.stores, changed.settings) == (("seen", "extra"),
+                                                  ("gap_timeout_s", "run_buffer_max"))
+
+
 @pytest.mark.parametrize("engine", engines(), ids=lambda e: e.name)
-def test_an_engine_declares_exactly_the_settings_it_reads(engine: registry.Engine) -> None:
+def test_a_deployed_engine_builds_under_the_settings_it_is_said_to_read(
+        engine: registry.Engine) -> None:
+    """Its processor builds under every setting (the chart sets what the probe found), and
+    what it keeps is what the changelog and the ACLs are made for."""
     Recording.read = set()
-    settings = Recording.model_construct()
-    engine.wire(settings, TopicNames("p")).make(0)
+    processor = engine.wire(Recording.model_construct(), TopicNames("p")).make(0)
     assert Recording.read == set(engine.settings)
-
-
-@pytest.mark.parametrize("engine", engines(), ids=lambda e: e.name)
-def test_an_engine_declares_its_processors_stores(engine: registry.Engine) -> None:
-    processor = engine.wire(Settings(), TopicNames("p")).make(0)
     assert tuple(store.name for store in processor.stores) == engine.stores
 
 

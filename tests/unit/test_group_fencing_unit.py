@@ -12,11 +12,8 @@ from __future__ import annotations
 import pytest
 from aiokafka import TopicPartition
 
-from symfonic_stream.kafka.group_fencing import (
-    GenerationFenced,
-    GroupMetadata,
-    send_offsets_fenced,
-)
+from symfonic_stream.kafka.group import GenerationFenced, GroupMetadata
+from symfonic_stream.kafka.producer import send_offsets_fenced
 
 
 class _Untouchable:

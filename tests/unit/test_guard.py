@@ -9,11 +9,15 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.agent_event import AgentEvent
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import RunStatus, decode_run, encode_run
-from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.processors.projector import (
+    RUN_CODEC,
+    GuardLimits,
+    ProjectorProcessor,
+    RunStatus,
+    decode_run,
+)
 from symfonic_stream.projections.typed import project_typed
 from tests.unit.helpers import interrupt, raw, restore_from, write_changes
 
@@ -198,13 +202,13 @@ def test_closed_run_is_forgotten_after_grace_with_a_tombstone() -> None:
     h = Harness()
     h.feed(done(0), now=100.0)
     write_changes(h.processor, h.out)
-    assert h.out.state[b"run/run-1"] is not None
+    assert h.out.changelog[b"run/run-1"] is not None
     h.processor.punctuate(699.0, h.out)
     assert h.processor.active_runs == 1
     h.processor.punctuate(700.0, h.out)
     assert h.processor.active_runs == 0
     write_changes(h.processor, h.out)
-    assert h.out.state[b"run/run-1"] is None
+    assert h.out.changelog[b"run/run-1"] is None
 
 
 def test_runs_are_independent() -> None:
@@ -228,7 +232,7 @@ def test_state_of_an_idle_run_is_small_and_round_trips() -> None:
         h.feed(text(index, "run-0123456789abcdef"))
     state = h.processor.guard.run("run-0123456789abcdef")
     assert state is not None
-    encoded = encode_run(state)
+    encoded = RUN_CODEC.encode(state)
     assert len(encoded) < 100
     again = decode_run(encoded)
     assert (again.next_index, again.next_seq, again.status) == (50, 50, RunStatus.OPEN)
@@ -239,9 +243,9 @@ def test_buffered_events_survive_encoding_with_their_original_record() -> None:
     h.feed(text(3))
     write_changes(h.processor, h.out)
     restored = Harness()
-    assert sorted(h.out.state) == [b"buf/run-1/3", b"run/run-1"]  # the event has its own key
-    assert h.out.state[b"buf/run-1/3"].endswith(b"\n" + orjson.dumps(text(3)))  # unescaped
-    restore_from(restored.processor, dict(h.out.state))
+    assert sorted(h.out.changelog) == [b"buf/run-1/3", b"run/run-1"]  # the event has its own key
+    assert h.out.changelog[b"buf/run-1/3"].endswith(b"\n" + orjson.dumps(text(3)))  # unescaped
+    restore_from(restored.processor, dict(h.out.changelog))
     assert restored.processor.buffered_events == 1
     restored.feed(done(0))
     [letter] = restored.out.dead_letters
@@ -352,7 +356,7 @@ def test_restoring_state_at_any_point_gives_the_same_output(
     write_changes(first.processor, first.out)
     second = Harness(limits)
     second.offset = first.offset
-    restore_from(second.processor, first.out.state)
+    restore_from(second.processor, first.out.changelog)
     for event in delivered[cut:]:
         second.feed(event)
     assert first.records() + second.records() == straight.records()

@@ -9,11 +9,15 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.decoding import DecodeLimits
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import RunStatus, decode_run, encode_run
-from symfonic_stream.processors.projector import ProjectorProcessor
+from symfonic_stream.processors.projector import (
+    RUN_CODEC,
+    GuardLimits,
+    ProjectorProcessor,
+    RunStatus,
+    decode_run,
+)
 from symfonic_stream.projections.typed import project_typed
 from tests.unit.helpers import interrupt, raw, restore_from, write_changes
 from tests.unit.test_guard import Harness, text
@@ -173,12 +177,12 @@ def test_buffered_events_have_their_own_changelog_keys_and_changes_stay_small() 
     for index in range(1, 200):
         h.feed(raw("text_delta", index, text="k" * 1000))
         write_changes(h.processor, h.out)
-        sizes.append(sum(len(v or b"") for v in h.out.state.values()))
-        h.out.state.clear()
+        sizes.append(sum(len(v or b"") for v in h.out.changelog.values()))
+        h.out.changelog.clear()
     assert max(sizes) < 1300  # one event and the run's counters, not the whole buffer
     h.feed(text(0))
     write_changes(h.processor, h.out)
-    tombstones = [key for key, value in h.out.state.items() if value is None]
+    tombstones = [key for key, value in h.out.changelog.items() if value is None]
     assert len(tombstones) == 199 and all(key.startswith(b"buf/run-1/") for key in tombstones)
 
 
@@ -189,7 +193,7 @@ def test_a_restore_rebuilds_buffers_and_deadlines() -> None:
     h.feed(text(4), now=6.0)
     write_changes(h.processor, h.out)
     again = Harness(IDLE)
-    restore_from(again.processor, dict(h.out.state))
+    restore_from(again.processor, dict(h.out.changelog))
     assert again.processor.buffered_events == 2
     assert again.processor.guard.buffered_bytes == h.processor.guard.buffered_bytes
     again.processor.punctuate(35.0, again.out)  # index 2 arrived at 5, index 4 at 6
@@ -202,16 +206,20 @@ def test_a_run_record_of_the_previous_format_is_read_with_its_buffer() -> None:
     value = orjson.dumps(text(3))
     old = orjson.dumps([1, 1, 0, 0.0, [[7.0, "in", 0, 9, 0, "cnVuLTE=", value.decode(), []]]])
     state = decode_run(old)
-    assert (state.next_index, state.next_seq, sorted(state.buffer)) == (1, 1, [3])
-    assert state.buffer[3].record.value == value and state.buffer[3].ts == 103.0
+    assert (state.next_index, state.next_seq) == (1, 1) and state.legacy_buffer is not None
+    assert sorted(state.legacy_buffer) == [3]
+    assert state.legacy_buffer[3].record.value == value and state.legacy_buffer[3].ts == 103.0
     h = Harness(IDLE)
     restore_from(h.processor, {b"run/run-1": old})
-    assert h.processor.buffered_events == 1
+    assert h.processor.buffered_events == 1 and sorted(h.processor.guard.held["run-1"]) == [3]
     write_changes(h.processor, h.out)
-    assert b"buf/run-1/3" in h.out.state  # written under its own key from now on
+    assert b"buf/run-1/3" in h.out.changelog  # written under its own key from now on
+    again = decode_run(h.out.changelog[b"run/run-1"] or b"")  # and the run's record without it
+    assert again.legacy_buffer is None
+    assert orjson.loads(RUN_CODEC.encode(again))[7] is False  # no owner yet
     h.processor.punctuate(1.0, h.out)  # no arrival time: its idle clock starts now
     assert "end:abandoned" not in h.shapes()
-    assert len(encode_run(decode_run(encode_run(state)))) < 60
+    assert len(RUN_CODEC.encode(decode_run(RUN_CODEC.encode(state)))) < 60
 
 
 def test_decode_limits_reach_the_projector() -> None:
@@ -238,11 +246,10 @@ def test_a_pause_already_expired_when_it_arrives_is_kept_for_the_grace_from_then
     assert h.shapes()[-1] == "end:abandoned"
 
 
-def test_the_shared_empty_buffer_is_never_written() -> None:
-    """Runs with nothing buffered share one empty dict (a million fewer objects for the
-    garbage collector); a run gets its own before anything is buffered."""
-    from symfonic_stream.processors.ordering.run_state import EMPTY_BUFFER
-
+def test_held_events_live_in_the_guard_not_in_the_run() -> None:
+    """A run's record is its counters alone: the events held behind its holes are the
+    ``buf`` store's (each under its own key), indexed in memory by the guard, and gone from
+    the index once released."""
     h = Harness(GuardLimits(run_buffer_max=3))
     for run in ("a", "b"):
         h.feed(text(0, run))
@@ -250,6 +257,6 @@ def test_the_shared_empty_buffer_is_never_written() -> None:
             h.feed(text(index, run))
         h.feed(text(1, run))
     h.processor.punctuate(100.0, h.out)
-    assert EMPTY_BUFFER == {}
+    assert h.processor.guard.held == {}
     state = h.processor.guard.run("a")
-    assert state is not None and state.buffer is EMPTY_BUFFER
+    assert state is not None and len(RUN_CODEC.encode(state)) < 60

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from symfonic_stream.engine import heap
+from symfonic_stream.engine import garbage as heap
 
 
 class _Node:

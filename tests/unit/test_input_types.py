@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.copier import Copier
-from symfonic_stream.processors.ordering.guard import GuardLimits
 from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.validator import ResumeValidator
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
+from symfonic_stream.projections.declared import projection
 
 NAMES = TopicNames("symfonic")
 
@@ -24,7 +24,7 @@ def _event(kind: str, index: int) -> bytes:
 
 
 def test_the_projector_counts_each_kind_unknown_ones_as_unknown_and_bad_ones_as_invalid() -> None:
-    processor = ProjectorProcessor(PROJECTIONS["typed"], NAMES.stream_events, GuardLimits())
+    processor = ProjectorProcessor(projection("typed").project, NAMES.stream_events, GuardLimits())
     out = Collector()
     values = [_event("text_delta", 0), _event("telemetry", 1), b"{no", _event("text_delta", 2)]
     for offset, value in enumerate(values):

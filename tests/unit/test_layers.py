@@ -39,8 +39,9 @@ LAYERS = {
     "cli": 8,
     "__main__": 9,
 }
-#: The Kafka layer is generic: it knows the settings, nothing of the project's domain.
-KAFKA_MAY_IMPORT = {"config", "kafka", "native"}
+#: The Kafka layer is generic: it knows the settings, nothing of the project's domain (the
+#: fault points are the tests' freeze points, two of them inside a Kafka transaction).
+KAFKA_MAY_IMPORT = {"config", "faults", "kafka", "native"}
 
 
 def _module_name(path: Path) -> str:

@@ -14,7 +14,7 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from symfonic_stream import _native
-from symfonic_stream.engine.records import OutputRecord
+from symfonic_stream.engine.processor import OutputRecord
 from symfonic_stream.kafka.partitioner import partition_for_key
 
 TIMESTAMP_MS = 1_700_000_000_123

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 
 from symfonic_stream import __version__, native
+from symfonic_stream.engine.processor import DeadLetterReason
 from symfonic_stream.engine.readiness import Readiness
-from symfonic_stream.engine.records import DeadLetterReason
 from symfonic_stream.observability import (
     COUNT_KEYS,
     DEAD_LETTER_REASONS,

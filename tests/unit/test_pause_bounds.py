@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine.commit_metrics import report_commit
-from symfonic_stream.engine.records import OutputRecord
+from symfonic_stream.engine.processor import OutputRecord
+from symfonic_stream.engine.transaction import report_commit
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.pauses.router import (
     DEFAULT_TICKET_MAX_LIFETIME_S,
@@ -69,11 +69,11 @@ def test_a_run_remembers_only_its_latest_interrupts() -> None:
     for n in range(REMEMBERED_INTERRUPTS + 50):
         h.feed(pause_event(n, interrupt_id=f"i-{n}"))
     write_changes(h.router, h.out)
-    run = ROUTED_CODEC.decode(h.out.state[b"run/run-1"] or b"")
+    run = ROUTED_CODEC.decode(h.out.changelog[b"run/run-1"] or b"")
     assert len(run.interrupt_ids) == REMEMBERED_INTERRUPTS
     assert run.interrupt_ids[-1] == ("acme", f"i-{REMEMBERED_INTERRUPTS + 49}")
     again = RouterHarness()
-    restore_from(again.router, dict(h.out.state))
+    restore_from(again.router, dict(h.out.changelog))
     again.feed(pause_event(interrupt_id=f"i-{REMEMBERED_INTERRUPTS + 49}"))
     assert again.tickets() == []  # a re-send of a remembered one is still a duplicate
 

@@ -36,11 +36,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import parse_rules
 from symfonic_stream.processors.pauses.validator import ResumeValidator
+from symfonic_stream.state.store import StorePartition
 from tests.unit.helpers import interrupt, raw, restore_from, store_contents, write_changes
 
 NAMES = TopicNames("m")
@@ -142,9 +143,7 @@ class PauseMachine(RuleBasedStateMachine):
     @staticmethod
     def _commit(processor: Any, out: Collector, log: dict[bytes, bytes | None]) -> None:
         write_changes(processor, out)
-        log.update(out.state)
-        for store in processor.stores:
-            store.committed()
+        log.update(out.changelog)
 
     # -- the rules -----------------------------------------------------------------
 
@@ -268,7 +267,7 @@ class PauseMachine(RuleBasedStateMachine):
         routed = Collector()
         self.router.process(self._record(NAMES.agent_events, run_id, orjson.dumps(event)),
                             self.now, routed)
-        write_changes(self.router, routed)  # (taken by a transaction, then aborted)
+        _prepare(self.router, routed)  # (taken by a transaction, then aborted)
         validated = Collector()
         for r in [o for o in routed.outputs if o.record_type == "registration"]:
             self.validator.process(self._record(NAMES.pause_registrations,
@@ -283,8 +282,7 @@ class PauseMachine(RuleBasedStateMachine):
             processor.punctuate(self.now + step, Collector())
         for processor, log, fresh in ((self.router, self.router_log, self._router),
                                       (self.validator, self.validator_log, self._validator)):
-            for store in processor.stores:
-                store.roll_back()
+            processor.stores[0].partition.abort()
             processor.restored()
             rebuilt = fresh(False)
             restore_from(rebuilt, dict(log))
@@ -306,10 +304,14 @@ class PauseMachine(RuleBasedStateMachine):
 
 
 def _tracked(processor: Any) -> Any:
-    """Its stores keep before-images, as an engine task's do (state/store.py)."""
-    for store in processor.stores:
-        store.track_uncommitted()
+    """Its stores in one partition, as an engine task's are (state/store.py)."""
+    StorePartition(processor.stores)
     return processor
+
+
+def _prepare(processor: Any, out: Collector) -> None:
+    """Commit step 2 only: its state taken into a transaction (which then aborts)."""
+    processor.stores[0].partition.prepare(out.changelog)
 
 
 PauseMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,

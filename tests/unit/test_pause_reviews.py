@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine.records import InputRecord
+from symfonic_stream.engine.processor import InputRecord
 from symfonic_stream.models.pauses import ReviewTicket
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.pauses.desk import ReviewDesk
@@ -209,14 +209,14 @@ def test_the_escalation_timer_survives_a_restore_and_fires_once() -> None:
     desk = Desk()
     write_changes(desk.validator, desk.out)
     again = ResumeValidator(NAMES, grace_s=100.0, desk=ReviewDesk(NAMES, RULES, False, LEASE_S))
-    restore_from(again, desk.out.state)
+    restore_from(again, desk.out.changelog)
     out = Verdicts()
     again.punctuate(NOW + 60, out)
     again.punctuate(NOW + 61, out)
     assert len([o for o in out.outputs if o.record_type == "ticket"]) == 1
     write_changes(again, out)
     third = ResumeValidator(NAMES, grace_s=100.0, desk=ReviewDesk(NAMES, RULES, False, LEASE_S))
-    restore_from(third, {**desk.out.state, **out.state})
+    restore_from(third, {**desk.out.changelog, **out.changelog})
     later = Verdicts()
     third.punctuate(NOW + 120, later)
     assert [o for o in later.outputs if o.record_type == "ticket"] == []

@@ -112,7 +112,7 @@ def test_both_tenants_tickets_survive_a_restore() -> None:
     v.register(router.out)
     write_changes(v.validator, v.out)
     again = ValidatorHarness()
-    restore_from(again.validator, v.out.state)
+    restore_from(again.validator, v.out.changelog)
     assert again.validator.active_runs == 2
     _check(again, reference, [{"ticket_id": "shared", "token": "acme-tok"},
                               {"ticket_id": "shared", "token": "globex-tok"}])
@@ -140,9 +140,9 @@ def test_the_previous_versions_tickets_are_restored_and_moved() -> None:
     _answer(v, ticket_id="shared", token="globex-tok")
     assert _verdicts(v) == [(ACCEPTED, "acme-run"), (ACCEPTED, "globex-run")]
     write_changes(v.validator, v.out)
-    assert v.out.state[PREVIOUS_KEY] is None  # moved: a tombstone for the old key
+    assert v.out.changelog[PREVIOUS_KEY] is None  # moved: a tombstone for the old key
     again = ValidatorHarness()
-    restore_from(again.validator, v.out.state)
+    restore_from(again.validator, v.out.changelog)
     _answer(again, ticket_id="shared", token="acme-tok")
     assert _verdicts(again) == [("already_answered", None)]
 
@@ -154,5 +154,5 @@ def test_the_previous_routers_interrupts_stand_for_every_tenant() -> None:
     assert router.tickets() == [] and router.out.counts["duplicates"] == 1
     router.feed(pause_event(tenant="globex", run_id="acme-run", interrupt_id="next"))
     write_changes(router.router, router.out)
-    run = ROUTED_CODEC.decode(router.out.state[b"run/acme-run"] or b"")
+    run = ROUTED_CODEC.decode(router.out.changelog[b"run/acme-run"] or b"")
     assert run.interrupt_ids == ["shared", ("globex", "next")]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.decoding import DecodeLimits
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.intake import ResumeIntake
@@ -214,7 +214,7 @@ def test_a_schema_is_checked_once_at_registration_and_its_refusal_kept(
     assert len(checks) == 2  # once per ticket, not per answer
     write_changes(v.validator, v.out)
     again = ValidatorHarness()
-    restore_from(again.validator, v.out.state)
+    restore_from(again.validator, v.out.changelog)
     again.answer("intr-1", "tok-1", 1)
     again.answer("ok", "tok-1", 7)
     assert again.outcomes() == ["invalid_answer", "accepted"]
@@ -252,7 +252,7 @@ def test_the_invalid_answers_a_ticket_checks_are_bounded_in_all() -> None:
     details = [orjson.loads(o.value or b"")["detail"] for o in v.out.outputs]
     assert all("no more are checked" in d for d in details) and len(details) == 50
     write_changes(v.validator, v.out)
-    [ticket] = [TICKET_CODEC.decode(value) for value in v.out.state.values() if value]
+    [ticket] = [TICKET_CODEC.decode(value) for value in v.out.changelog.values() if value]
     assert sorted(ticket.invalid_by) == sorted(responders)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from symfonic_stream.app.topologies import router_topology
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Resume, ResumeRejection, Ticket
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
@@ -210,7 +210,7 @@ def test_kernel_resending_a_run_gets_no_second_ticket_even_after_a_restore() -> 
         h.feed(event)
     write_changes(h.router, h.out)
     restored = RouterHarness()
-    restore_from(restored.router, h.out.state)
+    restore_from(restored.router, h.out.changelog)
     for event in run:  # the whole run again
         restored.feed(event)
     assert [t["ticket_id"] for _, t in h.tickets()] == ["intr-1", "intr-2"]
@@ -222,12 +222,24 @@ def test_closed_run_memory_is_tombstoned_after_grace() -> None:
     h = RouterHarness()
     h.feed(pause_event(0))
     h.feed(raw("done", 1, scope=ACME), now=NOW)
+    write_changes(h.router, h.out)  # the run committed, closed
+    assert h.out.changelog[b"run/run-1"] is not None
     h.router.punctuate(NOW + 59, h.out)
     assert h.router.active_runs == 1
     h.router.punctuate(NOW + 60, h.out)
     assert h.router.active_runs == 0
     write_changes(h.router, h.out)
-    assert h.out.state[b"run/run-1"] is None
+    assert h.out.changelog[b"run/run-1"] is None
+
+
+def test_a_run_put_and_deleted_before_any_commit_writes_nothing() -> None:
+    h = RouterHarness()
+    h.feed(pause_event(0))
+    h.feed(raw("done", 1, scope=ACME), now=NOW)
+    h.router.punctuate(NOW + 60, h.out)
+    assert h.router.active_runs == 0
+    write_changes(h.router, h.out)
+    assert b"run/run-1" not in h.out.changelog  # never committed: no tombstone needed
 
 
 def test_bad_raw_records_are_dead_lettered() -> None:
@@ -416,7 +428,7 @@ def test_first_answer_wins_across_a_restore() -> None:
     v.answer("intr-1", "tok-1", "first")
     write_changes(v.validator, v.out)
     again = ValidatorHarness()
-    restore_from(again.validator, v.out.state)
+    restore_from(again.validator, v.out.changelog)
     again.answer("intr-1", "tok-1", "second")
     assert again.outcomes() == ["already_answered"]
 
@@ -500,7 +512,7 @@ def test_answered_and_expired_tickets_are_forgotten_after_grace() -> None:
     v.validator.punctuate(NOW + 150, v.out)
     assert v.validator.active_runs == 0
     write_changes(v.validator, v.out)
-    assert v.out.state[b'tenant-ticket/["acme","intr-1"]'] is None
+    assert v.out.changelog[b'tenant-ticket/["acme","intr-1"]'] is None
 
 
 def test_topics_ensure_creates_every_queue_the_rules_can_reach(tmp_path: Path) -> None:

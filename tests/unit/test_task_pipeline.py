@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import types
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -22,15 +22,13 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
-from symfonic_stream.engine import committer as committer_module
 from symfonic_stream.engine import task as task_module
-from symfonic_stream.engine.commit import CommitOutcome as Outcome
-from symfonic_stream.engine.committer import Committer
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, to_input
-from symfonic_stream.engine.restoring import TaskState
-from symfonic_stream.engine.task import StreamTask
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.task import Committer, StreamTask, task_state, to_input
 from symfonic_stream.engine.topology import Topology
-from symfonic_stream.kafka.producer import ProducerUnusable, TransactionAborted
+from symfonic_stream.engine.transaction import CommitOutcome as Outcome
+from symfonic_stream.engine.transaction import Transactions
+from symfonic_stream.kafka.producer import PartitionWrites, ProducerUnusable, TransactionAborted
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Codec, StateStore
 
@@ -84,12 +82,11 @@ class Clock:
 @pytest.fixture(autouse=True)
 def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
     made = Clock()
-    monkeypatch.setattr(committer_module, "time", made)
     monkeypatch.setattr(task_module, "time", made)
     with_clock = types.SimpleNamespace(**{name: getattr(asyncio, name) for name in dir(asyncio)
                                           if not name.startswith("_")})
     with_clock.wait_for = made.wait_for
-    monkeypatch.setattr(committer_module, "asyncio", with_clock)
+    monkeypatch.setattr(task_module, "asyncio", with_clock)
     yield made
 
 
@@ -128,36 +125,9 @@ class RecordingProcessor:
         return 0
 
 
-class _Values(list[bytes | None]):
-    """The output values one transaction carries (the TransactionBatches stand-in; dead letters and
-    changelog records are not outputs)."""
-
-    sends: list[Any] = []  # noqa: RUF012
-
-    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-               headers: Any) -> None:
-        if topic == "out":
-            super().append(value)
-
-    def append_outputs(self, records: list[OutputRecord], *_: Any) -> None:
-        super().extend(record.value for record in records if record.topic == "out")
-
-    #: The changelog keys the transaction carries.
-    state_keys: list[bytes]
-
-    def append_state(self, topic: str, partition: int, prefix: bytes,
-                     changes: dict[bytes, bytes | None]) -> None:
-        self.state_keys.extend(changes)
-
-    async def send_all(self) -> None:
-        pass
-
-    def offset_after(self, topic: str, partition: int, records: int) -> int | None:
-        return None
-
-
 class GatedProducer:
-    """Each transaction waits for its gate; ``fail`` decides how it ends."""
+    """Each transaction waits for its gate; ``fail`` decides how it ends (the producer's
+    steps 3-7, :meth:`ProcessProducer.transact`, as the committer sees them)."""
 
     transactional_id = "group-agent-events-0"
     usable = True
@@ -172,49 +142,25 @@ class GatedProducer:
         self.closed = False
         self.begun = asyncio.Event()
 
-    # The steps of the commit protocol (symfonic_stream/engine/commit.py), gated.
-
-    async def begin(self) -> _Values:
-        self.timeline.append(f"begin {len(self.gates)}")
+    async def transact(self, writes: Sequence[PartitionWrites],
+                       offsets: Mapping[TopicPartition, int] | None, group_id: str,
+                       member: Any = None, steps: Any = None) -> dict[int, int]:
+        number = len(self.gates)
+        self.timeline.append(f"begin {number}")  # 3.
         self.gates.append(asyncio.Event())
         self.begun.set()
-        self._values = _Values()
-        self._values.state_keys = []
-        return self._values
-
-    async def learn_partitions(self, topics: Any) -> None:
-        pass
-
-    def partition_for(self, topic: str, key: bytes | None, keyless: int = 0) -> int:
-        return 0
-
-    @property
-    def partition_counts(self) -> dict[str, int]:
-        return {}
-
-    async def send_offsets(self, offsets: Mapping[TopicPartition, int], group_id: str,
-                           member: Any = None) -> None:
-        self.offsets.append(dict(offsets))
-
-    async def await_sends(self, sends: list[Any]) -> None:
-        pass
-
-    async def commit(self) -> None:
-        number = len(self.gates) - 1
+        values = [r.value for each in writes for r in each.outputs if r.topic == "out"]
+        state_keys = [key for each in writes for key in each.changelog]  # 4.
+        self.offsets.append(dict(offsets or {}))  # 6.
         await self.gates[number].wait()
-        if number in self.fail:
+        failure = self.fail.get(number)
+        if failure is not None:
             self.timeline.append(f"failed {number}")
-            raise RuntimeError("the broker says no")
-        self.committed.append(list(self._values))
-        self.committed_state.append(list(self._values.state_keys))
-        self.timeline.append(f"commit {number}")
-
-    async def abort_after(self, exc: Exception, sends: list[Any]) -> TransactionAborted:
-        failure = self.fail[len(self.gates) - 1]
-        if isinstance(failure, ProducerUnusable):
             raise failure
-        assert isinstance(failure, TransactionAborted)
-        return failure
+        self.committed.append(values)  # 7.
+        self.committed_state.append(state_keys)
+        self.timeline.append(f"commit {number}")
+        return {}
 
     async def close(self) -> None:
         self.closed = True
@@ -230,10 +176,10 @@ def _tasks(timeline: Timeline, partitions: int, *, linger_s: float = 0.0,
     )
     producer = GatedProducer(timeline)
     metrics = ConsumerMetrics("copier", CollectorRegistry())
-    committer = committer_for(producer, linger_s=linger_s, max_records=max_records,
+    committer = committer_for(producer, topology, linger_s=linger_s, max_records=max_records,
                               metrics=metrics)
     tasks = [StreamTask(topology, partition, committer,
-                        TaskState(RecordingProcessor(timeline), None), 0,
+                        task_state(RecordingProcessor(timeline), None), 0,
                         metrics=metrics, max_record_bytes=1_000_000)
              for partition in range(partitions)]
     return tasks, producer
@@ -305,7 +251,7 @@ async def test_a_failed_transaction_drops_what_was_processed_meanwhile() -> None
     # Until the engine has rebuilt it, the partition ignores what it fetched.
     task.absorb(_records(2, [b"c"]))
     assert task.pending_records == 0
-    task.reset(TaskState(RecordingProcessor(timeline), None), 0)
+    task.reset(task_state(RecordingProcessor(timeline), None), 0)
     task.absorb(_records(0, [b"a", b"b"]))
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -347,7 +293,7 @@ async def test_a_processor_failure_lets_the_transaction_in_flight_commit_first()
     assert task.next_offset == 1
 
     # The retry dead-letters the record the processor raised on, and goes on.
-    task.reset(TaskState(RecordingProcessor(timeline), None), 1)
+    task.reset(task_state(RecordingProcessor(timeline), None), 1)
     task.absorb(_records(1, [b"b", b"boom", b"c"]))
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -407,7 +353,7 @@ async def test_a_commit_in_flight_does_not_reset_the_back_off_records_past_the_f
     assert producer.committed == [[b"a"]]
     assert task.failures == 2  # the engine backs off from the second failure on
 
-    task.reset(TaskState(RecordingProcessor(timeline), None), 1)
+    task.reset(task_state(RecordingProcessor(timeline), None), 1)
     task.absorb(_records(1, [b"boom", b"c"]))  # dead-lettered on the retry
     await _until_begun(producer, 2)
     producer.gates[1].set()
@@ -550,10 +496,10 @@ async def test_records_processed_while_the_producer_starts_go_with_their_state_n
         producer.closed = False
         return producer
 
-    committer = Committer(slow_start, ConsumerMetrics("typed", CollectorRegistry()))
+    committer = Committer(slow_start,
+                          Transactions(topology, ConsumerMetrics("typed", CollectorRegistry())))
     processor = RememberingProcessor(timeline)
-    processor.seen.track_uncommitted()
-    task = StreamTask(topology, 0, committer, TaskState(processor, None), 0,
+    task = StreamTask(topology, 0, committer, task_state(processor, None), 0,
                       metrics=ConsumerMetrics("typed", CollectorRegistry()),
                       max_record_bytes=1_000_000)
     task.absorb(_records(0, [b"a"]))
@@ -582,7 +528,7 @@ async def test_a_processor_failure_counts_as_one_abort_and_an_aborted_commit_onc
     task.absorb(_records(0, [b"boom"]))
     assert await task.flush() is Outcome.ABORTED
     assert _aborts(task) == 1
-    task.reset(TaskState(RecordingProcessor(timeline), None), 0)
+    task.reset(task_state(RecordingProcessor(timeline), None), 0)
     task.absorb(_records(0, [b"boom", b"x"]))  # dead-lettered now; the commit fails
     await _until_begun(producer, 1)
     producer.fail[0] = TransactionAborted("no")

@@ -11,11 +11,15 @@ from typing import Any
 import orjson
 import pytest
 
-from symfonic_stream.engine.records import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.headers import TENANT_HEADER
-from symfonic_stream.processors.ordering.guard import GuardLimits
-from symfonic_stream.processors.ordering.run_state import decode_run, encode_run
-from symfonic_stream.processors.projector import PROJECTIONS, ProjectorProcessor
+from symfonic_stream.processors.projector import (
+    RUN_CODEC,
+    GuardLimits,
+    ProjectorProcessor,
+    decode_run,
+)
+from symfonic_stream.projections.declared import projection
 from symfonic_stream.tools.offline import project_lines
 from tests.unit.helpers import restore_from, write_changes
 
@@ -81,14 +85,14 @@ def test_the_owner_survives_a_restore_and_a_run_of_the_previous_format_adopts_on
     def record(offset: int, value: bytes) -> InputRecord:
         return InputRecord("in", 0, offset, b"r", value)
 
-    first = ProjectorProcessor(PROJECTIONS["typed"], "out", GuardLimits())
+    first = ProjectorProcessor(projection("typed").project, "out", GuardLimits())
     out = Collector()
     first.process(record(0, _event(0, "text_delta", {"tenant": "acme"}, text="a")), 1.0, out)
     write_changes(first, out)
-    state = dict(out.state)
+    state = dict(out.changelog)
     assert decode_run(state[b"run/r"]).tenant == "acme"
 
-    again = ProjectorProcessor(PROJECTIONS["typed"], "out", GuardLimits())
+    again = ProjectorProcessor(projection("typed").project, "out", GuardLimits())
     restore_from(again, state)
     out = Collector()
     again.process(record(1, _event(1, "text_delta", {"tenant": "globex"}, text="b")), 2.0, out)
@@ -97,8 +101,8 @@ def test_the_owner_survives_a_restore_and_a_run_of_the_previous_format_adopts_on
     assert [o.headers for o in out.outputs] == [ACME]
 
     # A 7-element run record (before owners): its next event's tenant becomes the owner.
-    old = orjson.loads(encode_run(decode_run(state[b"run/r"])))[:7]
-    legacy = ProjectorProcessor(PROJECTIONS["typed"], "out", GuardLimits())
+    old = orjson.loads(RUN_CODEC.encode(decode_run(state[b"run/r"])))[:7]
+    legacy = ProjectorProcessor(projection("typed").project, "out", GuardLimits())
     restore_from(legacy, {b"run/r": orjson.dumps(old)})
     out = Collector()
     legacy.process(record(3, _event(1, "text_delta", {"tenant": "globex"}, text="b")), 2.0, out)
@@ -106,4 +110,4 @@ def test_the_owner_survives_a_restore_and_a_run_of_the_previous_format_adopts_on
     assert [o.headers for o in out.outputs] == [((TENANT_HEADER, b"globex"),)]
     assert [d.reason.value for d in out.dead_letters] == ["foreign_tenant"]
     write_changes(legacy, out)
-    assert decode_run(dict(out.state)[b"run/r"]).tenant == "globex"
+    assert decode_run(dict(out.changelog)[b"run/r"]).tenant == "globex"

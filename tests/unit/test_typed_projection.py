@@ -229,8 +229,8 @@ def test_a_deployment_may_keep_ticket_tokens_off_stream_events() -> None:
     have them; SYMFONIC_STREAM_TICKET_TOKENS=false makes them "" for deployments that answer
     only through the gateway, live (the typed projector's wiring) and offline alike."""
     from symfonic_stream.config import Settings
-    from symfonic_stream.consumers import TYPED
-    from symfonic_stream.engine.records import Collector, InputRecord
+    from symfonic_stream.consumers.typed import TYPED
+    from symfonic_stream.engine.processor import Collector, InputRecord
     from symfonic_stream.models.names import TopicNames
     from symfonic_stream.tools.offline import project_lines
 

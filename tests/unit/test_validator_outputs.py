@@ -92,7 +92,7 @@ def test_refused_answers_are_counted_across_a_restore() -> None:
         v.answer("intr-1", "tok-1", "not an object")
     write_changes(v.validator, v.out)
     again = ValidatorHarness()
-    restore_from(again.validator, v.out.state)
+    restore_from(again.validator, v.out.changelog)
     again.answer("intr-1", "tok-1", {"approved": True})
     [refused] = again.out.outputs
     body = orjson.loads(refused.value or b"")

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, OutputRecord
+from symfonic_stream.engine.processor import Collector, OutputRecord
 from symfonic_stream.models.headers import KIND_HEADER, QUEUE_HEADER
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import ClaimRequest

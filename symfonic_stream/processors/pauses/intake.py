@@ -18,7 +18,7 @@ input's offset commit together. A record without a readable ticket id is dead-le
 
 from __future__ import annotations
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord, Stateless
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord, Stateless
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector
+from symfonic_stream.engine.processor import Collector
 from symfonic_stream.observability.queues import QueueTickets
 from symfonic_stream.processors.expiring import ExpiringState, within_budget
 from symfonic_stream.processors.pauses.review import Review
@@ -210,7 +210,6 @@ class TicketRegistry(ExpiringState[Registered]):
             ticket = self.tickets.get(key)
             if ticket is not None and now < ticket.forget_after(self._grace_s):
                 self.on_timer(key, ticket, now, out)  # its review's
-                self.tickets.touch(key)
                 self.tickets.schedule(key, self.deadline_of(ticket))
                 self.open.track(key, ticket)  # (an escalation moved it to another queue)
                 continue

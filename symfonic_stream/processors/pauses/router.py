@@ -33,13 +33,12 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,
     AgentEvent,
     PendingInterrupt,
-    kind_label,
 )
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
@@ -47,6 +46,7 @@ from symfonic_stream.models.decoding import (
     DecodeError,
     DecodeLimits,
     decode_agent_event,
+    kind_label,
 )
 from symfonic_stream.models.headers import (
     KIND_HEADER,
@@ -56,7 +56,7 @@ from symfonic_stream.models.headers import (
 )
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.expiring import ExpiringState, pause_kept_until
-from symfonic_stream.processors.ownership import refuse_foreign
+from symfonic_stream.processors.ownership import UNKNOWN_OWNER, Owner, refuse_foreign
 from symfonic_stream.processors.pauses.rules import RoutingRules, tenant_problem, topic_problem
 from symfonic_stream.state.store import Codec, StateStore
 
@@ -119,10 +119,9 @@ class RoutedRun:
     interrupt_ids: Sequence[Routed] = ()
     closed_at: float = 0.0
     forget_at: float = 0.0
-    #: The tenant that owns the run id (its first event's); ``owned`` False: a run of a
-    #: version before owners, whose next event's tenant becomes its owner.
-    tenant: str | None = None
-    owned: bool = True
+    #: The tenant that owns the run id (its first event's; ``UNKNOWN_OWNER``: a run of a
+    #: version before owners, whose next event's tenant becomes its owner).
+    tenant: Owner = None
 
     def routed(self, tenant: str | None, interrupt_id: str) -> bool:
         return (tenant, interrupt_id) in self.interrupt_ids or interrupt_id in self.interrupt_ids
@@ -132,21 +131,15 @@ def _decode_routed(data: bytes) -> RoutedRun:
     closed_at, routed, *rest = orjson.loads(data)  # (0.x wrote no forget_at, then no owner)
     run = RoutedRun([(i[0], str(i[1])) if isinstance(i, list) else str(i) for i in routed],
                     float(closed_at), float(rest[0]) if rest else 0.0)
-    if len(rest) > 1:
-        run.tenant = rest[1]
-    else:
-        run.owned = False
+    run.tenant = rest[1] if len(rest) > 1 else UNKNOWN_OWNER
     return run
 
 
-def _encode_routed(run: RoutedRun) -> bytes:
-    owner = (run.tenant,) if run.owned else ()
-    return orjson.dumps([run.closed_at, run.interrupt_ids, run.forget_at, *owner])
-
-
 #: The changelog value: ``[closed_at, [[tenant, interrupt id], ...], forget_at, owner]``
-#: (the previous versions wrote each interrupt as its id alone, then no owner).
-ROUTED_CODEC: Codec[RoutedRun] = Codec(_encode_routed, _decode_routed)
+#: (``owner`` ``false``: not known yet; the previous versions wrote each interrupt as its
+#: id alone, then no owner).
+ROUTED_CODEC: Codec[RoutedRun] = Codec.fields(
+    ("closed_at", "interrupt_ids", "forget_at", "tenant"), _decode_routed)
 
 
 class PauseRouter(ExpiringState[RoutedRun]):
@@ -191,10 +184,8 @@ class PauseRouter(ExpiringState[RoutedRun]):
         if run is None:
             run = RoutedRun(tenant=tenant)
             self.runs.put(run_id, run)
-        elif run.tenant != tenant:  # another tenant's event, or a run of no known owner
-            if refuse_foreign(run, run_id, tenant, record, out):
-                return
-            self.runs.touch(run_id)
+        elif run.tenant != tenant and refuse_foreign(run, run_id, tenant, record, out):
+            return  # another tenant's event (a run of no known owner is now the tenant's)
         if not run.closed_at:
             self._keep_open(run_id, run, now)
         pending = event.interrupt
@@ -202,7 +193,6 @@ class PauseRouter(ExpiringState[RoutedRun]):
             self._route(event, pending, run, record, now, out)
         if event.kind in CLOSING_KINDS and not run.closed_at:
             run.closed_at = now
-            self.runs.touch(run_id)
             self.runs.schedule(run_id, now + self._grace_s)
 
     def _keep_open(self, run_id: str, run: RoutedRun, now: float) -> None:
@@ -213,7 +203,6 @@ class PauseRouter(ExpiringState[RoutedRun]):
         if idle <= 0 or run.forget_at >= now + idle + self._grace_s:
             return
         run.forget_at = now + idle + idle / 8 + self._grace_s
-        self.runs.touch(run_id)
         self.runs.schedule(run_id, run.forget_at)
 
     def _route(
@@ -265,7 +254,6 @@ class PauseRouter(ExpiringState[RoutedRun]):
         )
         routed: Routed = (event.tenant, pending.interrupt_id)
         run.interrupt_ids = [*run.interrupt_ids[1 - REMEMBERED_INTERRUPTS:], routed]
-        self.runs.touch(event.run_id)
         if not run.closed_at:  # kept while the guard waits for the pause, then its grace
             kept = pause_kept_until(pending.expires_at, now, self._idle_s)
             run.forget_at = max(run.forget_at, max(expires_at, now) + self._grace_s,

@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from symfonic_stream.engine.records import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.models.agent_event import INVALID_INPUT_LABEL
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import (
@@ -213,7 +213,6 @@ class ResumeValidator(TicketRegistry):
             ticket.review.refuse(request.responder, reason.value, detail, now,
                                  request.request_id)
             self._desk.publish(key, ticket.review, out)
-        self.tickets.touch(key)
         self._refuse(Refused.of(request, ticket.tenant), reason, detail, now, out)
 
     def _accept(self, request: ResumeRequest, key: str, ticket: Registered, now: float,
@@ -223,7 +222,6 @@ class ResumeValidator(TicketRegistry):
         if ticket.review is not None:
             ticket.review.answer(request.responder, request.answer, now, request.request_id)
             self._desk.publish(key, ticket.review, out)
-        self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
         self.open.track(key, ticket)
         resume = {
@@ -268,7 +266,6 @@ class ResumeValidator(TicketRegistry):
             return
         assert key is not None and ticket is not None
         self._desk.claim(request, key, ticket, now, out)
-        self.tickets.touch(key)
         self.tickets.schedule(key, self.deadline_of(ticket))
 
     def _refuse(self, refused: Refused, reason: RejectionReason, detail: str, now: float,

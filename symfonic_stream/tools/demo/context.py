@@ -17,8 +17,8 @@ from rich.console import Console
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import consumer, deployed_names
-from symfonic_stream.consumers.topics import RUN_STREAMS
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.projections.declared import PROJECTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +108,7 @@ class DemoContext:
     def output_topics(self) -> dict[str, str]:
         """Output topic → consumer: the run streams (what the gateway serves) that the
         consumers of this demo write."""
-        streams = {topic.id for topic in RUN_STREAMS}
+        streams = {projection.topic.id for projection in PROJECTIONS.values()}
         return {write.topic.name(self.names): name for name in self.consumers
                 for engine in consumer(name).engines for write in engine.writes
                 if write.topic.id in streams}

@@ -14,7 +14,7 @@ several replays into the same target never mix:
 The plan is written in a transaction of its own before the engine starts, so a rerun
 replays exactly the same records even when no end was given and the raw topic has grown
 since. Everything under ``<id>/p/<p>/`` is the state store of raw partition p's task,
-written in the same transactions as its outputs (:mod:`symfonic_stream.engine.commit`).
+written in the same transactions as its outputs (:mod:`symfonic_stream.engine.transaction`).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from symfonic_stream.kafka.admin import ensure_topics, partition_counts
 from symfonic_stream.kafka.clients import restore_consumer_kwargs
 from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.kafka.specs import TopicSpec
-from symfonic_stream.models.names import ProjectionName, TopicNames
+from symfonic_stream.models.names import TopicNames
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.processors.projector import ProjectorProcessor, projection_of
 from symfonic_stream.tools.replay.plan import progress_topic, read_plan, task_prefix, write_plan
@@ -79,7 +79,7 @@ def replay_id(source: str, projection: str, replay_range: ReplayRange, target: s
 async def replay(
     settings: Settings,
     *,
-    projection: ProjectionName,
+    projection: str,
     from_ts: float | None = None,
     to_ts: float | None = None,
     from_offsets: Offsets | None = None,
@@ -143,7 +143,7 @@ async def _ensure_target_topics(settings: Settings, to_topic: str) -> None:
 
 def replay_topology(
     settings: Settings,
-    projection: ProjectionName,
+    projection: str,
     rid: str,
     ranges: dict[int, tuple[int, int]],
     to_topic: str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from symfonic_stream.state.position import Progress
+from symfonic_stream.engine.transaction import Progress
 
 __all__ = ["ReplayProgress", "ReplaySummary"]
 

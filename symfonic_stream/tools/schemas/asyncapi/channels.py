@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from symfonic_stream.consumers import READERS, Engine, Topic, deployed, engines, topics_of
-from symfonic_stream.consumers.topics import STATE_CHANGE
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import STATE_CHANGE
 from symfonic_stream.tools.schemas.asyncapi.objects import KAFKA_BINDING_VERSION, camel, ref
 
 

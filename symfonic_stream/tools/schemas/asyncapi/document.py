@@ -6,8 +6,8 @@ from typing import Any
 
 from symfonic_stream import __version__
 from symfonic_stream.consumers import READERS, Message, deployed
-from symfonic_stream.consumers.topics import STATE_CHANGE
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import STATE_CHANGE
 from symfonic_stream.tools.schemas.asyncapi.channels import build_channels, document_topics
 from symfonic_stream.tools.schemas.asyncapi.messages import build_messages
 from symfonic_stream.tools.schemas.asyncapi.objects import payload, upper_first

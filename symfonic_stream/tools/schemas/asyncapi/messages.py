@@ -1,6 +1,6 @@
 """``components.messages``: one AsyncAPI message per record type, with key, headers, examples.
 Which channel carries which message, and each message's payload schema (from its model),
-come from the declarations (:mod:`symfonic_stream.consumers.topics`); this module says
+come from the declarations (:mod:`symfonic_stream.models.topics`); this module says
 what a reader of each needs besides: its key, headers and examples. The pause path's
 messages are in :mod:`.pause_messages`.
 

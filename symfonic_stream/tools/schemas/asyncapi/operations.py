@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from symfonic_stream.consumers import READERS, Consumer, Engine, Message, deployed
-from symfonic_stream.consumers.topics import DEAD_LETTER, STATE_CHANGE
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import DEAD_LETTER, STATE_CHANGE
 from symfonic_stream.tools.schemas.asyncapi.channels import changelog_channel_id, document_topics
 from symfonic_stream.tools.schemas.asyncapi.objects import camel, group_binding, ref, upper_first
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers.declaration import Consumer, Engine, Resources, Wiring, Write
 from symfonic_stream.consumers.pauses import tenant_queue_specs
-from symfonic_stream.consumers.projectors import DECODE_SETTINGS
-from symfonic_stream.consumers.topics import (
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import (
     HUMAN_QUEUE,
     PAUSE_REGISTRATIONS,
     REGISTERED_ANSWER,
@@ -19,7 +19,6 @@ from symfonic_stream.consumers.topics import (
     REVIEW_TICKETS,
     TENANT_HUMAN_QUEUE,
 )
-from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.desk import ReviewDesk
 from symfonic_stream.processors.pauses.intake import ResumeIntake
 from symfonic_stream.processors.pauses.rules import load_rules
@@ -70,7 +69,6 @@ RESUMES_CONSUMER = Consumer(
                           "Each answer, keyed by its ticket id, after its registration.",
                           (REGISTERED_ANSWER,)),),
             wire=_intake,
-            settings=DECODE_SETTINGS,
         ),
         Engine(
             name="resumes",
@@ -88,13 +86,9 @@ RESUMES_CONSUMER = Consumer(
                       "on."),
             ),
             wire=_validator,
-            stores=("tenant-ticket", "ticket"),
-            settings=("routing_rules", "tenant_queues", "review_claim_lease_s",
-                      "review_claim_max_s",
-                      "closed_run_grace_s", "ticket_max_lifetime_s", "punctuate_budget_ms",
-                      "max_answer_bytes", *DECODE_SETTINGS),
         ),
     ),
     scales_on="resumes",
+    metrics_port=9403,
     resources=Resources(cpu="50m", memory="192Mi", memory_limit="384Mi"),
 )

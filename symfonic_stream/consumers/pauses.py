@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers.declaration import Consumer, Engine, Resources, Wiring, Write
-from symfonic_stream.consumers.projectors import DECODE_SETTINGS
-from symfonic_stream.consumers.topics import (
+from symfonic_stream.kafka.specs import TopicSpec, topic_spec
+from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import (
     AGENT_EVENTS,
     EXPIRED_TICKETS,
     HUMAN_QUEUE,
@@ -17,8 +18,6 @@ from symfonic_stream.consumers.topics import (
     TENANT_HUMAN_QUEUE,
     TICKET_REGISTRATION,
 )
-from symfonic_stream.kafka.specs import TopicSpec, topic_spec
-from symfonic_stream.models.names import TopicNames
 from symfonic_stream.processors.pauses.router import PauseRouter, queue_topics
 from symfonic_stream.processors.pauses.rules import NAME_PART, RoutingRules, load_rules
 
@@ -84,12 +83,9 @@ PAUSES = Consumer(
                       (TICKET_REGISTRATION,)),
             ),
             wire=router_wiring,
-            stores=("run",),
-            settings=("routing_rules", "tenant_queues", "closed_run_grace_s",
-                      "ticket_max_lifetime_s", "run_idle_timeout_s", "punctuate_budget_ms",
-                      *DECODE_SETTINGS),
         ),
     ),
     scales_on="pauses",
+    metrics_port=9402,
     resources=Resources(cpu="50m", memory="192Mi", memory_limit="384Mi"),
 )

@@ -1,72 +1,29 @@
-"""The shape of a declaration: what a consumer reads, writes, keeps, reads of the settings.
+"""The shape of a declaration: what a consumer reads and writes, and how it is wired.
 
 A :class:`Consumer` is what ``symfonic-stream run <name>`` starts: one or more
 :class:`Engine` (one :class:`~symfonic_stream.engine.topology.Topology` each). A
 :class:`Reader` reads topics without a group and writes without transactions (the gateway).
-Topics are declared once, as :class:`Topic` (``symfonic_stream.consumers.topics``), with the
-:class:`Message` kinds they carry. Everything that lists consumers, topics or groups is
-derived from these: the engine's topologies and the topic list (``symfonic_stream.app``),
-the ACL plan, the AsyncAPI document and the chart's generated files. The walk-through is
-docs/engine.md, "Writing a consumer".
+Topics are declared once, with the record kinds they carry, in
+:mod:`symfonic_stream.models.topics`; what an engine keeps and reads of the settings is
+what its wiring and processor do (:attr:`Engine.stores`, :attr:`Engine.settings`).
+Everything that lists consumers, topics or groups is derived from these: the engine's
+topologies and the topic list (``symfonic_stream.app``), the ACL plan, the AsyncAPI
+document and the chart's generated files. The walk-through is docs/engine.md, "Writing a consumer".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from symfonic_stream.config import Settings
-from symfonic_stream.engine.records import Processor
+from symfonic_stream.engine.processor import Processor
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import Message, Topic
 
 if TYPE_CHECKING:
     from symfonic_stream.kafka.specs import TopicSpec
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One kind of record on a topic: an AsyncAPI message (``id``) and its wire model (a
-    pydantic model, or a union of them such as an envelope's).
-
-    ``model`` ``None``: bytes the project does not give a JSON form (a dead letter keeps
-    the original record's bytes; a changelog record is private)."""
-
-    id: str
-    model: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Outside:
-    """Someone outside the project who sends to or receives from a topic (an AsyncAPI
-    operation: ``operation`` is its id)."""
-
-    operation: str
-    action: Literal["send", "receive"]
-    summary: str
-
-
-@dataclass(frozen=True, slots=True)
-class Topic:
-    """One topic, or one family of topics (``family``: its writer's wiring says which
-    topics of it a deployment has, such as the router's queues from its rules), once."""
-
-    #: The AsyncAPI channel id.
-    id: str
-    #: Its name under a prefix (a family's may hold ``{parameters}``).
-    name: Callable[[TopicNames], str]
-    #: One line, printed by ``topics ensure``.
-    purpose: str
-    #: What a reader of the AsyncAPI document needs to know of it.
-    description: str
-    messages: tuple[Message, ...]
-    internal: bool = False
-    #: Compacted (``cleanup.policy=compact``): only each key's latest record is kept.
-    compact: bool = False
-    family: bool = False
-    #: AsyncAPI parameters of a family's ``{parameters}``.
-    parameters: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    outside: tuple[Outside, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +66,45 @@ class Engine:
     reads: Topic
     writes: tuple[Write, ...]
     wire: Wire
-    #: The names of the processor's state stores; any: a changelog
-    #: ``<prefix>-<name>-state-changelog``, co-partitioned with ``reads``.
-    stores: tuple[str, ...] = ()
-    #: The ``Settings`` fields ``wire`` and the processor read (checked by the tests).
-    settings: tuple[str, ...] = ()
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The names of its processor's state stores, as the processor makes them; any: a
+        changelog ``<prefix>-<name>-state-changelog``, co-partitioned with ``reads``."""
+        return _probe(self)[0]
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The ``Settings`` fields its wiring and processor read, as they read them."""
+        return _probe(self)[1]
+
+
+class _Reading(Settings):
+    """The defaults, noting every field read."""
+
+    read: ClassVar[list[str]] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in type(self).model_fields and name not in _Reading.read:
+            _Reading.read.append(name)
+        return super().__getattribute__(name)
+
+
+#: Each engine probed so far, by identity (a declaration holds a dict: not hashable).
+_PROBED: dict[int, tuple[Engine, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+
+
+def _probe(engine: Engine) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What ``engine``'s code says of it, asked once: wired under the default settings (read
+    as they are read) and one processor made, its stores' names and the settings read. So
+    no declaration restates what its processor keeps or its wiring reads."""
+    probed = _PROBED.get(id(engine))
+    if probed is None or probed[0] is not engine:
+        _Reading.read = []
+        processor = engine.wire(_Reading.model_construct(), TopicNames()).make(0)
+        found = tuple(store.name for store in processor.stores), tuple(sorted(_Reading.read))
+        probed = _PROBED[id(engine)] = (engine, found)
+    return probed[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +128,9 @@ class Consumer:
     engines: tuple[Engine, ...]
     #: The engine whose group's lag on its input the autoscaler follows.
     scales_on: str
+    #: Where it serves ``/metrics`` when ``SYMFONIC_METRICS_PORT`` is unset: each kind of
+    #: process its own (contract §8), so processes side by side never share one.
+    metrics_port: int
     #: Its pod's defaults in the chart; ``None``: no deployment has it (the copier):
     #: ``run`` can start it, but the chart, the ACL plan, the AsyncAPI document and
     #: ``topics ensure`` without ``--with-copier`` leave it out.
@@ -160,5 +154,7 @@ class Reader:
     title: str
     summary: str
     reads: tuple[Topic, ...]
+    #: As a consumer's (:attr:`Consumer.metrics_port`).
+    metrics_port: int
     writes: tuple[Write, ...] = ()
     settings: tuple[str, ...] = ()

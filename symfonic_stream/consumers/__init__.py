@@ -1,40 +1,45 @@
 """One declaration per consumer, and the registry of them all.
 
-Each module declares one consumer (:mod:`.typed`, :mod:`.chunks`, :mod:`.pauses`,
+Each module here declares one consumer (:mod:`.typed`, :mod:`.chunks`, :mod:`.pauses`,
 :mod:`.resumes`, :mod:`.copier`) or reader (:mod:`.gateway`) with the shapes of
-:mod:`.declaration`, over the topics of :mod:`.topics`. Adding a consumer is a module
-here, its entry in :data:`CONSUMERS`, and its processor; ``make schemas`` then regenerates
-what is derived outside the package (the AsyncAPI document, the chart's files), and the
-tests fail until it has (docs/engine.md, "Writing a consumer").
+:mod:`.declaration`, over the topics of :mod:`symfonic_stream.models.topics`. The registry
+finds them: adding a consumer is a module here and its processor; ``make schemas`` then
+regenerates what is derived outside the package (the AsyncAPI document, the chart's
+files), and the tests fail until it has (docs/engine.md, "Writing a consumer").
 """
 
 from __future__ import annotations
 
-from symfonic_stream.config import METRICS_PORT_BASE
-from symfonic_stream.consumers.chunks import CHUNKS
-from symfonic_stream.consumers.copier import COPIER
+import importlib
+import pkgutil
+
 from symfonic_stream.consumers.declaration import (
     Consumer,
     Engine,
-    Message,
-    Outside,
     Reader,
     Resources,
-    Topic,
     Wire,
     Wiring,
     Write,
 )
-from symfonic_stream.consumers.gateway import GATEWAY
-from symfonic_stream.consumers.pauses import PAUSES
-from symfonic_stream.consumers.resumes import RESUMES_CONSUMER
-from symfonic_stream.consumers.topics import DEAD_LETTER, TOPICS
-from symfonic_stream.consumers.typed import TYPED
+from symfonic_stream.models.topics import DEAD_LETTER, TOPICS, Message, Outside, Topic
 
-#: Every consumer ``symfonic-stream run`` can start, in the order the deployment lists them.
-CONSUMERS: tuple[Consumer, ...] = (TYPED, CHUNKS, PAUSES, RESUMES_CONSUMER, COPIER)
-#: The processes that read without a group.
-READERS: tuple[Reader, ...] = (GATEWAY,)
+
+def _declared() -> tuple[tuple[Consumer, ...], tuple[Reader, ...]]:
+    """Every Consumer and Reader a module of this package declares, by metrics port."""
+    found: dict[int, Consumer | Reader] = {}
+    for module in pkgutil.iter_modules(__path__):
+        for value in vars(importlib.import_module(f"{__name__}.{module.name}")).values():
+            if isinstance(value, Consumer | Reader):
+                found.setdefault(id(value), value)
+    ordered = sorted(found.values(), key=lambda declared: declared.metrics_port)
+    return (tuple(c for c in ordered if isinstance(c, Consumer)),
+            tuple(r for r in ordered if isinstance(r, Reader)))
+
+
+#: Every consumer ``symfonic-stream run`` can start, and the processes that read without a
+#: group, each in the order of its metrics port (the deployment's order).
+CONSUMERS, READERS = _declared()
 
 
 # Everything derived reads the registry through these functions, when it is called: so a
@@ -69,11 +74,13 @@ def processes() -> tuple[str, ...]:
 
 
 def metrics_port(process: str) -> int:
-    """The metrics port of ``process`` when ``SYMFONIC_METRICS_PORT`` is unset: the
-    contract's 9400 for the first consumer, then one more for each kind of process in
-    :func:`processes`' order, so processes started side by side never share one
-    (``ValueError`` for a name that is none)."""
-    return METRICS_PORT_BASE + processes().index(process)
+    """The metrics port of ``process`` when ``SYMFONIC_METRICS_PORT`` is unset, as its
+    declaration says (``ValueError`` for a name that is none)."""
+    every: tuple[Consumer | Reader, ...] = (*registered(), *READERS)
+    for declared in every:
+        if declared.name == process:
+            return declared.metrics_port
+    raise ValueError(f"no process {process!r}: one of {', '.join(processes())}")
 
 
 def engines(consumers: tuple[Consumer, ...] | None = None) -> tuple[Engine, ...]:

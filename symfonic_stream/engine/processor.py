@@ -1,8 +1,10 @@
-"""What flows between the Kafka edges of the engine and the pure processors.
+"""The processor interface: what flows between the Kafka edges of the engine and the pure
+processors.
 
 Processors never touch Kafka: they receive :class:`InputRecord` values and write
-:class:`OutputRecord`, :class:`DeadLetter` and state changes into a :class:`Collector`.
-The engine turns one collector's content into one Kafka transaction per input partition.
+:class:`OutputRecord`, :class:`DeadLetter` and counts into a :class:`Collector` (their
+stores' changes reach it at the commit). The engine turns what its tasks collected into one
+Kafka transaction (``engine/transaction.py``).
 
 Records are NamedTuples rather than frozen dataclasses: the projector builds one per
 output on the hot path, and a tuple is created several times faster.
@@ -80,9 +82,9 @@ class DeadLetter(NamedTuple):
 class Collector:
     """Everything one batch of one input partition produces, in production order.
 
-    ``state`` maps a changelog key to its new serialized value (``None`` = tombstone): the
-    state stores write their changes into it at commit step 2, one value per key, which is
-    what a compacted changelog keeps (:mod:`symfonic_stream.state.store`).
+    ``changelog`` maps a changelog key to its new serialized value (``None`` = tombstone):
+    the state stores prepare their changes into it at commit step 2, one value per key,
+    which is what a compacted changelog keeps (:mod:`symfonic_stream.state.store`).
     ``counts`` carries processor-level counters (``duplicates``, ``gaps``, ``unknown_kind``)
     for the metrics; ``inputs`` the type of each input record as the processor read it (an
     AgentEvent's kind, ``invalid`` for one it dead-letters): the ``type`` of records in.
@@ -90,7 +92,7 @@ class Collector:
 
     outputs: list[OutputRecord] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    state: dict[bytes, bytes | None] = field(default_factory=dict)
+    changelog: dict[bytes, bytes | None] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
     inputs: Counter[str] = field(default_factory=Counter)
     #: Tickets routed by (queue, kind), resumes by outcome: the pause metrics' labels, from
@@ -115,7 +117,7 @@ class Collector:
     def clear(self) -> None:
         self.outputs.clear()
         self.dead_letters.clear()
-        self.state.clear()
+        self.changelog.clear()
         self.counts.clear()
         self.inputs.clear()
         self.tickets.clear()
@@ -129,12 +131,12 @@ class Processor(Protocol):
     The engine creates one processor per task (input partition), restores its
     :attr:`stores` from the task's changelog, calls :meth:`restored`, then :meth:`process`
     for every record in offset order and :meth:`punctuate` on the clock (gap timeouts,
-    grace expiry); a bounded source (a replay) ends with :meth:`end_of_input`. At each
-    commit the stores write what changed (:mod:`symfonic_stream.state.store`). Nothing
-    here does I/O. A processor's memory runs ahead of what has committed: when a
-    transaction aborts, its stores roll back to the last commit and :meth:`restored` is
-    called again (a value changes only after the ``get`` that returned it: that is when
-    its store keeps the value to roll back to, :mod:`symfonic_stream.state.store`).
+    grace expiry); a bounded source (a replay) ends with :meth:`end_of_input`. What the
+    stores change is the open state transaction's, written at the commit
+    (:mod:`symfonic_stream.state.store`). Nothing here does I/O. A processor's memory runs
+    ahead of what has committed: when a transaction aborts, its state transactions are
+    dropped (the stores hold the last commit) and :meth:`restored` is called again, to
+    rebuild what the processor derives from its stores.
     """
 
     @property
@@ -185,30 +187,3 @@ class Stateless:
     @property
     def active_runs(self) -> int:
         return 0
-
-
-# One InputRecord per record consumed, built with ``tuple.__new__`` (the NamedTuple's
-# keyword ``__new__`` costs more than the tuple), so the field order is checked once.
-_new_input = tuple.__new__
-if InputRecord._fields != (
-    "topic", "partition", "offset", "key", "value", "headers", "timestamp_ms"
-):
-    raise RuntimeError(f"InputRecord changed its fields: update {__file__}")
-
-
-def to_input(record: Any) -> InputRecord:
-    """An aiokafka ConsumerRecord as the processors see it: the one conversion every
-    consumer and a replay share. A header with a null value becomes ``b""``."""
-    headers = record.headers
-    if headers:
-        headers = tuple(headers)
-        for _, value in headers:  # (a loop: a generator per record cost more than this)
-            if value is None:
-                headers = tuple((k, v if v is not None else b"") for k, v in headers)
-                break
-    else:
-        headers = ()
-    return _new_input(InputRecord, (
-        record.topic, record.partition, record.offset, record.key, record.value, headers,
-        record.timestamp or 0,
-    ))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers.declaration import Consumer, Engine, Wiring, Write
-from symfonic_stream.consumers.topics import AGENT_EVENTS, COPIER_OUTPUT
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.models.topics import AGENT_EVENTS, COPIER_OUTPUT
 from symfonic_stream.processors.copier import Copier
 
 
@@ -22,5 +22,6 @@ COPIER = Consumer(
     engines=(Engine(name="copier", reads=AGENT_EVENTS,
                     writes=(Write(COPIER_OUTPUT, "Every record, unchanged."),), wire=_copier),),
     scales_on="copier",
+    metrics_port=9404,
     resources=None,  # a benchmark baseline: no deployment has it
 )
