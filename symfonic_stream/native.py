@@ -2,7 +2,7 @@
 ``native/``), built into the package by ``pip install`` wherever cargo is.
 
 Two paths use it: the decoder's strict-JSON scan (``models/decoding.py``) and a
-transaction's record batches (``kafka/record_batches.py``, only when the producer does not
+transaction's record batches (``kafka/producer.py``, only when the producer does not
 compress). Without it, both run their pure-Python equivalents, which give the same results
 more slowly: an install without the extension is a different product from the one
 benchmarked, so it says so: a warning when a consumer starts, ``native="false"`` on the

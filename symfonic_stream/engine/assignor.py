@@ -13,7 +13,7 @@ KIP-441:
    the target is told to warm it up: it restores and tails that changelog as a standby
    (:mod:`symfonic_stream.state.kept`) while the owner goes on;
 3. **probing**: once a member's warm-ups caught up it asks the group to rebalance, and
-   step 2 lets the partitions move, each restoring only a tail.
+   the warm-up rule lets the partitions move, each restoring only a tail.
 
 A partition without a current owner (the first assignment, an owner that left) goes to its
 target at once: nothing goes on processing it meanwhile. Each member says, in its
@@ -104,7 +104,7 @@ def plan(partitions: Sequence[int], members: Mapping[str, Warmth]) -> dict[str, 
 
 def _target(partitions: list[int], members: Mapping[str, Warmth],
             ids: list[str]) -> dict[str, list[int]]:
-    """Step 1: every member its share, sticky, the rest to the warmest."""
+    """The target: every member its share, sticky, the rest to the warmest."""
     base, extra = divmod(len(partitions), len(ids))
     wanted = set(partitions)
     by_owned = sorted(ids, key=lambda m: (-len(members[m].owned & wanted), m))

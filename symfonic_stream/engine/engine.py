@@ -117,7 +117,7 @@ class Engine:
         )
         # Set by the committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
-        #: The process's one transaction at a time, over every task (engine/committer.py).
+        #: The process's one transaction at a time, over every task (engine/task.py, Committer).
         self.committer = Committer(
             functools.partial(start_producer, settings, topology),
             Transactions(topology, metrics, self._on_demand),

@@ -32,7 +32,7 @@ under its lock):
 
 aio-libs/aiokafka#738: aiokafka lets the fetcher run before ``on_partitions_assigned``
 completes, so records of a partition can arrive before it is set up; the engine drops them
-and the seek after step 3 makes the fetcher start over.
+and the seek after set-up step 4 (position) makes the fetcher start over.
 """
 
 from __future__ import annotations
@@ -180,8 +180,8 @@ async def _group_offsets(
     settings: Settings, consumer: AIOKafkaConsumer, topology: Topology,
     tps: list[TopicPartition], cancelled: Callable[[], bool],
 ) -> dict[TopicPartition, int | None]:
-    """Step 2: the group's committed offset of each partition, once no transaction holds
-    one any more (None for a task without a group)."""
+    """Set-up step 2, wait for stable offsets: the group's committed offset of each
+    partition, once no transaction holds one any more (None for a task without a group)."""
     if not topology.source.grouped:
         return dict.fromkeys(tps)
     deadline = time.monotonic() + settings.transaction_timeout_ms / 1000
@@ -203,7 +203,7 @@ async def _positions(
     positions: dict[TopicPartition, StateStore[Progress] | None],
     groups: dict[TopicPartition, int | None],
 ) -> dict[TopicPartition, int]:
-    """Where each task resumes (step 3)."""
+    """Where each task resumes (set-up step 4, position)."""
     offsets: dict[TopicPartition, int] = {}
     source = topology.source
     if isinstance(source, RangeSource):
@@ -233,7 +233,7 @@ async def rebuild_task(
     on_progress: Callable[[], None],
 ) -> None:
     """After a failed transaction or processor: the task back at its last commit, and a
-    seek there. (The committer took a new producer: ``engine/committer.py``.)
+    seek there. (The committer took a new producer: ``engine/task.py``.)
 
     The state transactions are dropped (:func:`_roll_back`): no restore. Only when that fails,
     steps 2-4 again, whole: the offsets and the changelog then both include the last
@@ -297,13 +297,13 @@ class RebalanceListener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._on_assigned(set(assigned))
 
 
-# -- step 3: restore ---------------------------------------------------------------------
+# -- set-up step 3, restore -------------------------------------------------------------
 
 #: The kept state of one consumer's revoked partitions.
 KeptTasks = KeptState[TaskState]
 
 
-def keeps_position(settings: Settings, topology: Topology) -> bool:
+def has_position(settings: Settings, topology: Topology) -> bool:
     """Whether the topology's tasks keep their position in their changelog: a replay's
     always (it has no group), a group's when it has a changelog and
     ``SYMFONIC_GROUP_OFFSET_INTERVAL_MS`` is not 0 (the setting's one meaning since every
@@ -319,7 +319,7 @@ def open_state(settings: Settings, topology: Topology, tp: TopicPartition
     its checkpoint when it may be trusted); and the changelog offset it holds everything
     before (None: restore it whole)."""
     processor = topology.processor_factory(tp.partition)
-    position = position_store() if keeps_position(settings, topology) else None
+    position = position_store() if has_position(settings, topology) else None
     if settings.state_dir is None or not topology.source.grouped:
         return task_state(processor, position), None
     folder, name = settings.state_dir / topology.group_id, str(tp.partition)
@@ -364,8 +364,8 @@ async def restore_tasks(
     cancelled: Callable[[], bool] = lambda: False,
     on_progress: Callable[[], None] = lambda: None,
 ) -> dict[TopicPartition, TaskState]:
-    """Step 2 for ``tps``: kept state caught up on its changelog's tail, the rest fresh
-    and restored whole; then each processor told (``restored``), but for kept state the
+    """Set-up step 3, restore, for ``tps``: kept state caught up on its changelog's tail, the rest
+    fresh and restored whole; then each processor told (``restored``), but for kept state the
     tail left as it was (its counts, buffers and deadlines are still right). Kept state
     taken here goes back to ``kept`` if the set-up fails or is superseded."""
     states: dict[TopicPartition, TaskState] = {}
@@ -468,14 +468,16 @@ async def restore_again(
     cancelled: Callable[[], bool],
     on_progress: Callable[[], None],
 ) -> None:
-    """State that disagrees with the group's offset (step 3) is restored once more, whole.
+    """State that disagrees with the group's offset (set-up step 4, position) is restored
+    once more, whole.
 
-    Both are final after step 1, and every transaction that tells the group an offset
-    writes it into the position record too: they disagree only when the restore missed
-    the changelog's tail (issue 32: 16 % of a million runs lost their state that way) or
-    when someone else moved the group's offset. A second restore tells the two apart: it
-    repairs the first, or it agrees with it, and then the group was reset by an operator
-    (``kafka-consumer-groups --reset-offsets``), which step 3 follows with this state."""
+    Both are final after set-up step 2 (wait for stable offsets), and every transaction
+    that tells the group an offset writes it into the position record too: they disagree
+    only when the restore missed the changelog's tail (issue 32: 16 % of a million runs lost
+    their state that way) or when someone else moved the group's offset. A second restore
+    tells the two apart: it repairs the first, or it agrees with it, and then the group was
+    reset by an operator (``kafka-consumer-groups --reset-offsets``), which set-up step 4
+    (position) follows with this state."""
     log.error("restored state disagrees with the group's committed offset; restoring again",
               extra={"partitions": [tp.partition for tp in tps],
                      "group_offsets": [groups[tp] for tp in tps],

@@ -275,7 +275,7 @@ class StreamTask:
     # -- the commit protocol's side of the task ---------------------------------------
 
     def take(self) -> TaskTurn:
-        """Commit step 1: everything pending, handed over to one transaction."""
+        """Commit step 1, take: everything pending, handed over to one transaction."""
         assert self._pending is not None
         taken = Taken(self._pending, self._pending_offset, self._pending_records,
                       self._pending_ends_input)
@@ -288,8 +288,8 @@ class StreamTask:
                         self._changelog_place)
 
     def committed(self, turn: TaskTurn) -> None:
-        """Commit step 9 for this task: the transaction carrying ``turn`` committed (telling
-        the group, for a grouped consumer); the state changes it prepared are the
+        """Commit step 9, advance, for this task: the transaction carrying ``turn`` committed
+        (telling the group, for a grouped consumer); the state changes it prepared are the
         changelog's before its changelog offset, flushed into the backend with it."""
         self.store_partition.flush(turn.changelog_offset)
         if turn.written_progress is not None:
@@ -377,7 +377,7 @@ class Committer:
     (:meth:`pending`). It begins a transaction once the oldest pending record has waited
     ``SYMFONIC_BATCH_MAX_LATENCY_MS`` for company (a producer's ``linger.ms``), at once when
     a task has ``SYMFONIC_BATCH_MAX_RECORDS`` pending or the engine stopped fetching for
-    lack of room (:meth:`hurry`); it takes what every task has pending (commit step 1) and
+    lack of room (:meth:`hurry`); it takes what every task has pending (commit step 1, take) and
     commits it as one transaction (:meth:`Transactions.commit`). Records fetched meanwhile
     wait for the next. So a process's transactions per second do not grow with its
     partitions (Kafka Streams' ``exactly_once_v2``: one producer per thread).
@@ -464,9 +464,9 @@ class Committer:
             self._wake.clear()
             member = self._member()
             lost = member is not None and not member.in_generation
-            # The producer first: from the take (step 1) to the state written (step 2)
+            # The producer first: from commit step 1 (take) to commit step 2 (prepare state)
             # nothing may wait, or records processed meanwhile would change the stores
-            # whose changes step 2 writes into this transaction.
+            # whose changes commit step 2 (prepare state) writes into this transaction.
             started = lost or await self._start_producer(self._waiting.values())
             waiting, self._waiting = self._waiting, {}
             # 1. take

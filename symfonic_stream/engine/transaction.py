@@ -89,7 +89,7 @@ class CommitOutcome(enum.Enum):
 
 @dataclass(slots=True)
 class Taken:
-    """Step 1's result for one task: what the transaction carries of it. (Words: the
+    """What step 1 (take) found of one task: what the transaction carries of it. (Words: the
     records a poll returns are *fetched*; Kafka's record batches are *record batches*,
     :class:`~symfonic_stream.kafka.producer.TransactionBatches`.)"""
 
@@ -102,8 +102,8 @@ class Taken:
 
 @dataclass(slots=True)
 class TaskTurn:
-    """One task's part of a transaction: what was taken of it (step 1), where its state
-    lives, the offset its group is told; and what step 9 advances it to."""
+    """One task's part of a transaction: what was taken of it (step 1, take), where its state
+    lives, the offset its group is told; and what step 9 (advance) moves it to."""
 
     tp: TopicPartition
     taken: Taken
@@ -116,8 +116,9 @@ class TaskTurn:
     offset: int
     #: Where its changelog records go: (changelog partition, key prefix).
     place: tuple[int, bytes]
-    #: Step 2 and 7's results, for step 9: the position it wrote, and the changelog
-    #: offset its state changes reach (None: none written, or not known).
+    #: What step 2 (prepare state) and step 7 (commit) found, for step 9 (advance): the
+    #: position it wrote, and the changelog offset its state changes reach (None: none
+    #: written, or not known).
     written_progress: Progress | None = None
     changelog_offset: int | None = None
 
@@ -138,7 +139,7 @@ class Transactions:
 
     async def commit(self, producer: ProcessProducer, turn: Sequence[TaskTurn],
                      member: GroupMetadata | None = None) -> CommitOutcome:
-        """Steps 2-8 for ``turn`` (the committer takes, step 1, and advances, step 9, on
+        """Steps 2-8 for ``turn`` (the committer does step 1, take, and step 9, advance, on
         COMMITTED); ``member``: the group member whose generation fences the offsets
         (None: a replay, without a group)."""
         started = time.monotonic()
@@ -244,7 +245,7 @@ async def transact(
 
 def writes_of(topology: Topology, partition: int, out: Collector,
               place: tuple[int, bytes] | None = None) -> PartitionWrites:
-    """What step 4 writes of input partition ``partition``: ``out``'s outputs, its dead
+    """What step 4 (produce) writes of input partition ``partition``: ``out``'s outputs, its dead
     letters with their headers, and its state changes at ``place`` (else where the
     topology says)."""
     changelog_place = None
@@ -284,7 +285,7 @@ def dead_letter_headers(letter: DeadLetter, consumer: str) -> list[tuple[str, by
     ]
 
 
-# -- step 8: what a committed transaction tells the metrics ------------------------------
+# -- step 8, report: what a committed transaction tells the metrics ------------------------------
 
 _TOPIC = operator.attrgetter("topic")
 _RECORD_TYPE = operator.attrgetter("record_type")
@@ -335,13 +336,13 @@ POSITION = "next"
 
 @dataclass(slots=True)
 class Progress:
-    """Where a task stands, kept as one record of its changelog and written at step 2 of
-    every transaction beside its state, so the position and the outputs commit together:
-    its next offset; a bounded task's running totals (a replay's summary); what its group
-    was told.
+    """Where a task stands, kept as one record of its changelog and written at step 2
+    (prepare state) of every transaction beside its state, so the position and the outputs
+    commit together: its next offset; a bounded task's running totals (a replay's summary);
+    what its group was told.
 
-    A consumer's group is told the same offset in the same transaction (step 6), and the
-    record carries it: set-up resumes at the changelog's position unless the two disagree,
+    A consumer's group is told the same offset in the same transaction (step 6, send offsets), and
+    the record carries it: set-up resumes at the changelog's position unless the two disagree,
     when the restore missed the changelog's tail or someone else moved the group's offset
     (:func:`resume_offset`, docs/engine.md, "The position in the changelog")."""
 

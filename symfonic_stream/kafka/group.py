@@ -5,8 +5,8 @@ aiokafka 0.14 cannot make either request:
 
 * **OffsetFetch v7** with ``require_stable`` answers ``UNSTABLE_OFFSET_COMMIT`` while a
   transaction still holds offsets for a partition, so its new owner waits for that
-  transaction's end instead of reading what it would then process twice (set-up step 2,
-  ``engine/setup.py``); aiokafka speaks OffsetFetch up to v3.
+  transaction's end instead of reading what it would then process twice (set-up step 2, wait for
+  stable offsets, ``engine/setup.py``); aiokafka speaks OffsetFetch up to v3.
 * **LeaveGroup v3** with the member's instance id. A member with a ``group.instance.id``
   (static membership, KIP-345) sends no LeaveGroup when it stops: a restart then gets its
   partitions back without a rebalance, but a member that goes for good (a scale-down) holds

@@ -162,7 +162,7 @@ class ProcessProducer:
         # and murmur2 per record was a tenth of a projector's CPU.
         self._partitions: dict[tuple[str, bytes], int] = {}
         self._partition_counts: dict[str, int] = {}
-        #: Batches built natively (kafka/record_batches.py): aiokafka's builder compresses.
+        #: Batches built natively (kafka/producer.py): aiokafka's builder compresses.
         self.native_batches = NATIVE_BATCHES and settings.compression == "none"
 
     async def start(self) -> None:
@@ -328,7 +328,7 @@ class ProcessProducer:
 
 @dataclass(slots=True)
 class PartitionWrites:
-    """What one input partition's part of a transaction writes (step 4), in this order:
+    """What one input partition's part of a transaction writes (step 4, produce), in this order:
     its outputs (each where Kafka's default partitioner puts its key, a keyless one on
     ``keyless`` modulo the topic's partitions), its dead letters (on their topic, placed
     the same way), and its state changes on its changelog partition, each key under its

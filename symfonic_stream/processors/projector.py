@@ -683,7 +683,7 @@ def restored(guard: OrderingGuard) -> None:
         guard.buffered += 1
         guard.buffered_bytes += buffered_event.size
     guard.sweeping, guard.horizon = False, 0.0  # (a sweep begins at the next punctuation)
-    runs.keep_deadlines_until(None)
+    runs.limit_deadlines_to(None)
     if runs.on_disk:
         for run_id in list(guard.held):
             run = runs.peek(run_id)
@@ -710,7 +710,7 @@ def sweep(guard: OrderingGuard, now: float, budget_s: float) -> None:
             return
         guard.sweeping, guard.swept_to = True, None
         guard.horizon = now + limits.deadline_horizon_s
-        runs.keep_deadlines_until(guard.horizon)
+        runs.limit_deadlines_to(guard.horizon)
     stop = time.perf_counter() + budget_s
     while time.perf_counter() < stop:
         keys = runs.keys_after(guard.swept_to, SWEEP_SLICE)

@@ -1,4 +1,4 @@
-"""Restoring tasks' state stores from their changelog (task set-up, step 3).
+"""Restoring tasks' state stores from their changelog (set-up step 3, restore).
 
 A separate, group-less, read_committed consumer is assigned the changelog partitions of
 the tasks being set up, seeks to where their state ends (its beginning, or the offset its

@@ -11,15 +11,15 @@ Streams' ``state/`` (its ``PartitionTransaction`` and ``StorePartition``):
   backend the first time it is needed), so a processor may change it in place, or ``put`` a
   new one, or ``delete`` the key: nothing outside the transaction sees it, and nothing
   needs saying after a change in place;
-* at step 2 of a commit (:mod:`symfonic_stream.engine.transaction`) the partition
+* at commit step 2, prepare state (:mod:`symfonic_stream.engine.transaction`) the partition
   **prepares** the transaction: every value it handed out or was given, encoded, where the
   encoding differs from what the key held (a tombstone for a deleted key), is the changelog
   this Kafka transaction carries; a new transaction opens on top of it, so processing goes
   on while the Kafka transaction is in flight (it reads the prepared changes, not the
   backend, for what they hold). The decoded values stay with the new transaction (up to
   :data:`HOT_KEYS` per store, the latest), so a key used again is not decoded again;
-* at step 9, once the Kafka transaction committed, the partition **flushes** the prepared
-  changes into the backend, with the changelog offset they reach (the backend remembers
+* at commit step 9, advance, once the Kafka transaction committed, the partition **flushes** the
+  prepared changes into the backend, with the changelog offset they reach (the backend remembers
   it: a restart restores only the changelog after it);
 * an **abort** drops both transactions and every decoded value: what they held goes, the
   backend holds the last commit, and the processor rebuilds what it derives from the stores
@@ -258,8 +258,9 @@ class StorePartition:
     """One task's state stores over one backend: the committed values, the transaction
     being committed (*prepared*, at most one) and the one open for processing.
 
-    The whole life of a transaction is here: :meth:`prepare` (commit step 2), :meth:`flush`
-    (step 9) and :meth:`abort`; and restoring into it, :meth:`apply` then :meth:`applied`.
+    The whole life of a transaction is here: :meth:`prepare` (commit step 2, prepare state),
+    :meth:`flush` (commit step 9, advance) and :meth:`abort`; and restoring into it, :meth:`apply`
+    then :meth:`applied`.
     """
 
     def __init__(self, stores: Iterable[StateStore[Any]], backend: Backend | None = None
@@ -326,7 +327,7 @@ class StorePartition:
 
     def prepare(self, changelog: Changes,
                 last_put: tuple[StateStore[Any], str, Any] | None = None) -> None:
-        """Commit step 2: the open transaction's changes into ``changelog`` (after
+        """Commit step 2, prepare state: the open transaction's changes into ``changelog`` (after
         ``last_put``, one more value: the task's position); a new one opens on top of them,
         with the decoded values."""
         if self._prepared is not None:
@@ -339,7 +340,7 @@ class StorePartition:
         self._open(self.transaction)
 
     def flush(self, offset: int | None) -> None:
-        """Commit step 9: the prepared changes are the changelog's: into the backend, with
+        """Commit step 9, advance: the prepared changes are the changelog's: into the backend, with
         the changelog ``offset`` they reach (None: unknown, or nothing changed)."""
         prepared, self._prepared = self._prepared or {}, None
         for prefix, added in self._prepared_added.items():
@@ -510,7 +511,7 @@ class StateStore(Generic[V]):
 
     def schedule(self, key: str, at: float) -> None:
         """``key`` is due at ``at`` (replacing any earlier deadline of it); beyond the
-        horizon (:meth:`keep_deadlines_until`) the key is left with no deadline instead."""
+        horizon (:meth:`limit_deadlines_to`) the key is left with no deadline instead."""
         if self._horizon is not None and at > self._horizon:
             self._deadline.pop(key, None)  # (a heap entry of it goes stale)
             return
@@ -519,7 +520,7 @@ class StateStore(Generic[V]):
         self._deadline[key] = at
         heapq.heappush(self._heap, (at, key))
 
-    def keep_deadlines_until(self, horizon: float | None) -> None:
+    def limit_deadlines_to(self, horizon: float | None) -> None:
         """Keep no deadline later than ``horizon`` (None: keep every one): those kept so far
         beyond it are dropped too, and the heap rebuilt without them."""
         self._horizon = horizon

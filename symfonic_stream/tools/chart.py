@@ -91,6 +91,8 @@ def chart_data() -> dict[str, Any]:
             "name": consumer.name,
             "lag": {"group": names.group(scaled.name), "topic": scaled.reads.name(names)},
             "acls": acls,
+            # Whether its pods get the routing rules file: its wiring reads the setting.
+            "routing": any("routing_rules" in engine.settings for engine in consumer.engines),
         })
         when = _acls_when(consumer.name, acls)
         if when:

@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
-from symfonic_stream.engine.setup import keeps_position
+from symfonic_stream.engine.setup import has_position
 from symfonic_stream.engine.task import StreamTask, task_state
 from symfonic_stream.engine.topology import GroupSource, RangeSource, Source, Topology
 from symfonic_stream.engine.transaction import (
@@ -71,11 +71,11 @@ def test_the_position_record_carries_the_group_offset_and_older_records_read_as_
 def test_which_topologies_keep_a_position() -> None:
     settings = Settings()
     stateful, stateless = _topology(changelog="changelog"), _topology(changelog=None)
-    assert keeps_position(settings, stateful)
-    assert not keeps_position(settings, stateless)
-    assert not keeps_position(Settings(group_offset_interval_ms=0), stateful)
+    assert has_position(settings, stateful)
+    assert not has_position(settings, stateless)
+    assert not has_position(Settings(group_offset_interval_ms=0), stateful)
     replay = _topology(changelog="progress", source=RangeSource(ranges={0: (0, 10)}))
-    assert keeps_position(Settings(group_offset_interval_ms=0), replay)
+    assert has_position(Settings(group_offset_interval_ms=0), replay)
 
 
 # -- when the group is told -------------------------------------------------------------

@@ -79,13 +79,13 @@ def test_a_horizon_drops_the_deadlines_beyond_it_and_keeps_no_new_one_there() ->
     store = StateStore("run", TEXT)
     for n in range(10):
         store.schedule(f"k{n}", 100.0 * n)
-    store.keep_deadlines_until(450.0)
+    store.limit_deadlines_to(450.0)
     assert [store.deadline(f"k{n}") for n in range(10)] == [0.0, 100.0, 200.0, 300.0, 400.0,
                                                            *[None] * 5]
     store.schedule("k1", 900.0)  # moved beyond it: no deadline at all
     store.schedule("k9", 420.0)  # brought within it
     assert store.deadline("k1") is None and store.deadline("k9") == 420.0
     assert list(store.due(1000.0)) == ["k0", "k2", "k3", "k4", "k9"]
-    store.keep_deadlines_until(None)
+    store.limit_deadlines_to(None)
     store.schedule("k1", 900.0)
     assert store.deadline("k1") == 900.0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from symfonic_stream.consumers import deployed
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reviewer import Reviewer
 from symfonic_stream.tools.render import question_text
@@ -21,10 +22,14 @@ if TYPE_CHECKING:
     from symfonic_stream.tools.demo.context import DemoContext
 
 QUEUE = "default"
+#: The consumers a pause goes through to be answered: those that read the routing rules (the
+#: router, which makes the ticket, and the validator, which checks the answer).
+PAUSE_PATH = tuple(c.name for c in deployed()
+                   if any("routing_rules" in e.settings for e in c.engines))
 
 
 async def answer_a_pause(ctx: DemoContext) -> None:
-    if not {"pauses", "resumes"} <= set(ctx.consumers):
+    if not set(PAUSE_PATH) <= set(ctx.consumers):
         return
     console = ctx.console
     async with Reviewer(f"{ctx.settings.topic_prefix}-demo-reviewer", ctx.settings) as r:
