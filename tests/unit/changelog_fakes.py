@@ -8,17 +8,21 @@ position, ``last_stable_offset`` and ``last_poll_timestamp`` are known once a fe
 partition was answered. What a fetch returns is the test's to decide: ``starved`` partitions
 come back empty from the restoring consumer's fetches (filled by other partitions), and a
 probe's consumer (its client id says ``-probe``) gets a partition's first batch (KIP-74)
-unless the partition is ``silent``.
+unless the partition is ``silent``. A :class:`RecordingBackend` holds a task's values as
+a :class:`~symfonic_stream.state.store.MemoryBackend` does, and records what a restore or a
+tail gave it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
+
+from symfonic_stream.state.store import MemoryBackend
 
 TOPIC = "changelog"
 
@@ -43,6 +47,29 @@ class Partition:
 
     def at(self, offset: int) -> Record | None:
         return self.entries[offset - self.start]
+
+
+class RecordingBackend(MemoryBackend):
+    """A task's committed values in memory, and what it was told: each changelog record
+    applied (its key as the store partition passes it on), each offset marked, whether it
+    was closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[tuple[bytes, bytes | None]] = []
+        self.marks: list[int] = []
+        self.closed = False
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        self.records.append((key, value))
+        super().apply(key, value)
+
+    def mark(self, offset: int, counts: Mapping[bytes, int]) -> None:
+        self.marks.append(offset)
+        super().mark(offset, counts)
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class Clock:

@@ -22,6 +22,7 @@ from symfonic_stream.processors.pauses.desk import ReviewDesk
 from symfonic_stream.processors.pauses.router import PauseRouter
 from symfonic_stream.processors.pauses.rules import parse_rules
 from symfonic_stream.processors.pauses.validator import ResumeValidator
+from symfonic_stream.state.store import partitions_of
 from tests.unit.helpers import Verdicts, restore_from, write_changes
 from tests.unit.test_pauses import ANSWER, NAMES, NOW, pause_event
 
@@ -129,17 +130,15 @@ def test_the_gauges_are_the_same_after_a_restore_and_after_a_roll_back() -> None
     committed = Verdicts()
     write_changes(q.validator, committed)
     restored = validator()
-    restore_from(restored, dict(committed.state))
+    restore_from(restored, dict(committed.changelog))
     for at in (NOW + 30, NOW + 299, NOW + 300, NOW + 899):
         assert gauges(restored, at) == gauges(q.validator, at), at
-    for store in q.validator.stores:
-        store.track_uncommitted()
     before = gauges(q.validator, NOW + 60)
     q.send("a", NOW + 50, answer={"approved": True}, responder="ana")
     q.route("e", NOW + 55, expires_at=NOW + 100, kind="ask_user")
     assert gauges(q.validator, NOW + 60) != before
-    for store in q.validator.stores:
-        store.roll_back()
+    for partition in partitions_of(q.validator.stores):  # an aborted transaction
+        partition.abort()
     q.validator.restored()
     assert gauges(q.validator, NOW + 60) == before
 

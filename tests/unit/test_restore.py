@@ -14,9 +14,9 @@ import pytest
 
 from symfonic_stream.config import Settings
 from symfonic_stream.state import restore
-from symfonic_stream.state.store import Codec, StateStore
+from symfonic_stream.state.store import Codec, StateStore, StorePartition
 
-from .changelog_fakes import TOPIC, Changelog, Clock
+from .changelog_fakes import TOPIC, Changelog, Clock, RecordingBackend
 
 SETTINGS = Settings(topic_prefix="unit")
 
@@ -35,9 +35,18 @@ def _store() -> StateStore[bytes]:
 
 
 def _targets(*partitions: int) -> tuple[dict[int, Any], dict[int, StateStore[bytes]]]:
-    """One task per partition, under prefix ``t<p>:``, with one store."""
+    """One task per partition, under prefix ``t<p>:``, with one store in a store partition
+    over a :class:`RecordingBackend`."""
     stores = {p: _store() for p in partitions}
-    return {p: [(f"t{p}:".encode(), [stores[p]])] for p in partitions}, stores
+    targets = {p: [(f"t{p}:".encode(), StorePartition([stores[p]], RecordingBackend()))]
+               for p in partitions}
+    return targets, stores
+
+
+def _backend(store: StateStore[bytes]) -> RecordingBackend:
+    backend = store.partition.backend
+    assert isinstance(backend, RecordingBackend)
+    return backend
 
 
 def _fill(changelog: Changelog, partition: int, count: int) -> None:
@@ -70,6 +79,8 @@ async def test_every_record_before_the_end_is_restored_and_counted(changelog: Ch
     assert done.records == {0: 30, 1: 3}  # only records a store took
     assert done.applied == {0: 31, 1: 5}
     assert done.behind == set()
+    assert [_backend(stores[p]).marks for p in (0, 1)] == [[31], [5]]  # each told its offset
+    assert stores[0].partition.offset == 31 and stores[1].partition.offset == 5
 
 
 async def test_records_past_the_end_when_it_began_are_not_restored(changelog: Changelog
@@ -212,6 +223,8 @@ async def test_a_restore_from_an_offset_reads_only_the_tail(changelog: Changelog
     assert sorted(key for key, _ in stores[0].items()) == ["r7", "r8", "r9"]
     assert done.records == {0: 3, 1: 10}
     assert done.applied == {0: 10, 1: 10}
+    assert [key for key, _ in _backend(stores[0]).records] == [b"runs/r7", b"runs/r8",
+                                                               b"runs/r9"]
 
 
 async def test_a_start_before_the_log_start_is_behind(changelog: Changelog) -> None:
@@ -219,10 +232,12 @@ async def test_a_start_before_the_log_start_is_behind(changelog: Changelog) -> N
     _fill(changelog, 0, 10)
     changelog.partitions[0].start = 4
     changelog.partitions[0].entries = changelog.partitions[0].entries[4:]
-    targets, _ = _targets(0)
+    targets, stores = _targets(0)
     done = await _restore(changelog, targets, starts={0: 2})
     assert done.behind == {0}
     assert done.records == {0: 6}
+    # Not told it holds everything before the end: offsets 2 and 3 are gone.
+    assert _backend(stores[0]).marks == [] and stores[0].partition.offset is None
 
 
 async def test_a_start_at_the_end_reads_nothing(changelog: Changelog) -> None:
@@ -232,14 +247,22 @@ async def test_a_start_at_the_end_reads_nothing(changelog: Changelog) -> None:
     assert done.records == {0: 0} and len(stores[0]) == 0
     assert done.applied == {0: 10}
     assert changelog.fetches == 0
+    assert _backend(stores[0]).marks == [10]
 
 
-async def test_each_record_goes_to_its_partitions_mirror(changelog: Changelog) -> None:
+async def test_each_record_goes_to_its_tasks_backend_then_the_offset(changelog: Changelog
+                                                                     ) -> None:
+    """The backend (memory, or a database on disk) holds the values: each record, its task
+    prefix taken off, then the offset they reach (a database's checkpoint)."""
     _fill(changelog, 0, 3)
-    mirrored: list[tuple[bytes, bytes | None]] = []
-    targets, _ = _targets(0)
-    await _restore(changelog, targets, mirrors={0: lambda k, v: mirrored.append((k, v))})
-    assert mirrored == [(b"t0:runs/r0", b"v0"), (b"t0:runs/r1", b"v1"), (b"t0:runs/r2", b"v2")]
+    _fill(changelog, 1, 2)
+    targets, stores = _targets(0, 1)
+    await _restore(changelog, targets)
+    backend = _backend(stores[0])
+    assert backend.records == [(b"runs/r0", b"v0"), (b"runs/r1", b"v1"), (b"runs/r2", b"v2")]
+    assert backend.marks == [3] and backend.offset == 3
+    assert list(backend.scan(b"runs/")) == [("r0", b"v0"), ("r1", b"v1"), ("r2", b"v2")]
+    assert _backend(stores[1]).records == [(b"runs/r0", b"v0"), (b"runs/r1", b"v1")]
 
 
 async def test_a_restore_cancelled_meanwhile_stops(changelog: Changelog) -> None:
