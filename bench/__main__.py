@@ -1,5 +1,35 @@
-"""``python -m bench``: the project's consumers against the copier (:mod:`bench.projectors`)."""
+"""``python -m bench [COMMAND] [options]``: every benchmark, by name (docs/benchmarks.md,
+"Commands"); with none, the project's consumers against the copier (:mod:`bench.projectors`).
+A command's module is imported only when it runs: a benchmark of its own process's memory
+(``soak``, ``answers``) stays as light as the harness it needs."""
 
-from bench.projectors import main
+import importlib
+import sys
 
-raise SystemExit(main())
+#: Command -> (module, function); the function takes the command's own arguments.
+COMMANDS = {
+    "compare": ("bench.compare", "main"),
+    "rebalance": ("bench.rebalance", "main"),
+    "gateway": ("bench.gateway", "main"),
+    "gateway_probe": ("bench.gateway_probe", "main"),
+    "answers": ("bench.answers", "main"),
+    "soak": ("bench.soak", "soak"),
+    "disk_values": ("bench.state", "disk_values"),
+    "offline": ("bench.hot_path", "offline"),
+    "instructions": ("bench.hot_path", "instructions"),
+    "decoder": ("bench.hot_path", "decoder"),
+    "agui": ("bench.hot_path", "agui"),
+    "zero_cost": ("bench.engine_cost", "zero_cost"),
+    "txn_probe": ("bench.engine_cost", "txn_probe"),
+    "profile": ("bench.engine_cost", "profile"),
+    "relative_load": ("bench.projectors", "relative_load"),
+}
+
+
+def main(argv: list[str]) -> int:
+    name = argv[0] if argv and argv[0] in COMMANDS else None
+    module, function = COMMANDS[name] if name else ("bench.projectors", "main")
+    return int(getattr(importlib.import_module(module), function)(argv[1:] if name else argv))
+
+
+raise SystemExit(main(sys.argv[1:]))

@@ -1,4 +1,4 @@
-"""``python -m bench.answers [--case NAME ...] [--list]``: what one hostile answer costs the
+"""``python -m bench answers [--case NAME ...] [--list]``: what one hostile answer costs the
 resume validator (issue 33, item 1; docs/pauses.md, "What an answer may cost").
 
 Each case (:data:`CASES`) is a ticket whose ``payload.response_schema`` an attacker chose
@@ -22,8 +22,7 @@ from typing import Any
 
 import orjson
 
-from bench.machine import fresh_interpreter
-from bench.report import table
+from bench.harness import fresh_interpreter, table
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models.headers import ANSWER_MARK, RECORD_TYPE_HEADER, TICKET_MARK
@@ -232,7 +231,7 @@ def run_case(name: str, traced: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.answers",
+    parser = argparse.ArgumentParser(prog="python -m bench answers",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--case", action="append", choices=sorted(CASES), help="repeatable")
     parser.add_argument("--list", action="store_true", help="the constructions, then exit")
@@ -252,6 +251,3 @@ def main(argv: list[str] | None = None) -> int:
     print(table(lines))
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

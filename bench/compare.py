@@ -1,7 +1,7 @@
 """The typed projector against its peers, side by side in one run (issue 18's table; the
 rows and the method: docs/benchmarks.md, "Against its peers").
 
-    python -m bench.compare [--events 1000000] [--rounds 3] [--rows ...]
+    python -m bench compare [--events 1000000] [--rounds 3] [--rows ...]
 
 All exactly-once, 4 partitions, the same input, each in its own consumer group: the
 project's ``copier``, ``typed`` and ``typed-w2`` (``run typed --workers 2``), and the peers
@@ -23,12 +23,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.harness import broker_version, options, say, started, write_json
 from bench.kafka_io import Session
-from bench.machine import broker_version, started
 from bench.measure import Throughput, measure_latency, throughput_round
 from bench.peers.projection import Projection, copy_value
 from bench.processes import BASELINE, QUIX_VERSION, PeerProcess, Process, Row
-from bench.report import options, say, write_json
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
@@ -201,7 +200,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     say("  outputs per event: " + ", ".join(f"{r} {v:.3f}" for r, v in out_per_ev.items()))
     async with Session("cmp") as session:
         result: dict[str, Any] = {
-            **started("bench.compare"), "broker": broker_version(session.base.bootstrap_servers),
+            **started(), "broker": broker_version(session.base.bootstrap_servers),
             "quixstreams": QUIX_VERSION, "events": len(records), "rounds": args.rounds,
             "outputs_per_event": out_per_ev, "throughput": defaultdict(list), "latency": [],
             "verdicts": [],
@@ -227,7 +226,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = options("bench.compare", argv, __doc__, events=1_000_000, rounds=3,
+    args = options("bench compare", argv, __doc__, events=1_000_000, rounds=3,
                    rows=(",".join(ROWS), f"of {', '.join(ALL_ROWS)}"),
                    latency_seconds=(15.0, "0: no latency"), seed=7,
                    out=Path("bench/results/compare.json"))
@@ -240,6 +239,3 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out, result)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """What the engine costs around the pure path (docs/benchmarks.md, "Why the throughput goal
 cannot be met", "Where the time goes"): the typed projector if its pure path cost nothing
-(``python -m bench.zero_cost``), back-to-back transactions against aiokafka's retry delays
-(``python -m bench.txn_probe``), one consumer profiled (``python -m bench.profile``).
+(``python -m bench zero_cost``), back-to-back transactions against aiokafka's retry delays
+(``python -m bench txn_probe``), one consumer profiled (``python -m bench profile``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ import orjson
 from aiokafka import TopicPartition
 from aiokafka.producer import sender as aiokafka_sender
 
+from bench.harness import at_share, call_command, options, say, table
 from bench.kafka_io import OffsetWatcher, Session
-from bench.machine import at_share, call_command
 from bench.measure import Throughput, throughput_round
 from bench.processes import BASELINE, Process, Row, bench_consumers
-from bench.report import options, say, table
 from bench.workload import make_workload
 from symfonic_stream.app.topologies import copier_topology, projector_topology
 from symfonic_stream.config import Settings, load_settings
@@ -180,7 +179,7 @@ def zero_cost(argv: list[str] | None = None) -> int:
     computed beforehand: the pure path free), ``typed-json-floor`` (that, plus ``orjson``
     loads of each input and dumps of each output), ``typed-decode-floor`` (the JSON floor
     with the projector's own ``decode_record``: validation, no guard, no projection)."""
-    args = options("bench.zero_cost", argv, zero_cost.__doc__, events=200_000, partitions=4,
+    args = options("bench zero_cost", argv, zero_cost.__doc__, events=200_000, partitions=4,
                    rounds=3)
     logging.basicConfig(level=logging.ERROR)
     results = asyncio.run(zero_cost_rounds(args))
@@ -286,7 +285,7 @@ def txn_probe(argv: list[str] | None = None) -> int:
     (COORDINATOR_NOT_AVAILABLE until the offsets marker is applied) for a few ms; aiokafka
     retries them after 20 and 100 ms, the engine after 2 and 20. The same transactions
     (``--records`` of 343 bytes and an input offset) with each, alternating per round."""
-    args = options("bench.txn_probe", argv, txn_probe.__doc__, transactions=400, records=250,
+    args = options("bench txn_probe", argv, txn_probe.__doc__, transactions=400, records=250,
                    rounds=3)
     found = asyncio.run(txn_rounds(args))
     baseline = statistics.median(found["aiokafka"]["mean_ms"])
@@ -390,7 +389,7 @@ def profile(argv: list[str] | None = None) -> int:
     """The stream published, then the consumer started as in the benchmark and ``py-spy
     record`` sampling it (100 Hz, idle frames left out) from its first commit to its last;
     the stacks summarised per function and per layer of the stack."""
-    args = options("bench.profile", argv, profile.__doc__,
+    args = options("bench profile", argv, profile.__doc__,
                    consumer=("typed", f"one of {', '.join(bench_consumers())}"),
                    events=200_000, partitions=4, out=Path,
                    py_spy=str(Path(sys.executable).parent / "py-spy"))

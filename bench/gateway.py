@@ -1,7 +1,7 @@
 """The SSE gateway against issue 19's two goals, each against a baseline of the same run
 (the method: docs/benchmarks.md, "The gateway").
 
-    python -m bench.gateway [--earlier 1000000] [--clients 1000 --runs 100] [--quick]
+    python -m bench gateway [--earlier 1000000] [--clients 1000 --runs 100] [--quick]
 
 1. **Time to the first event** of a run behind ``--earlier`` records of other runs on its
    partition (goal: < 100 ms): held in memory, and read back from Kafka by a gateway whose
@@ -20,7 +20,6 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,16 +29,19 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
-from bench.kafka_io import OutputReader, Session, end_offsets, publish
-from bench.machine import (
+from bench.harness import (
     ROOT,
     at_share,
     broker_version,
     machine_busy_seconds,
+    options,
+    say,
     started,
+    table,
+    write_json,
 )
+from bench.kafka_io import OutputReader, Session, end_offsets, publish
 from bench.processes import GatewayProcess, serving_gateway
-from bench.report import say, table, write_json
 from bench.sse_client import ViewersProcess, first_event, raise_fd_limit
 from bench.workload import end_envelope, envelope
 from symfonic_stream.config import Settings
@@ -51,7 +53,7 @@ from symfonic_stream.sdk.reader import RunReader
 FIRST_EVENT_GOAL_MS = 100.0
 LAG_GOAL_MS = 250.0
 QUICK = {"earlier": 20_000, "repeats": 2, "requests": 5, "clients": 50, "runs": 10,
-         "rate": [200.0], "seconds": 3.0}
+         "rate": "200", "seconds": 3.0}
 #: Records per earlier run (the last one its ``end``), and runs interleaved at a time.
 RUN_LEN = 100
 WIDTH = 200
@@ -400,7 +402,7 @@ def verdicts(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def render(result: dict[str, Any]) -> str:
     code, where = result.get("code", {}), result["machine"]
-    out = [f"bench.gateway {result['started_at']} at {code.get('commit', '?')}"
+    out = [f"bench gateway {result['started_at']} at {code.get('commit', '?')}"
            + (f" (changed: {', '.join(code['changed'])})" if code.get("changed") else "")
            + f": {where['cpus']} cores ({where['cpu_model']}) shared by the broker (Kafka "
            f"{result['broker']}), the gateway, the clients and the producer; load average "
@@ -465,7 +467,7 @@ def render(result: dict[str, Any]) -> str:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     async with Session("bench-gw") as session:
         result: dict[str, Any] = {
-            **started("bench.gateway"), "quick": args.quick,
+            **started(), "quick": args.quick,
             "broker": broker_version(session.base.bootstrap_servers),
             "fd_limit": raise_fd_limit(65536), "code": code_state(),
         }
@@ -474,7 +476,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 session, args.earlier, args.repeats, args.requests)
         if "fanout" in args.parts:
             result["fanout"] = []
-            for n, rate in enumerate(args.rate):
+            for n, rate in enumerate(float(r) for r in args.rate.split(",") if r.strip()):
                 say(f"fan-out: {args.clients:,} clients, {rate:,.0f} records/s")
                 result["fanout"].append(await fanout_figures(
                     session, n, runs=args.runs, per_run_viewers=args.clients // args.runs,
@@ -485,39 +487,21 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _rates(text: str) -> list[float]:
-    return [float(part) for part in text.split(",") if part.strip()]
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.gateway",
-                                     description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--earlier", type=int, default=1_000_000,
-                        help="records of other runs before the target run")
-    parser.add_argument("--repeats", type=int, default=5, help="start-ups and reader runs")
-    parser.add_argument("--requests", type=int, default=20, help="requests per gateway")
-    parser.add_argument("--clients", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--rate", type=_rates, default=_rates("200,500,1000"),
-                        help="records per second over all runs; several: one run each")
-    parser.add_argument("--seconds", type=float, default=20.0, help="of load")
-    parser.add_argument("--txn-ms", type=float, default=25.0, help="one transaction per")
-    parser.add_argument("--partitions", type=int, default=4, help="of the fan-out topics")
-    parser.add_argument("--parts", default="first-event,fanout")
-    parser.add_argument("--quick", action="store_true",
-                        help="tiny run: " + ", ".join(f"--{k} {v}" for k, v in QUICK.items()))
-    parser.add_argument("--out", type=Path, default=Path("bench/results/gateway.json"))
-    args = parser.parse_args(argv)
-    if args.quick:  # the quick sizes, unless given
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args(argv)
+    args = options(
+        "bench gateway", argv, __doc__, quick_sizes=QUICK,
+        earlier=(1_000_000, "records of other runs before the target run"),
+        repeats=(5, "start-ups and reader runs"), requests=(20, "requests per gateway"),
+        clients=1000, runs=100,
+        rate=("200,500,1000", "records per second over all runs; several: one run each"),
+        seconds=(20.0, "of load"), txn_ms=(25.0, "one transaction per"),
+        partitions=(4, "of the fan-out topics"), parts="first-event,fanout",
+        quick=(False, "tiny run: " + ", ".join(f"--{k} {v}" for k, v in QUICK.items())),
+        out=Path("bench/results/gateway.json"))
     if args.clients % args.runs:
-        parser.error("--clients must be a multiple of --runs")
+        raise SystemExit("--clients must be a multiple of --runs")
     result = asyncio.run(run(args))
     print(render(result))
     write_json(args.out, result)
     return 1 if sum(fan["failures"] for fan in result.get("fanout", [])) else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

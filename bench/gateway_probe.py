@@ -1,7 +1,7 @@
 """What a token of another tenant can measure (issue 33 item 4): the gateway's answer to a
 run of another tenant beside its answer to a run that does not exist.
 
-    .venv/bin/python -m bench.gateway_probe [--rounds 40] [--wait 0.5]
+    .venv/bin/python -m bench gateway_probe [--rounds 40] [--wait 0.5]
 
 A gateway in this process (``SYMFONIC_GATEWAY_AUTH=jwt``, ``SYMFONIC_GATEWAY_RUN_WAIT_S``
 ``--wait``) tails a fresh prefix whose topics hold one run of tenant ``acme``. A ``globex``
@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,9 @@ import orjson
 from aiokafka import AIOKafkaProducer
 from pydantic import SecretStr
 
+from bench.harness import options, say, write_json
 from bench.kafka_io import Session
 from bench.processes import serving_gateway
-from bench.report import options, say, write_json
 from bench.workload import end_envelope
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import plain_producer_kwargs
@@ -129,7 +128,7 @@ async def run(rounds: int, wait_s: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = options("bench.gateway_probe", argv, __doc__, rounds=40,
+    args = options("bench gateway_probe", argv, __doc__, rounds=40,
                    wait=(0.5, "SYMFONIC_GATEWAY_RUN_WAIT_S"),
                    out=Path("bench/results/gateway-probe.json"))
     result = asyncio.run(run(args.rounds, args.wait))
@@ -138,6 +137,3 @@ def main(argv: list[str] | None = None) -> int:
     statuses = result["another_tenants_run"]["statuses"] + result["unknown_run"]["statuses"]
     return 0 if result["identical_answers"] and set(statuses) == {"404"} else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

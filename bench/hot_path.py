@@ -1,8 +1,8 @@
 """The pure path's CPU, no broker: the offline hot path against plain orjson (``python -m
-bench.offline``, part of ``python -m bench``), instructions per event under valgrind
-(``python -m bench.instructions``), the decoder against a record's keys (``python -m
-bench.decoder``), AG-UI events from dicts or from the protocol's models (``python -m
-bench.agui``). Times are CPU seconds of the process, best of ``--repeat`` (on a shared
+bench offline``, part of ``python -m bench``), instructions per event under valgrind
+(``python -m bench instructions``), the decoder against a record's keys (``python -m
+bench decoder``), AG-UI events from dicts or from the protocol's models (``python -m
+bench agui``). Times are CPU seconds of the process, best of ``--repeat`` (on a shared
 machine the wall clock counts other processes' time too); each command's docstring says
 what it compares.
 """
@@ -24,8 +24,7 @@ from typing import Any
 
 import orjson
 
-from bench.machine import best_of, call_command
-from bench.report import options, table
+from bench.harness import best_of, call_command, options, table
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
@@ -123,7 +122,7 @@ def offline(argv: list[str] | None = None) -> int:
     the ``project`` command's loop (one collector per line, no state written), the figure
     the goal is set on; ``live``, a stream task's shape: an ``InputRecord`` per record (key
     checked against ``run_id``), one collector per 1,000 records, the stores' changes written."""
-    args = options("bench.offline", argv, offline.__doc__, events=1_000_000,
+    args = options("bench offline", argv, offline.__doc__, events=1_000_000,
                    projection="typed", repeat=(3, "best of N"))
     name = args.projection
     if name not in PROJECTIONS:
@@ -240,7 +239,7 @@ def instructions(argv: list[str] | None = None) -> int:
     processor per record, the stores' changes per 250 records (a task's share of a 1,000-record
     fetch over 4 partitions); ``task``: ``typed`` with a stream task around it but the network
     and the event loop (:func:`task_loop`); ``task-aiokafka``: its batches built by aiokafka."""
-    args = options("bench.instructions", argv, instructions.__doc__, events=10_000,
+    args = options("bench instructions", argv, instructions.__doc__, events=10_000,
                    what="baseline,decode,typed,chunks,task,task-aiokafka")
     valgrind = shutil.which("valgrind")
     if valgrind is None:
@@ -286,7 +285,7 @@ def decoder(argv: list[str] | None = None) -> int:
     ``orjson.dumps`` does), ``twice`` (the first key again, last: the exact re-parse, which
     must name the key). Linear growth shows as each size's time over the smallest's beside
     the sizes' ratio: a quadratic check grows with its square (issue 33, item 2)."""
-    args = options("bench.decoder", argv, decoder.__doc__, repeat=5,
+    args = options("bench decoder", argv, decoder.__doc__, repeat=5,
                    keys=("10000,20000,40000", "sizes, comma-separated, smallest first"))
     sizes = [int(size) for size in args.keys.split(",")]
     limits = DecodeLimits(max_bytes=None)
@@ -335,7 +334,7 @@ def agui(argv: list[str] | None = None) -> int:
 
     from symfonic_stream.gateway.agui import AgUiRun, sse
 
-    args = options("bench.agui", argv, agui.__doc__, events=2000, repeat=5)
+    args = options("bench agui", argv, agui.__doc__, events=2000, repeat=5)
     adapter: TypeAdapter[Any] = TypeAdapter(Event)
     run = agui_envelopes(args.events)
 

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from bench.report import say
+from bench.harness import say
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.kafka.admin import ensure_topics, group_offsets

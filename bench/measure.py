@@ -3,7 +3,7 @@
 
 A measurement freezes what the benchmark holds before its load (the engine's own
 ``symfonic_stream.engine.garbage.settle``) and records the collector's pauses during it
-(:class:`bench.machine.CollectorPauses`): a full collection over a million events held as
+(:class:`bench.harness.CollectorPauses`): a full collection over a million events held as
 dicts took about a second, during which the reader read nothing, a stall counted to
 whichever row ran (docs/benchmarks.md, "The harness's own pauses").
 """
@@ -17,16 +17,16 @@ from typing import Any
 
 import orjson
 
-from bench.kafka_io import POLL_S, OffsetWatcher, OutputReader, Session, publish_at_rate
-from bench.machine import (
+from bench.harness import (
     BrokerCpu,
     CollectorPauses,
     machine_busy_seconds,
     nearest_rank,
     own_cpu_seconds,
+    say,
 )
+from bench.kafka_io import POLL_S, OffsetWatcher, OutputReader, Session, publish_at_rate
 from bench.processes import Row
-from bench.report import say
 from bench.workload import Workload, with_timestamp
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.garbage import settle

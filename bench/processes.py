@@ -28,8 +28,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from bench.harness import ROOT
 from bench.kafka_io import until
-from bench.machine import ROOT
 from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import engines, registered

@@ -1,5 +1,5 @@
 """The project's consumers against the limit of the stack: ``python -m bench`` (one table,
-one JSON file) and ``python -m bench.relative_load`` (docs/benchmarks.md, "Method, in detail").
+one JSON file) and ``python -m bench relative_load`` (docs/benchmarks.md, "Method, in detail").
 
     python -m bench [--events 200000] [--rounds 1] [--quick] [--out bench/results/latest.json]
 
@@ -25,12 +25,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.harness import broker_version, options, say, started, table, write_json
 from bench.hot_path import offline_figures
 from bench.kafka_io import Session
-from bench.machine import broker_version, started
 from bench.measure import Latency, Throughput, measure_latency, throughput_round
 from bench.processes import BASELINE, Row, bench_consumers
-from bench.report import options, say, table, write_json
 from bench.state import measure_state
 from bench.workload import make_workload
 from symfonic_stream.consumers import registered
@@ -179,7 +178,7 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     async with Session("bench", keep_topics=args.keep_topics, log_dir=args.log_dir) as session:
         base = session.base
         result: dict[str, Any] = {
-            **started("bench", argv),
+            **started(argv),
             "broker": {"bootstrap_servers": base.bootstrap_servers,
                        "version": broker_version(base.bootstrap_servers)},
             "settings": {"batch_max_records": base.batch_max_records,
@@ -293,7 +292,7 @@ def relative_load(argv: list[str] | None = None) -> int:
     throughput, then each row offered 50 % of its own: if the typed projector's p99 is then
     close to the copier's, its gap at a shared load is its throughput gap, not something the
     engine adds per record."""
-    args = options("bench.relative_load", argv, relative_load.__doc__,
+    args = options("bench relative_load", argv, relative_load.__doc__,
                    rows=f"{BASELINE},typed", events=200_000, rounds=3, latency_seconds=20.0)
     logging.basicConfig(level=logging.ERROR)
     found = asyncio.run(relative(args))

@@ -1,4 +1,4 @@
-"""``python -m bench.rebalance``: a deployment scaled as operators scale it, with the state
+"""``python -m bench rebalance``: a deployment scaled as operators scale it, with the state
 users have, every run checked afterwards (issues 32 and 36; docs/benchmarks.md, "Scaling
 with the state users have").
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -31,6 +30,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from bench.harness import markdown, options, say, write_json
 from bench.kafka_io import (
     OffsetWatcher,
     OutputReader,
@@ -41,7 +41,6 @@ from bench.kafka_io import (
     until,
 )
 from bench.processes import Process
-from bench.report import markdown, options, say, write_json
 from bench.workload import raw_event
 from symfonic_stream.config import Settings
 from symfonic_stream.kafka.clients import plain_producer_kwargs
@@ -438,7 +437,7 @@ def report(outcome: Outcome) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = options(
-        "bench.rebalance", argv, __doc__, runs=1_000_000, partitions=12, instances=2,
+        "bench rebalance", argv, __doc__, runs=1_000_000, partitions=12, instances=2,
         hold_s=(20.0, "how long the deployment runs after each event"),
         state_dir=(False, "each instance keeps its state on disk (SYMFONIC_STATE_DIR)"),
         cache_keys=(int, "with --state-dir: SYMFONIC_STATE_CACHE_KEYS (values per store and "
@@ -469,6 +468,3 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.json, figures)
     return 0 if ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

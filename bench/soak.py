@@ -1,4 +1,4 @@
-"""``python -m bench.soak``: a million open runs that never end, on one partition's typed
+"""``python -m bench soak``: a million open runs that never end, on one partition's typed
 projector (docs/benchmarks.md, "Soak"). It reports this process's peak RSS, so it imports
 nothing of the harness that talks to Kafka.
 """
@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.machine import CollectorPauses, rss_bytes
-from bench.report import options
+from bench.harness import CollectorPauses, options, rss_bytes
 from bench.workload import raw_event
 from symfonic_stream.engine.processor import Collector, InputRecord
 from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
@@ -81,7 +80,7 @@ def soak(argv: list[str] | None = None) -> int:
     simulated) is fed them in commits of 1,000 records, then the clock passes the gap
     timeout, the idle timeout and the grace: peak RSS against the input's own size, the
     buffered bytes against their bound, changelog bytes, the longest punctuation."""
-    runs = options("bench.soak", argv, soak.__doc__, runs=1_000_000).runs
+    runs = options("bench soak", argv, soak.__doc__, runs=1_000_000).runs
     pauses, limits = CollectorPauses(), GuardLimits()
     raw = [_soak_event(n).value for n in range(runs)]
     baseline_mib = (sys.getsizeof(raw) + sum(sys.getsizeof(value) for value in raw)) / 2**20
@@ -130,6 +129,3 @@ def soak(argv: list[str] | None = None) -> int:
           f"(RSS bound, a punctuation's own work < 100 ms)")
     return 0 if ok else 1
 
-
-if __name__ == "__main__":
-    raise SystemExit(soak())

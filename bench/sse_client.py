@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from bench.machine import call_command
+from bench.harness import at_share, call_command
 
 
 class SseParser:
@@ -275,15 +275,11 @@ async def _viewers(port: int, run_ids: list[str], per_run: int, within: float
         if not v.done.done():
             v.error = v.error or "still open at the deadline"
             v.close()
-
-    def late_ms(share: float) -> float:  # (no import of the harness: a light process)
-        return lateness[min(len(lateness) - 1, int(len(lateness) * share))] * 1000 \
-            if lateness else 0.0
-
     return {
         "connect_s": connected_s,
         "cpu_s_during_load": time.process_time() - cpu_at_load,
-        "loop_lateness_ms": {"p50": late_ms(0.5), "p99": late_ms(0.99), "max": late_ms(1.0)},
+        "loop_lateness_ms": {name: at_share(lateness, share) * 1000
+                             for name, share in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
         "viewers": [{"run": run_id, "seqs": v.seqs, "times": v.times, "error": v.error}
                     for run_id, v, _ in opened],
     }

@@ -1,5 +1,5 @@
 """What the projectors' state costs: the guard's state and its restore (part of ``python -m
-bench``), and values on disk against in memory (``python -m bench.disk_values``,
+bench``), and values on disk against in memory (``python -m bench disk_values``,
 docs/benchmarks.md "Values on disk"). A million runs that never end: :mod:`bench.soak`.
 """
 
@@ -18,10 +18,9 @@ from typing import Any
 import orjson
 from aiokafka import TopicPartition
 
+from bench.harness import fresh_interpreter, markdown, options, rss_bytes, write_json
 from bench.kafka_io import Session
-from bench.machine import fresh_interpreter, rss_bytes
 from bench.processes import Process
-from bench.report import markdown, options, write_json
 from symfonic_stream.app.topologies import projector_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.engine.processor import Collector, InputRecord
@@ -244,7 +243,7 @@ def disk_values(argv: list[str] | None = None) -> int:
     then for each mode, in a fresh interpreter (:func:`disk_probe`): opened for a fresh typed
     projector (values on disk, a cache of ``--cache-keys``; or loaded), ``restored``, the
     sweep run to its end; the RSS grown and the seconds each took."""
-    args = options("bench.disk_values", argv, disk_values.__doc__, runs=300_000,
+    args = options("bench disk_values", argv, disk_values.__doc__, runs=300_000,
                    cache_keys=10_000, json=(Path, "also write the figures here"))
     modes = {"values on disk": args.cache_keys, "in memory": 0}
     with tempfile.TemporaryDirectory(prefix="bench-disk-values-") as folder:

@@ -76,10 +76,10 @@ def _table(stdout: str, header: str) -> dict[str, list[float]]:
     return found
 
 
-def _run_module(module: str, *args: str, bootstrap: str, timeout: float = 160) -> str:
+def _run_module(command: str, *args: str, bootstrap: str, timeout: float = 160) -> str:
     env = {**os.environ, "SYMFONIC_BOOTSTRAP_SERVERS": bootstrap}
     done = subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, "-m", "bench", command, *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
     )
     assert done.returncode == 0, done.stderr[-4000:]
@@ -89,7 +89,7 @@ def _run_module(module: str, *args: str, bootstrap: str, timeout: float = 160) -
 @pytest.mark.bench
 @pytest.mark.timeout(170)
 def test_zero_cost_experiment_reports_its_five_consumers(bootstrap_servers: str) -> None:
-    out = _run_module("bench.zero_cost", "--events", "2000", "--rounds", "1",
+    out = _run_module("zero_cost", "--events", "2000", "--rounds", "1",
                       bootstrap=bootstrap_servers)
     rows = _table(out, "consumer")
     assert list(rows) == ["copier", "typed", "typed-replay", "typed-json-floor",
@@ -107,7 +107,7 @@ def test_zero_cost_experiment_reports_its_five_consumers(bootstrap_servers: str)
 def test_relative_load_experiment_offers_each_consumer_half_its_own_rate(
     bootstrap_servers: str,
 ) -> None:
-    out = _run_module("bench.relative_load", "--events", "2000", "--rounds", "1",
+    out = _run_module("relative_load", "--events", "2000", "--rounds", "1",
                       "--latency-seconds", "0", bootstrap=bootstrap_servers)
     rows = _table(out, "consumer")
     assert list(rows) == ["copier", "typed"]
@@ -121,7 +121,7 @@ def test_relative_load_experiment_offers_each_consumer_half_its_own_rate(
 def test_transaction_probe_compares_aiokafkas_retry_delays_with_the_engines(
     bootstrap_servers: str,
 ) -> None:
-    out = _run_module("bench.txn_probe", "--transactions", "20", "--records", "10",
+    out = _run_module("txn_probe", "--transactions", "20", "--records", "10",
                       "--rounds", "1", bootstrap=bootstrap_servers)
     rows = _table(out, "delays")
     assert list(rows) == ["aiokafka", "engine"]
@@ -138,7 +138,7 @@ def test_gateway_benchmark_serves_every_client_every_seq_once(
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "gateway.json"
-    table = _run_module("bench.gateway", "--quick", "--out", str(out),
+    table = _run_module("gateway", "--quick", "--out", str(out),
                         bootstrap=bootstrap_servers)
     result = json.loads(out.read_text())
     assert result["quick"] is True
@@ -181,7 +181,7 @@ def test_compare_reports_the_goals_and_each_latency_runs_cores(
     latency run says how many cores the consumer, the broker (when it runs on this
     machine) and the whole machine used, and the harness's own longest collector pause."""
     out = tmp_path / "compare.json"
-    table = _run_module("bench.compare", "--rows", "copier,typed,typed-w2", "--events", "2000",
+    table = _run_module("compare", "--rows", "copier,typed,typed-w2", "--events", "2000",
                         "--rounds", "1", "--latency-seconds", "2", "--out", str(out),
                         bootstrap=bootstrap_servers)
     result = json.loads(out.read_text())
@@ -213,7 +213,7 @@ def test_compare_runs_the_naive_projector_with_one_producer_beside_its_own(
     its offsets fenced by the group's generation (KIP-447). Its throughput run ends only
     when its committed offsets reach the end of every input partition."""
     out = tmp_path / "compare.json"
-    _run_module("bench.compare", "--rows", "naive-typed,naive-typed-1p", "--events", "2000",
+    _run_module("compare", "--rows", "naive-typed,naive-typed-1p", "--events", "2000",
                 "--rounds", "1", "--latency-seconds", "2", "--out", str(out),
                 bootstrap=bootstrap_servers)
     result = json.loads(out.read_text())
@@ -240,7 +240,7 @@ def test_compare_prices_the_client_with_the_naive_loop_on_librdkafka(
     minute). Each copies or projects every event once, exactly once: its run ends only
     when its transactions' offsets reach the end of every input partition."""
     out = tmp_path / "compare.json"
-    _run_module("bench.compare", "--rows", "naive-copier,rdkafka-copier,rdkafka-typed",
+    _run_module("compare", "--rows", "naive-copier,rdkafka-copier,rdkafka-typed",
                 "--events", "2000", "--rounds", "1", "--latency-seconds", "0",
                 "--out", str(out), bootstrap=bootstrap_servers, timeout=560)
     result = json.loads(out.read_text())

@@ -341,7 +341,7 @@ def test_a_schema_with_too_many_patterns_is_refused() -> None:
 def test_a_large_ordinary_schema_decides_as_jsonschema_does_and_the_budget_ends_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """No machine's speed decides here: the CPU this check takes, against its budget, is
-    ``python -m bench.answers --case large-ordinary-schema`` (docs/pauses.md). With the
+    ``python -m bench answers --case large-ordinary-schema`` (docs/pauses.md). With the
     clock standing still the verdicts are the schema's alone; with a clock past the budget
     at its first look, the budget ends the check."""
     case = CASES["large-ordinary-schema"]

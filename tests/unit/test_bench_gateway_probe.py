@@ -1,4 +1,4 @@
-"""``python -m bench.gateway_probe`` asks with a token the gateway accepts: a refused token
+"""``python -m bench gateway_probe`` asks with a token the gateway accepts: a refused token
 (401 for both runs, identical answers) measured nothing, and its exit status says so."""
 
 from __future__ import annotations

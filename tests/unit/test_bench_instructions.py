@@ -1,4 +1,4 @@
-"""``python -m bench.instructions --what task``'s loop (either way of building batches),
+"""``python -m bench instructions --what task``'s loop (either way of building batches),
 without valgrind: it must read every record it fetches and write what the projector makes
 of them, else its count is of less."""
 

@@ -1,4 +1,4 @@
-"""``python -m bench.soak`` end to end on a few thousand runs: every phase reports, every
+"""``python -m bench soak`` end to end on a few thousand runs: every phase reports, every
 run is gapped, abandoned and forgotten, the buffered bytes stay under their bound. Nothing
 is timed here (the benchmark's verdict is; machines are noisy)."""
 

@@ -1,15 +1,18 @@
-"""Where and how a run runs on this machine: the machine and the broker, this process's CPU
-and collector, the percentiles and best-of timings every figure uses, and a function run in
-an interpreter of its own.
+"""The harness every benchmark stands on: its command line, progress on stderr, tables on
+stdout (stdout carries only the report, so it can be kept as printed) and its result as
+JSON; the machine and the broker, CPU and collector pauses, the percentiles and best-of
+timings every figure uses; and a function run in an interpreter of its own.
 
-Light on purpose (the standard library and psutil): a benchmark of its own process's
-memory imports it (``python -m bench.soak`` reports the process's peak RSS; a child
-process's peak RSS starts at its parent's, so ``python -m bench.answers`` stays as light as
-the children whose peaks it measures).
+Light on purpose (the standard library, psutil and orjson): a benchmark of its own
+process's memory imports it (``python -m bench soak`` reports the process's peak RSS; a
+child process's peak RSS starts at its parent's, so ``python -m bench answers`` stays as
+light as the children whose peaks it measures). What talks to Kafka is in
+:mod:`bench.kafka_io` and :mod:`bench.processes`.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import gc
 import json
@@ -22,15 +25,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 
-def started(prog: str, argv: list[str] | None = None) -> dict[str, Any]:
-    """A result's first fields: its command line, when, and on what machine."""
-    return {"command": f"python -m {prog} " + " ".join(sys.argv[1:] if argv is None else argv),
+def started(argv: list[str] | None = None) -> dict[str, Any]:
+    """A result's first fields: its command line (``python -m bench ...``), when, and on
+    what machine."""
+    return {"command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
             "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "machine": machine()}
 
@@ -181,3 +186,60 @@ def fresh_interpreter(function: Callable[..., Any], *args: str) -> Any:
     done = subprocess.run(call_command(function, *args, json_out=True), capture_output=True,
                           text=True, check=True, timeout=900)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def options(prog: str, argv: list[str] | None, about: str | None = None,
+            quick_sizes: dict[str, Any] | None = None, **defaults: Any) -> argparse.Namespace:
+    """``python -m <prog>``'s options, one per keyword (``--the-name``): its default, whose
+    type it takes (a type: none), ``False`` for a flag, or a tuple of that and its help.
+    With ``quick_sizes``, ``--quick`` makes those the defaults (a value given still wins)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=about,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, default in defaults.items():
+        default, about_it = default if isinstance(default, tuple) else (default, None)
+        flag = "--" + name.replace("_", "-")
+        if default is False:
+            parser.add_argument(flag, action="store_true", help=about_it)
+        elif isinstance(default, type):
+            parser.add_argument(flag, type=default, help=about_it)
+        else:
+            parser.add_argument(flag, type=type(default), default=default, help=about_it)
+    if quick_sizes and parser.parse_args(argv).quick:
+        parser.set_defaults(**quick_sizes)
+    return parser.parse_args(argv)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def table(lines: list[list[str]]) -> str:
+    """A header and rows, aligned: figures to the right, words (the first column's, a
+    verdict's) to the left; a rule under the header (a reader splits rows on white space)."""
+    columns = list(zip(*lines, strict=True))
+    widths = [max(map(len, column)) for column in columns]
+    right = [i > 0 and all(c[:1] in "0123456789-.(" for c in column[1:])
+             for i, column in enumerate(columns)]
+
+    def row(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if r else c.ljust(w)
+                         for c, w, r in zip(cells, widths, right, strict=True)).rstrip()
+
+    return "\n".join([row(lines[0]), "  ".join("-" * w for w in widths),
+                      *(row(line) for line in lines[1:])])
+
+
+def markdown(lines: list[list[str]]) -> str:
+    """The same header and rows as a Markdown table (as docs/benchmarks.md shows them)."""
+    return "\n".join(["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(lines[0]),
+                      *("| " + " | ".join(line) + " |" for line in lines[1:])])
+
+
+def write_json(path: Path, result: Any) -> None:
+    """``result`` to ``path`` whole or not at all (a run cut short leaves the last file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+                                 | orjson.OPT_NON_STR_KEYS))
+    tmp.replace(path)
+    say(f"wrote {path}")
