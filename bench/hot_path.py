@@ -161,7 +161,7 @@ def counted_loop(what: str, records_file: str, passes: str) -> None:
                                    limits=DecodeLimits(1_048_576))
         else:
             processor = ProjectorProcessor(
-                PROJECTIONS["typed" if what == "typed" else "chunks"].project, "out", GuardLimits(),
+                PROJECTIONS[what].project, "out", GuardLimits(),
                 decode=DecodeLimits(1_048_576),
             )
             for first in range(0, len(inputs), TASK_BATCH):
