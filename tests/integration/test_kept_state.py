@@ -24,7 +24,8 @@ import orjson
 import pytest
 
 from symfonic_stream.app.topologies import projector_topology
-from symfonic_stream.engine import assign, assignment, assignor
+from symfonic_stream.engine import assignor, setup
+from symfonic_stream.engine import engine as engine_module
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.synthetic import RunShape, generate_run
 from tests.reference import oracle
@@ -62,13 +63,13 @@ async def _changelog_records(topic: str) -> int:
 class _Hold:
     """Holds the armed engine's first set-up that restored state (A's, of what it kept at
     the join's rebalance) until the next rebalance supersedes it: right after its restore
-    (``restore``: in assign.prepare_tasks), or once it is ready to be installed (``ready``:
+    (``restore``: in setup.prepare_tasks), or once it is ready to be installed (``ready``:
     in the engine's rebalance listener)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
         self.kept: object = None
         self.held = False
-        module: Any = assign if where == "restore" else assignment
+        module: Any = setup if where == "restore" else engine_module
         name = "restore_tasks" if where == "restore" else "prepare_tasks"
         real = getattr(module, name)
 
@@ -96,7 +97,7 @@ async def test_a_partition_back_from_another_owner_restores_only_the_tail(
     # behind (10,000, far more than this whole changelog): at 0 it moves B's half only once
     # B's warm-up read it to its end, so B's set-up reads nothing more.
     monkeypatch.setattr(assignor, "WARM_LAG", 0)
-    monkeypatch.setattr(assignment, "WARM_LAG", 0)
+    monkeypatch.setattr(engine_module, "WARM_LAG", 0)
     hold = _Hold(monkeypatch, superseded) if superseded else None
     settings = await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)

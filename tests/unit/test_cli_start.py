@@ -26,6 +26,10 @@ from pathlib import Path
 
 import pytest
 
+# Processes started here may take the documented default ports (8400, 9400, 9405), which
+# tests/integration/test_docs_snippets_live.py needs too: one xdist group for both modules.
+pytestmark = pytest.mark.xdist_group("documented-ports")
+
 #: A hang guard, far above what any of these takes (seconds).
 HANG_S = 90
 #: The documented defaults (docs/configuration.md): typed's and the gateway's metrics ports,
@@ -111,9 +115,6 @@ def _until_answering(process: subprocess.Popen[str], port: int) -> tuple[int, st
             continue  # not bound yet: asked again at once (the connect is the wait)
 
 
-# The documented ports are shared with tests/integration/test_docs_snippets_live.py: one
-# xdist group, so the two never hold 9400 at once.
-@pytest.mark.xdist_group("documented-ports")
 @pytest.mark.timeout(HANG_S)
 def test_run_and_the_gateway_side_by_side_with_their_default_ports() -> None:
     """The README's order: ``run typed &`` then ``gateway &``, nothing set but Kafka's
