@@ -461,17 +461,21 @@ async def _own_transaction_open(output_topic: str, transactional_ids: Sequence[s
 
 async def kill_mid_transaction(
     process: ConsumerProcess, output_topic: str, transactional_ids: Sequence[str],
-    tries: int = 100,
+    tries: int = 100, input_flows: asyncio.Future[Any] | None = None,
 ) -> bool:
     """SIGKILL ``process`` while one of its own transactions (``transactional_ids``: those
     of the input partitions it owns) is open on ``output_topic``.
 
     Freezes it (SIGSTOP) at short random intervals until its coordinator says so, then
     kills it there: a zombie with records on the broker that the next owner's fencing has
-    to abort. Returns False if no open transaction was caught (it is killed anyway).
+    to abort. Tries ``tries`` times, and on while ``input_flows`` (the feeder) runs: on a
+    loaded machine a hundred looks may all fall between two transactions. Returns False if
+    no open transaction was caught (it is killed anyway).
     """
     assert process.proc is not None
-    for _ in range(tries):
+    looks = 0
+    while looks < tries or (input_flows is not None and not input_flows.done()):
+        looks += 1
         process.proc.send_signal(signal.SIGSTOP)
         try:
             if await _own_transaction_open(output_topic, transactional_ids):

@@ -204,7 +204,8 @@ async def test_sigkill_mid_transaction_and_restart_gives_the_same_output(
             progress = await reader.until(1500, within=60)
         assert len(progress) >= 1500, "the first instance must be well into the stream"
         caught_open = await kill_mid_transaction(
-            first, names.stream_events, transactional_ids(group, source, range(PARTITIONS)))
+            first, names.stream_events, transactional_ids(group, source, range(PARTITIONS)),
+            input_flows=feeder)
         assert caught_open, "the kill must leave a transaction open"
         assert not feeder.done(), "the kill must happen while input still flows"
         await second.start().wait_ready()
@@ -253,7 +254,8 @@ async def test_two_instances_one_killed_and_restarted_while_input_flows(
         # b is working: it committed output for each of its partitions.
         await wait_committed(group, source, before.owners["b"])
         caught_open = await kill_mid_transaction(
-            b, names.stream_events, transactional_ids(group, source, before.owners["b"]))
+            b, names.stream_events, transactional_ids(group, source, before.owners["b"]),
+            input_flows=feeder)
         assert caught_open, "b must die with a transaction open"
         assert not feeder.done(), "the kill must happen while input still flows"
         # b's partitions move to a once b's session expires (b never left: SIGKILL).
