@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from symfonic_stream.models.dead_letter import DeadLetterReason
+from symfonic_stream.models.trace import Headers, trace_headers
 from symfonic_stream.state.store import StateStore
-
-Headers = tuple[tuple[str, bytes], ...]
 
 __all__ = [
     "Collector",
@@ -30,6 +29,7 @@ __all__ = [
     "InputRecord",
     "OutputRecord",
     "Processor",
+    "feed",
 ]
 
 
@@ -101,8 +101,15 @@ class Collector:
     resumes: Counter[str] = field(default_factory=Counter)
     #: Claims decided by (queue, outcome), the same way.
     claims: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: The checked trace headers of the record being processed (:func:`feed`; none during
+    #: a punctuation or at the end of the input): :meth:`emit` carries them onto every
+    #: output (docs/metrics.md, "Tracing").
+    trace: Headers = ()
 
     def emit(self, record: OutputRecord) -> None:
+        """One output; with the trace headers of the record in hand, when it has any."""
+        if self.trace:
+            record = record._replace(headers=(*record.headers, *self.trace))
         self.outputs.append(record)
 
     def dead_letter(self, record: InputRecord, reason: DeadLetterReason, detail: str) -> None:
@@ -123,6 +130,7 @@ class Collector:
         self.tickets.clear()
         self.resumes.clear()
         self.claims.clear()
+        self.trace = ()
 
 
 class Processor(Protocol):
@@ -162,6 +170,17 @@ class Processor(Protocol):
     @property
     def active_runs(self) -> int:
         """Runs (or tickets) currently in the state stores (a gauge)."""
+
+
+def feed(processor: Processor, record: InputRecord, now: float, out: Collector) -> None:
+    """``processor.process(record, now, out)`` with ``record``'s checked trace headers in
+    hand (:attr:`Collector.trace`): how the engine, a replay and the offline command hand
+    a processor each record, so that what it emits for the record carries its context."""
+    out.trace = trace_headers(record.headers) if record.headers else ()
+    try:
+        processor.process(record, now, out)
+    finally:
+        out.trace = ()
 
 
 class Stateless:

@@ -26,7 +26,13 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
-from symfonic_stream.engine.processor import Collector, DeadLetterReason, InputRecord, Processor
+from symfonic_stream.engine.processor import (
+    Collector,
+    DeadLetterReason,
+    InputRecord,
+    Processor,
+    feed,
+)
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transaction import (
     POSITION,
@@ -363,7 +369,7 @@ class StreamTask:
                 f"value is {len(value)} bytes, limit {self._max_record_bytes}",
             )
             return
-        self.processor.process(item, now, out)
+        feed(self.processor, item, now, out)
 
 
 #: Starts the process's producer with the transactional id of the given partition.

@@ -71,6 +71,7 @@ from symfonic_stream.models.dead_letter import (
     HEADER_REASON,
     HEADER_SOURCE,
 )
+from symfonic_stream.models.trace import trace_headers, without_trace
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Codec, StateStore, StorePartition
 
@@ -273,11 +274,14 @@ def truncate_detail(detail: str) -> bytes:
 
 def dead_letter_headers(letter: DeadLetter, consumer: str) -> list[tuple[str, bytes]]:
     """A dead letter's record keeps its original key, value and headers whole (it can be
-    replayed to its source unchanged once the cause is fixed); four headers follow, which
-    say why, where from and which consumer gave up on it."""
+    replayed to its source unchanged once the cause is fixed), but for its trace headers,
+    carried checked like every output's (an invalid one is dropped: docs/metrics.md,
+    "Tracing"); four headers follow, which say why, where from and which consumer gave up
+    on it."""
     record = letter.record
+    headers = record.headers
     return [
-        *record.headers,
+        *(without_trace(headers) + trace_headers(headers) if headers else ()),
         (HEADER_REASON, str(letter.reason).encode("utf-8")),
         (HEADER_DETAIL, truncate_detail(letter.detail)),
         (HEADER_SOURCE, record.source.encode("utf-8")),

@@ -15,3 +15,9 @@ OUTCOME_HEADER = "symfonic-outcome"
 #: On stream-events and stream-chunks records projected from an event with a
 #: ``scope.tenant``: that tenant (UTF-8), which the gateway checks a viewer's token against.
 TENANT_HEADER = "symfonic-tenant"
+#: W3C Trace Context (https://www.w3.org/TR/trace-context/): a raw record's checked trace
+#: context, carried onto every record projected from it (:mod:`.trace`; docs/metrics.md,
+#: "Tracing"). The names are the W3C header names, as OpenTelemetry's Kafka
+#: instrumentations write them.
+TRACEPARENT_HEADER = "traceparent"
+TRACESTATE_HEADER = "tracestate"

@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
+from symfonic_stream.engine.processor import Collector, Headers, InputRecord, OutputRecord
 from symfonic_stream.models.agent_event import (
     CLOSING_KINDS,
     INVALID_INPUT_LABEL,
@@ -65,6 +65,7 @@ from symfonic_stream.models.decoding import (
     decode_record,
 )
 from symfonic_stream.models.headers import TENANT_HEADER
+from symfonic_stream.models.trace import trace_headers
 from symfonic_stream.processors.expiring import pause_kept_until, within_budget
 from symfonic_stream.processors.ownership import UNKNOWN_OWNER, Owner, refuse_foreign
 from symfonic_stream.projections import Body, Projection
@@ -253,7 +254,12 @@ class GuardLimits:
     deadline_horizon_s: float = 600.0
 
 
-def owner_headers(run: RunState) -> tuple[tuple[str, bytes], ...]:
+def trace_of(record: InputRecord) -> Headers:
+    """``record``'s checked trace headers (:mod:`symfonic_stream.models.trace`)."""
+    return trace_headers(record.headers) if record.headers else ()
+
+
+def owner_headers(run: RunState) -> Headers:
     """The headers of every record of ``run``: its owner's ``symfonic-tenant`` (contract §9;
     none when its owner named no tenant), so a reader, the gateway among them, knows whose
     each record is from the record alone."""
@@ -338,7 +344,7 @@ class OrderingGuard:
         if new:
             runs.put(run_id, run)
         run.touched_at = now
-        self._release(run_id, run, event, released, now, out)
+        self._release(run_id, run, event, record, released, now, out)
         if new:
             self.reschedule(run_id, run)
         # Only a run with something buffered can release more.
@@ -456,13 +462,17 @@ class OrderingGuard:
             released.append((_dumps(envelope), f"end_{status}"))
         return released
 
-    def _release(self, run_id: str, run: RunState, event: AgentEvent, released: Released,
-                 now: float, out: Collector) -> None:
+    def _release(self, run_id: str, run: RunState, event: AgentEvent, record: InputRecord,
+                 released: Released, now: float, out: Collector) -> None:
+        """Emit what ``event`` (of ``record``, held or in hand) releases, each record with
+        the run's owner and ``record``'s trace context."""
         key = run_id.encode()
         topic = self._topic
         ts = event.timestamp
         emit = out.outputs.append  # (the list's own: no call of the collector's per record)
         headers = owner_headers(run)
+        if record.headers:
+            headers += trace_headers(record.headers)
         for value, record_type in released:
             emit(_new_record(OutputRecord, (topic, key, value, record_type, ts, headers)))
         run.next_seq += len(released)
@@ -490,7 +500,7 @@ class OrderingGuard:
             released = self.prepare(run_id, run, event, buffered_event.record, out)
             if released is None:  # (paranoid: it was checked when it arrived)
                 return
-            self._release(run_id, run, event, released, now, out)
+            self._release(run_id, run, event, buffered_event.record, released, now, out)
 
     def unbuffer(self, run_id: str, run: RunState, index: int) -> Buffered:
         """Take one event out of the run's buffer (a tombstone for it at the next commit)."""
@@ -504,13 +514,15 @@ class OrderingGuard:
         return buffered_event
 
     def fill_first_hole(self, run_id: str, run: RunState, now: float, out: Collector) -> None:
-        """The run's first hole becomes a gap; what waited behind it is released."""
+        """The run's first hole becomes a gap; what waited behind it is released. The gap
+        carries the trace context of the event that waited behind the hole (the record
+        that showed it)."""
         held = self.held[run_id]
         first = min(held)
         ts = held[first].ts
         envelope = {"run_id": run_id, "seq": run.next_seq, "source_index": None, "ts": ts,
                     "gap": {"from_index": run.next_index, "to_index": first - 1}}
-        self.emit(run_id, run, envelope, "gap", ts, out)
+        self.emit(run_id, run, envelope, "gap", ts, out, trace_of(held[first].record))
         out.count("gaps")
         run.next_index = first
         self.drain(run_id, run, now, out)
@@ -529,11 +541,13 @@ class OrderingGuard:
         self.reschedule(run_id, run)
 
     def emit(self, run_id: str, run: RunState, envelope: dict[str, Any], record_type: str,
-             ts: float, out: Collector) -> None:
-        """One record the guard writes of its own (a gap, an abandoned end)."""
+             ts: float, out: Collector, trace: Headers = ()) -> None:
+        """One record the guard writes of its own (a gap, an abandoned end), with the
+        trace headers it is given (not the record in hand's: an event that fills a hole is
+        not what the gap before it came of)."""
         run.next_seq += 1
-        out.emit(OutputRecord(self._topic, run_id.encode(), _dumps(envelope), record_type, ts,
-                              owner_headers(run)))
+        out.outputs.append(OutputRecord(self._topic, run_id.encode(), _dumps(envelope),
+                                        record_type, ts, owner_headers(run) + trace))
 
     # -- deadlines ----------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import IO
 
 import orjson
 
-from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, feed
 from symfonic_stream.models.decoding import DEFAULT_LIMITS, DecodeLimits
 from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor, projection_of
 
@@ -50,7 +50,7 @@ def project_lines(
         if not stripped:
             continue
         record = InputRecord(OFFLINE_TOPIC, 0, number, None, stripped)
-        processor.process(record, _NO_TIME, out)
+        feed(processor, record, _NO_TIME, out)
         yield out
         out.clear()
     processor.end_of_input(out)
