@@ -12,8 +12,9 @@ output on the hot path, and a tuple is created several times faster.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -112,6 +113,16 @@ class Collector:
             record = record._replace(headers=(*record.headers, *self.trace))
         self.outputs.append(record)
 
+    @contextlib.contextmanager
+    def carrying(self, trace: Headers) -> Iterator[None]:
+        """Within the block :meth:`emit` carries ``trace`` (a processor's own record of the
+        context that caused what it emits: a ticket's, on its timers)."""
+        before, self.trace = self.trace, trace
+        try:
+            yield
+        finally:
+            self.trace = before
+
     def dead_letter(self, record: InputRecord, reason: DeadLetterReason, detail: str) -> None:
         self.dead_letters.append(DeadLetter(record, reason, detail[:1024]))
 
@@ -176,11 +187,8 @@ def feed(processor: Processor, record: InputRecord, now: float, out: Collector) 
     """``processor.process(record, now, out)`` with ``record``'s checked trace headers in
     hand (:attr:`Collector.trace`): how the engine, a replay and the offline command hand
     a processor each record, so that what it emits for the record carries its context."""
-    out.trace = trace_headers(record.headers) if record.headers else ()
-    try:
+    with out.carrying(trace_headers(record.headers) if record.headers else ()):
         processor.process(record, now, out)
-    finally:
-        out.trace = ()
 
 
 class Stateless:

@@ -11,11 +11,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from symfonic_stream.models.stream_event import StreamChunk, StreamEvent
+from symfonic_stream.models.trace import Traced
 
 EndStatus = Literal["completed", "error", "cancelled", "paused", "abandoned"]
 
 
-class _Envelope(BaseModel):
+class _Envelope(Traced):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     run_id: str

@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from symfonic_stream.models.trace import Traced
+
 #: A ticket id is an ``interrupt_id``: the same bound (models/agent_event.py).
 MAX_TICKET_ID = 256
 #: The most bytes a resume request (its answer, ticket id, token and responder) may have
@@ -18,7 +20,7 @@ MAX_RESPONDER = 256
 MAX_REQUEST_ID = 128
 
 
-class Ticket(BaseModel):
+class Ticket(Traced):
     """One pause, routed to a human queue topic; ``ticket_id`` is the ``interrupt_id``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -76,7 +78,7 @@ class ClaimRequest(BaseModel):
     request_id: str | None = Field(None, max_length=MAX_REQUEST_ID)
 
 
-class Resume(BaseModel):
+class Resume(Traced):
     """An accepted answer, on ``<prefix>.resumes`` keyed by run id (the kernel reads it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, PrivateAttr
+
 from symfonic_stream.models.headers import TRACEPARENT_HEADER, TRACESTATE_HEADER
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "TRACE_HEADERS",
     "Headers",
     "TraceContext",
+    "Traced",
     "trace_headers",
     "without_trace",
 ]
@@ -155,3 +158,21 @@ class TraceContext:
         """The checked context in a text map (what an OpenTelemetry propagator injects)."""
         return cls.of_headers([(name.lower(), value.encode("utf-8", "replace"))
                                for name, value in carrier.items()])
+
+
+class Traced(BaseModel):
+    """A record model the SDKs read with its record's trace context (:attr:`trace_context`:
+    None when the record carries none valid). Not a field: not in the JSON, nor in the
+    schemas; pydantic's equality compares it, though."""
+
+    _trace_context: TraceContext | None = PrivateAttr(default=None)
+
+    @property
+    def trace_context(self) -> TraceContext | None:
+        """The checked W3C trace context of the Kafka record this was read from."""
+        return self._trace_context
+
+    def traced(self, headers: Iterable[tuple[str, bytes | None]] | None) -> None:
+        """Take the trace context of the record with ``headers`` (an SDK's, once, when it
+        reads the record)."""
+        self._trace_context = TraceContext.of_headers(headers)

@@ -17,6 +17,11 @@ projectors would dead-letter raises :class:`InvalidEventError` and nothing reach
 The record key is the run id (UTF-8), so the default partitioner (murmur2) puts every event
 of a run in one partition. The publisher assigns nothing: ``index`` is the kernel's.
 
+Trace context: each event is sent with the caller's current OpenTelemetry context as W3C
+``traceparent``/``tracestate`` headers when ``opentelemetry-api`` is installed (the
+``tracing`` extra), or with the one ``send(..., trace=...)`` names; every record the
+consumers project from it carries that context (docs/metrics.md, "Tracing").
+
 Delivery guarantee: the producer is idempotent with ``acks=all``, so within one producer
 session a retried send is written once and a run's events stay in send order. Across
 sessions (a kernel that crashes and re-sends what it is not sure was written) Kafka may hold
@@ -42,6 +47,7 @@ from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.sdk.tracing import TraceLike, trace_context
 
 __all__ = ["EventPublisher", "InvalidEventError", "PublishError", "encode_event"]
 
@@ -158,33 +164,41 @@ class EventPublisher:
         finally:
             await self.close()
 
-    async def send(self, event: EventLike) -> asyncio.Future[RecordMetadata]:
+    async def send(self, event: EventLike, *, trace: TraceLike = None
+                   ) -> asyncio.Future[RecordMetadata]:
         """Validate ``event`` and queue it; returns the future of its acknowledgement.
 
-        Raises :class:`InvalidEventError` (nothing is sent) for an event the projectors
-        would dead-letter.
+        ``trace``: the event's W3C trace context (a ``TraceContext`` or a ``traceparent``
+        string; ``ValueError`` when it is not W3C); by default the caller's current
+        OpenTelemetry context, if any. Raises :class:`InvalidEventError` (nothing is sent)
+        for an event the projectors would dead-letter.
         """
+        context = trace_context(trace)
         parsed, value = encode_event(event, max_bytes=self.settings.max_record_bytes)
-        return await self.send_encoded(parsed, value)
+        return await self.send_encoded(parsed, value, trace=context)
 
     async def send_encoded(
-        self, parsed: AgentEvent, value: bytes
+        self, parsed: AgentEvent, value: bytes, *, trace: TraceLike = None
     ) -> asyncio.Future[RecordMetadata]:
-        """Queue what :func:`encode_event` returned (for callers that validate first)."""
+        """Queue what :func:`encode_event` returned (for callers that validate first);
+        ``trace`` as :meth:`send` takes it."""
         if self._producer is None:
             await self.start()
         assert self._producer is not None
+        context = trace_context(trace)
         future: asyncio.Future[RecordMetadata] = await self._producer.send(
-            self.topic, value=value, key=parsed.run_id.encode()
+            self.topic, value=value, key=parsed.run_id.encode(),
+            headers=list(context.headers) if context is not None else None,
         )
         self.sent += 1
         self._pending.add(future)
         future.add_done_callback(self._settled)
         return future
 
-    async def send_and_wait(self, event: EventLike) -> RecordMetadata:
+    async def send_and_wait(self, event: EventLike, *, trace: TraceLike = None
+                            ) -> RecordMetadata:
         """Send one event and wait for the broker's acknowledgement."""
-        return await (await self.send(event))
+        return await (await self.send(event, trace=trace))
 
     async def flush(self) -> None:
         """Wait until every event sent so far is acknowledged; raise if any failed."""

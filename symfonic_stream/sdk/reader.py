@@ -16,6 +16,10 @@ always end it; ``paused`` ends it unless ``follow=True``, in which case it keeps
 next segment of the run. Until the end record arrives it waits for more, so a run that is
 still being produced is read live.
 
+Each record read carries the W3C trace context of its Kafka record as
+``record.trace_context`` (a :class:`~symfonic_stream.models.trace.TraceContext`, or None:
+the event it came of carried none; docs/metrics.md, "Tracing").
+
 Where to start: by default at the partition's beginning. ``since`` (Unix seconds) seeks with
 ``offsets_for_times`` to the first record the projector *wrote* at or after that time (Kafka
 record timestamps, not the kernel's ``ts``). ``from_seq`` yields only records with
@@ -273,6 +277,7 @@ class RunReader:
                     raise RunReadError(
                         f"run {self.run_id!r}, {self.topic}/{self.partition}/{raw.offset}: {exc}"
                     ) from None
+                record.traced(raw.headers)
                 if record.run_id != self.run_id:
                     raise RunReadError(
                         f"{self.topic}/{self.partition}/{raw.offset}: key {self.run_id!r} "

@@ -69,6 +69,7 @@ def resume_for(value: bytes | None, headers: Headers | None, owner: Owner) -> Re
     said = header[0].decode("utf-8", "replace") if header and header[0] is not None else None
     if len(header) > 1 or said != resume.tenant or owner(resume.run_id) != resume.tenant:
         return None
+    resume.traced(headers)
     return resume
 
 

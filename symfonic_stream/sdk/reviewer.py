@@ -11,6 +11,11 @@ own consumer group), so a restarted tool continues where it left off. ``answer``
 request keyed by ticket id (the partitioning the resume validator relies on) and waits
 for the validator's verdict on ``<prefix>.resumes`` / ``<prefix>.resume-rejections``.
 
+Each ticket carries the run's W3C trace context as ``ticket.trace_context`` (None: the
+interrupt it came of carried none); ``answer`` sends the request in that context, so the
+resume (or rejection) is in the run's trace; ``submit`` takes one (``trace=``) and, by
+default, the caller's current OpenTelemetry context (docs/metrics.md, "Tracing").
+
 A least-privilege reviewer (docs/security.md: its tenant's queues, its own groups, and
 ``<prefix>.resume-requests``) may not read the verdict topics, which hold every tenant's
 answers. ``Reviewer(..., follow_outcomes=False)`` never touches them: ``tickets``,
@@ -41,6 +46,7 @@ from symfonic_stream.kafka.clients import client_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import RejectionReason, ResumeRequest, Ticket
+from symfonic_stream.sdk.tracing import TraceLike, trace_context
 
 __all__ = ["OutcomesUnavailable", "Reviewer", "TicketOutcome"]
 
@@ -151,7 +157,9 @@ class Reviewer:
         await consumer.start()
         self._queue_consumer = consumer
         async for message in consumer:
-            yield Ticket.model_validate_json(message.value or b"")
+            ticket = Ticket.model_validate_json(message.value or b"")
+            ticket.traced(message.headers)
+            yield ticket
 
     async def commit(self) -> None:
         """Mark every ticket yielded so far as handled for this tool's group."""
@@ -161,10 +169,14 @@ class Reviewer:
     async def submit(
         self, ticket_id: str, token: str, answer: Any, responder: str | None = None,
         *, tenant: str | Unnamed | None = Unnamed.TENANT, request_id: str | None = None,
+        trace: TraceLike = None,
     ) -> str:
         """Send one answer (no wait for the verdict); its request id (``request_id``, or
         one made here), which its verdict carries. ``tenant``, the ticket's, names which
-        ticket when tenants share the id; unnamed, the token tells."""
+        ticket when tenants share the id; unnamed, the token tells. ``trace``: the
+        request's W3C context (a ``traceparent`` string is checked), by default the
+        caller's current OpenTelemetry context, if any."""
+        context = trace_context(trace)
         named = {} if isinstance(tenant, Unnamed) else {"tenant": tenant}
         request = ResumeRequest(
             ticket_id=ticket_id, token=token, answer=answer, responder=responder,
@@ -175,19 +187,23 @@ class Reviewer:
             self._names.resume_requests,
             key=ticket_id.encode(),
             value=orjson.dumps(request.model_dump(exclude_unset=True)),
+            headers=list(context.headers) if context is not None else None,
         )
         assert request.request_id is not None
         return request.request_id
 
     async def answer(
-        self, ticket: Ticket, answer: Any, responder: str | None = None, timeout_s: float = 30.0
+        self, ticket: Ticket, answer: Any, responder: str | None = None, timeout_s: float = 30.0,
+        *, trace: TraceLike = None,
     ) -> TicketOutcome:
         """Answer a ticket with its own token and wait for the validator's verdict on this
         answer (with ``follow_outcomes=False``: raises :class:`OutcomesUnavailable` before
-        sending; use :meth:`submit`)."""
+        sending; use :meth:`submit`). The request is sent in ``trace``, else the ticket's
+        context (the run's trace), else the caller's current one."""
         self._check_outcomes()
         request_id = await self.submit(ticket.ticket_id, ticket.token, answer, responder,
-                                       tenant=ticket.tenant)
+                                       tenant=ticket.tenant,
+                                       trace=trace if trace is not None else ticket.trace_context)
         return await self.outcome(ticket.ticket_id, timeout_s, request_id=request_id)
 
     async def outcome(self, ticket_id: str, timeout_s: float = 30.0, *,

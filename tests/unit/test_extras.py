@@ -51,8 +51,10 @@ def test_the_consumers_install_leaves_out_the_tools_and_the_web_stack() -> None:
     [uvicorn] = [r for r in _requirements("gateway") if r.name == "uvicorn"]
     assert "standard" in uvicorn.extras  # httptools, uvicorn's C HTTP parser
     assert {r.name for r in _requirements("all")} == {"symfonic-stream"}
-    # [rocksdb] belongs to a setting (SYMFONIC_STATE_DIR, checked at start), not a command.
-    assert set(_requirements("all")[0].extras) == {*EXTRAS, "rocksdb"}
+    # [rocksdb] belongs to a setting (SYMFONIC_STATE_DIR, checked at start), not a command;
+    # [tracing] to the SDKs (docs/metrics.md, "Tracing").
+    assert set(_requirements("all")[0].extras) == {*EXTRAS, "rocksdb", "tracing"}
+    assert {r.name for r in _requirements("tracing")} == {"opentelemetry-api"}
     assert "rocksdict" in _import_names(_requirements("rocksdb")[0].name)
 
 

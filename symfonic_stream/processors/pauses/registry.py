@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from symfonic_stream.engine.processor import Collector
+from symfonic_stream.engine.processor import Collector, Headers
 from symfonic_stream.observability.queues import QueueTickets
 from symfonic_stream.processors.expiring import ExpiringState, within_budget
 from symfonic_stream.processors.pauses.review import Review
@@ -63,6 +63,9 @@ class Registered:
     #: Its claims, escalation and history (None: registered by a version before them).
     review: Review | None = None
     invalid_by: dict[str, int] = field(default_factory=dict)
+    #: Its registration's checked trace headers (the interrupt event's: the run's trace),
+    #: which what its timers emit carries, and its verdicts when the answer has none.
+    trace: Headers = ()
 
     def invalid_of(self, responder: str | None) -> int:
         return self.invalid_by.get(responder or "", 0)
@@ -83,6 +86,7 @@ class Registered:
             self.tenant if self.known else False,
             self.review.encode() if self.review is not None else None,
             self.invalid_by,
+            [[name, value.decode("ascii")] for name, value in self.trace] or None,
         ])
 
     @classmethod
@@ -96,6 +100,8 @@ class Registered:
             ticket.review = Review.decode(fields[10])
         if len(fields) > 11:  # (then 11: invalid answers counted per ticket only)
             ticket.invalid_by = fields[11]
+        if len(fields) > 12 and fields[12]:  # (then 12: no trace context)
+            ticket.trace = tuple((str(name), str(value).encode()) for name, value in fields[12])
         return ticket
 
     def forget_after(self, grace_s: float) -> float:
@@ -106,7 +112,8 @@ class Registered:
 
 #: How a ticket travels in the changelog: ``[token, run_id, tool_call_id, expires_at,
 #: response_schema, registered_at, answered_at, schema_refused, invalid_answers, tenant,
-#: review, invalid_by]`` (``tenant`` false: unknown; ``review`` null: none).
+#: review, invalid_by, trace]`` (``tenant`` false: unknown; ``review`` null: none;
+#: ``trace`` null or ``[[header, value], ...]``).
 TICKET_CODEC: Codec[Registered] = Codec(Registered.encode, Registered.decode)
 
 

@@ -151,6 +151,7 @@ class ResumeValidator(TicketRegistry):
             schema if isinstance(schema, dict) else None,
             now,
             tenant=ticket.tenant,
+            trace=out.trace,
         )
         # (The router caps it too; a registry that must forget does not rely on that.)
         registered.expires_at = min(registered.expires_at, now + self._max_lifetime_s)
@@ -164,10 +165,12 @@ class ResumeValidator(TicketRegistry):
         self.open.track(key, registered)
 
     def on_timer(self, key: str, ticket: Registered, now: float, out: Collector) -> None:
-        self._desk.timer(key, ticket, now, out)
+        with out.carrying(ticket.trace):  # (a punctuation: the ticket's context, the run's)
+            self._desk.timer(key, ticket, now, out)
 
     def on_forget(self, key: str, ticket: Registered, out: Collector) -> None:
-        self._desk.forget(key, ticket, out)
+        with out.carrying(ticket.trace):
+            self._desk.forget(key, ticket, out)
 
     def _answer(self, parsed: Any, record: InputRecord, now: float, out: Collector) -> None:
         if not isinstance(parsed, dict):
@@ -200,12 +203,19 @@ class ResumeValidator(TicketRegistry):
         refusal = _refusal(request, ticket, now)
         if refusal is None:
             assert key is not None and ticket is not None
-            self._accept(request, key, ticket, now, out)
+            with out.carrying(out.trace or ticket.trace):
+                self._accept(request, key, ticket, now, out)
             return
         reason, detail = refusal
         if reason in _UNTOLD or key is None or ticket is None:
             self._refuse(Refused.of(request), reason, detail, now, out)
             return
+        with out.carrying(out.trace or ticket.trace):  # (its token matched)
+            self._refuse_told(request, reason, detail, key, ticket, now, out)
+
+    def _refuse_told(self, request: ResumeRequest, reason: RejectionReason, detail: str,
+                     key: str, ticket: Registered, now: float, out: Collector) -> None:
+        """Refuse an answer whose token matched its ticket: on the ticket's history too."""
         if reason is RejectionReason.INVALID_ANSWER:
             ticket.count_invalid(request.responder, MAX_INVALID_ANSWERS,
                                  MAX_INVALID_ANSWERS_PER_TICKET)
@@ -265,7 +275,8 @@ class ResumeValidator(TicketRegistry):
             self._refuse(Refused.of(request, told), *why, now, out)
             return
         assert key is not None and ticket is not None
-        self._desk.claim(request, key, ticket, now, out)
+        with out.carrying(out.trace or ticket.trace):
+            self._desk.claim(request, key, ticket, now, out)
         self.tickets.schedule(key, self.deadline_of(ticket))
 
     def _refuse(self, refused: Refused, reason: RejectionReason, detail: str, now: float,
