@@ -96,7 +96,9 @@ class Verdicts(Collector):
     reviews: list[OutputRecord] = field(default_factory=list)
 
     def emit(self, record: OutputRecord) -> None:
-        (self.reviews if record.topic.endswith(".review-tickets") else self.outputs).append(record)
+        super().emit(record)  # (with the trace headers in hand, as the collector's own)
+        if record.topic.endswith(".review-tickets"):
+            self.reviews.append(self.outputs.pop())
 
 
 def committer_for(producer: Any, topology: Any, **settings: Any) -> Any:
