@@ -21,7 +21,12 @@ import orjson
 from aiokafka import AIOKafkaProducer, TopicPartition
 
 from symfonic_stream.kafka.group import GroupMetadata
-from symfonic_stream.kafka.producer import PartitionWrites, ProcessProducer, Steps, TransactionBatches
+from symfonic_stream.kafka.producer import (
+    PartitionWrites,
+    ProcessProducer,
+    Steps,
+    TransactionBatches,
+)
 
 __all__ = ["MemoryBroker", "Record"]
 

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, TypeVar
 
-from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from symfonic_stream.app.topologies import build_topology
@@ -45,9 +44,8 @@ from symfonic_stream.models.topics import Topic
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.sdk.publisher import encode_event
 from symfonic_stream.sdk.reader import RunReader, RunReadError, RunRecord
-from symfonic_stream.sdk.reviewer import TicketOutcome, Unnamed
 from symfonic_stream.sdk.resumes import Owner, ResumeReader
-from symfonic_stream.sdk.reviewer import Reviewer
+from symfonic_stream.sdk.reviewer import Reviewer, TicketOutcome, Unnamed
 from symfonic_stream.testing.broker import Headers, MemoryBroker, MemoryProducer, Record
 from symfonic_stream.testing.fakes import FakeResumeReader, FakeReviewer, FakeRunReader
 

@@ -13,22 +13,36 @@ waiting: a fake reader does not wait for records the driver has not written (it 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, Protocol, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from symfonic_stream.config import Settings
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.pauses import Ticket
 from symfonic_stream.sdk.reader import ReaderTimeout, RunReader
 from symfonic_stream.sdk.resumes import Owner, ResumeReader
 from symfonic_stream.sdk.reviewer import Reviewer
-from symfonic_stream.testing.broker import MemoryConsumer, Record
-
-if TYPE_CHECKING:
-    from symfonic_stream.testing.driver import TopologyTestDriver
+from symfonic_stream.testing.broker import Headers, MemoryBroker, MemoryConsumer, Record
 
 __all__ = ["FakeResumeReader", "FakeReviewer", "FakeRunReader"]
+
+T = TypeVar("T")
+
+
+class Driver(Protocol):
+    """What the fakes use of a :class:`~symfonic_stream.testing.TopologyTestDriver`."""
+
+    settings: Settings
+    broker: MemoryBroker
+
+    def queue(self, queue: str = "default", tenant: str | None = None) -> str: ...
+
+    async def on_loop(self, work: Coroutine[Any, Any, T]) -> T: ...
+
+    async def write(self, key: bytes | None, value: bytes | None, *, headers: Headers = (),
+                    topic: str | None = None, partition: int | None = None) -> Record: ...
 
 
 class FakeRunReader(RunReader):
@@ -37,7 +51,7 @@ class FakeRunReader(RunReader):
     holds no more of a run that has not ended, it raises
     :class:`~symfonic_stream.sdk.ReaderTimeout` at once (:meth:`ran_out` tells)."""
 
-    def __init__(self, driver: TopologyTestDriver, run_id: str, *, projection: str = "typed",
+    def __init__(self, driver: Driver, run_id: str, *, projection: str = "typed",
                  topic: str | None = None, from_seq: int = 0, follow: bool = False,
                  idle_timeout_s: float = 0.0) -> None:
         super().__init__(run_id, driver.settings, projection=projection, topic=topic,
@@ -60,7 +74,7 @@ class FakeRunReader(RunReader):
 class _DriverProducer:
     """What the reviewer asks of its producer, written through the driver."""
 
-    def __init__(self, driver: TopologyTestDriver) -> None:
+    def __init__(self, driver: Driver) -> None:
         self._driver = driver
 
     async def partitions_for(self, topic: str) -> set[int]:
@@ -81,7 +95,7 @@ class FakeReviewer(Reviewer):
     the ``async for`` ends); ``submit`` writes the request and the driver's resume
     validator decides it at once, so ``answer`` and ``outcome`` return its verdict."""
 
-    def __init__(self, driver: TopologyTestDriver, group_id: str = "symfonic-test-review", *,
+    def __init__(self, driver: Driver, group_id: str = "symfonic-test-review", *,
                  follow_outcomes: bool = True) -> None:
         super().__init__(group_id, driver.settings, follow_outcomes=follow_outcomes)
         self._driver = driver
@@ -107,7 +121,7 @@ class FakeResumeReader(ResumeReader):
     """:class:`~symfonic_stream.sdk.ResumeReader` on ``driver``'s ``<prefix>.resumes``, from
     the group's committed position to the end of what is written."""
 
-    def __init__(self, driver: TopologyTestDriver, owner: Owner,
+    def __init__(self, driver: Driver, owner: Owner,
                  group_id: str = "symfonic-test-kernel") -> None:
         super().__init__(group_id, owner, driver.settings)
         self._driver = driver

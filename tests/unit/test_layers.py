@@ -1,9 +1,9 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
 models/config/faults → kafka, observability, projections → state → engine → processors →
-consumers (the declarations) → app → sdk, tools, gateway → cli → testing (the test kit). Every import counts, also
-one inside a function or under ``TYPE_CHECKING``: a circle that only type checkers see is
-still a circle to a reader.
+consumers (the declarations) → app → sdk, tools, gateway → cli → testing (the test kit).
+Every import counts, also one inside a function or under ``TYPE_CHECKING``: a circle that
+only type checkers see is still a circle to a reader.
 """
 
 from __future__ import annotations

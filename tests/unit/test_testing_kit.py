@@ -1,0 +1,237 @@
+"""The test kit (``symfonic_stream.testing``) held to the reference oracle.
+
+Every expectation here comes from tests/reference (the oracle of contract §2-§5,
+``oracle.py``, and of §7's tickets and verdicts, ``pauses.py``), which shares no code with
+the package, never from the kit or the consumers it drives: the golden run and damaged
+deliveries projected by the driver equal the oracle's envelopes byte for byte, also when
+the consumers crash anywhere and restore from their changelogs, on one partition or
+several; the dead letters are the oracle's, with the engine's headers; the verdicts on
+answers, before and after a ticket expires, are the oracle's. The kit's own surface
+(fixtures, fakes, the clock's rules) is checked last. The test of the documented API alone
+is test_testing_kit_public.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from symfonic_stream.config import Settings
+from symfonic_stream.models.dead_letter import HEADER_CONSUMER, HEADER_REASON, HEADER_SOURCE
+from symfonic_stream.sdk import ReaderTimeout, RunReader, SequenceError
+from symfonic_stream.testing import FakeReviewer, TopologyTestDriver
+from tests.reference import oracle
+from tests.reference.pauses import ACCEPTED, ReferenceReview
+from tests.unit.helpers import interrupt, raw
+from tests.unit.test_guard import damaged_delivery
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = (ROOT / "tests" / "golden" / "golden_run.jsonl").read_bytes().splitlines()
+PROJECTIONS: dict[str, oracle.ProjectionName] = {"typed": "typed", "chunks": "chunks"}
+TOPICS = {"typed": "symfonic.stream-events", "chunks": "symfonic.stream-chunks"}
+#: Past every gap timeout, well before any idle timeout (the oracle has no clock: the end
+#: of its input stands in for the gap timeout).
+PAST_GAPS = Settings().gap_timeout_s + 5
+
+
+def by_run(values: list[bytes]) -> dict[str, list[bytes]]:
+    runs: dict[str, list[bytes]] = {}
+    for value in values:
+        runs.setdefault(json.loads(value)["run_id"], []).append(value)
+    return runs
+
+
+def expected(lines: list[bytes], projection: str) -> dict[str, list[bytes]]:
+    envelopes, _ = oracle.project(lines, PROJECTIONS[projection])
+    return by_run([oracle.encode(envelope) for envelope in envelopes])
+
+
+def pipe_lines(driver: TopologyTestDriver, lines: list[bytes],
+               crash_after: int | None = None) -> None:
+    """Each line as a kernel's producer writes it (keyed by its run id), a crash of every
+    consumer after line ``crash_after``."""
+    for number, line in enumerate(lines, start=1):
+        key = json.loads(line)["run_id"].encode()
+        driver.pipe_record(key, line)
+        if number == crash_after:
+            driver.crash()
+
+
+def projected(driver: TopologyTestDriver, projection: str) -> dict[str, list[bytes]]:
+    return by_run([r.value or b"" for r in driver.records(TOPICS[projection])])
+
+
+@pytest.mark.parametrize("projection", ["typed", "chunks"])
+@pytest.mark.parametrize("crash_after", [None, *range(1, len(GOLDEN) + 1)])
+def test_the_golden_run_projects_as_the_oracle_says_whenever_it_crashes(
+        projection: str, crash_after: int | None) -> None:
+    with TopologyTestDriver(projection) as driver:
+        pipe_lines(driver, GOLDEN, crash_after)
+        driver.advance(PAST_GAPS)
+        assert projected(driver, projection) == expected(GOLDEN, projection)
+        # The run's records as the run reader reads them: dense, through the pause.
+        assert [r.seq for r in driver.run("golden-run", projection)] == list(
+            range(len(expected(GOLDEN, projection)["golden-run"])))
+
+
+@given(damaged_delivery(), st.integers(0, 60), st.sampled_from([1, 3]))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_damaged_deliveries_with_a_crash_anywhere_project_as_the_oracle_says(
+        damaged: tuple[list[list[dict[str, Any]]], list[dict[str, Any]]], crash: int,
+        partitions: int) -> None:
+    _, delivered = damaged
+    lines = [orjson.dumps(event) for event in delivered]
+    with TopologyTestDriver("typed", partitions=partitions) as driver:
+        pipe_lines(driver, lines, crash % (len(lines) + 1) or None)
+        driver.advance(PAST_GAPS)
+        assert projected(driver, "typed") == expected(lines, "typed")
+        # The dead letters: the oracle's reasons, each the record whole, with where it came
+        # from and who gave up on it.
+        letters = driver.records("symfonic.dead-letter")
+        _, dead = oracle.project(lines, "typed")
+        assert sorted(r.header(HEADER_REASON) or b"" for r in letters) == sorted(
+            reason.encode() for reason, _ in dead)
+        assert all(r.header(HEADER_CONSUMER) == b"typed" for r in letters)
+        for letter in letters:
+            topic, partition, offset = (letter.header(HEADER_SOURCE) or b"").decode().split("/")
+            [source] = [r for r in driver.records(topic)
+                        if (r.partition, r.offset) == (int(partition), int(offset))]
+            assert (letter.key, letter.value) == (source.key, source.value)
+
+
+def test_a_hostile_record_is_dead_lettered_as_the_oracle_says() -> None:
+    lines = [b'{"run_id":"run-1","index":0,"kind":"thinking","timestamp":1,"text":"a"}',
+             b"not json", b'{"run_id":"run-1","index":"x","kind":"thinking","timestamp":1}']
+    _, dead = oracle.project(lines, "typed")
+    with TopologyTestDriver("typed") as driver:
+        for line in lines:
+            driver.pipe_record(b"run-1", line, headers=[("trace", b"t-1")])
+        letters = driver.records("symfonic.dead-letter")
+        assert [r.header(HEADER_REASON) for r in letters] == [r.encode() for r, _ in dead]
+        assert all(r.header("trace") == b"t-1" for r in letters)  # kept whole
+        assert projected(driver, "typed") == expected(lines, "typed")
+
+
+# -- pauses: tickets, answers and verdicts ---------------------------------------------------
+
+
+def paused(run_id: str, tenant: str, interrupt_id: str, token: str, expires_at: float
+           ) -> dict[str, Any]:
+    return raw("ask_user", 0, run_id, scope={"tenant": tenant},
+               interrupt=interrupt(interrupt_id=interrupt_id, token=token, run_id=run_id,
+                                   expires_at=expires_at))
+
+
+def test_verdicts_before_and_after_an_expiry_are_the_oracles() -> None:
+    review = ReferenceReview()
+    events = [paused("run-a", "acme", "intr-a", "tok-a", 5000.0),
+              paused("run-b", "beta", "intr-b", "tok-b", 1500.0)]
+    answers: list[tuple[float, dict[str, Any]]] = [
+        (1000.0, {"ticket_id": "intr-a", "token": "wrong"}),
+        (1000.0, {"ticket_id": "intr-a", "token": "tok-a"}),
+        (1000.0, {"ticket_id": "intr-a", "token": "tok-a"}),
+        (1000.0, {"ticket_id": "nope", "token": "tok-a"}),
+        (1600.0, {"ticket_id": "intr-b", "token": "tok-b"}),  # expired by then
+    ]
+    with TopologyTestDriver(start=1000.0) as driver:
+        for event in events:
+            review.pause(event)
+            driver.pipe(event)
+        assert sorted(t.ticket_id for t in driver.tickets()) == ["intr-a", "intr-b"]
+        for moment, request in answers:
+            driver.advance_to(moment)
+            verdict, run = review.answer(request, moment)
+            outcome = driver.answer(request["ticket_id"], {"answers": ["yes"]},
+                                    token=request["token"])
+            assert (outcome.reason.value if outcome.reason else ACCEPTED) == verdict, request
+        [resume] = driver.resumes()
+        assert (resume.run_id, resume.tenant) == ("run-a", review.tenant_of("run-a"))
+        # Each run's typed stream ends paused where the oracle's does.
+        lines = [orjson.dumps(event) for event in events]
+        assert projected(driver, "typed") == expected(lines, "typed")
+
+
+def test_a_restored_validator_remembers_its_tickets_and_answers() -> None:
+    review = ReferenceReview()
+    event = paused("run-a", "acme", "intr-a", "tok-a", 5000.0)
+    review.pause(event)
+    with TopologyTestDriver(start=1000.0) as driver:
+        driver.pipe(event)
+        driver.crash("resumes")  # before the answer: the ticket from the changelog
+        request = {"ticket_id": "intr-a", "token": "tok-a"}
+        assert driver.answer("intr-a", True, token="tok-a").accepted == (
+            review.answer(request, 1000.0)[0] == ACCEPTED)
+        driver.crash()  # after it: the answer too
+        verdict = driver.answer("intr-a", True, token="tok-a").reason
+        assert verdict is not None and verdict.value == review.answer(request, 1000.0)[0]
+
+
+# -- the fakes ---------------------------------------------------------------------------
+
+
+async def test_the_fake_reviewer_works_a_queue_as_the_sdk_does(
+        symfonic_driver: TopologyTestDriver, symfonic_reviewer: FakeReviewer) -> None:
+    symfonic_driver.advance_to(1000.0)
+    symfonic_driver.pipe(paused("run-a", "acme", "intr-a", "tok-a", 5000.0))
+    seen = [ticket async for ticket in symfonic_reviewer.tickets("default")]
+    assert [t.ticket_id for t in seen] == ["intr-a"]
+    outcome = await symfonic_reviewer.answer(seen[0], {"answers": ["yes"]}, responder="pat")
+    assert outcome.accepted and outcome.record["responder"] == "pat"
+    await symfonic_reviewer.commit()
+    assert [t async for t in symfonic_reviewer.tickets("default")] == []  # handled
+    async with symfonic_driver.resume_reader(lambda run_id: "acme") as resumes:
+        assert [r.ticket_id async for r in resumes] == ["intr-a"]
+
+
+async def test_the_fake_run_reader_reads_and_checks_as_the_sdk_does(
+        symfonic_driver: TopologyTestDriver,
+        symfonic_run_reader: Callable[..., RunReader]) -> None:
+    for line in GOLDEN:
+        symfonic_driver.pipe_record(b"golden-run", line)
+    async with symfonic_run_reader("golden-run") as reader:  # up to the pause
+        first = [record.seq async for record in reader]
+    assert first[-1] == [json.loads(v)["seq"] for v in expected(GOLDEN, "typed")["golden-run"]
+                         if json.loads(v).get("end", {}).get("status") == "paused"][0]
+    with pytest.raises(ReaderTimeout):  # the hole is not timed out yet: nothing more
+        async with symfonic_run_reader("golden-run", follow=True) as reader:
+            [record async for record in reader]
+    # A repeat of seq is the reader's error, as on Kafka.
+    symfonic_driver.pipe_record(b"golden-run",
+                                symfonic_driver.records(TOPICS["typed"])[0].value,
+                                topic="symfonic.stream-events")
+    with pytest.raises(SequenceError):
+        symfonic_driver.advance(PAST_GAPS)
+        symfonic_driver.run("golden-run")
+
+
+# -- the driver's own rules ---------------------------------------------------------------
+
+
+def test_the_clock_only_moves_on_and_a_closed_driver_says_so() -> None:
+    driver = TopologyTestDriver("copier", start=10.0)
+    with pytest.raises(ValueError, match="only moves on"):
+        driver.advance(-1)
+    with pytest.raises(ValueError, match="only moves on"):
+        driver.advance_to(5.0)
+    copied = driver.pipe_record(b"k", b"v", headers=[("h", b"1")])
+    [out] = driver.read("symfonic.copier-output")
+    assert (out.key, out.value, out.headers, out.timestamp) == (b"k", b"v", (("h", b"1"),),
+                                                                 10_000)
+    assert copied.offset == 0 and driver.read("symfonic.copier-output") == []
+    with pytest.raises(KeyError):
+        driver.crash("typed")  # not one of this driver's
+    driver.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        driver.pipe_record(b"k", b"v")
+
+
+def test_an_unknown_consumer_is_named() -> None:
+    with pytest.raises(KeyError, match="nope"):
+        TopologyTestDriver("nope")
