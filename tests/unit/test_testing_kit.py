@@ -235,3 +235,16 @@ def test_the_clock_only_moves_on_and_a_closed_driver_says_so() -> None:
 def test_an_unknown_consumer_is_named() -> None:
     with pytest.raises(KeyError, match="nope"):
         TopologyTestDriver("nope")
+
+
+def test_the_public_test_imports_only_the_documented_kit() -> None:
+    """test_testing_kit_public.py is the kit as its users have it: of the package, it
+    imports ``symfonic_stream.testing`` alone."""
+    import ast
+
+    tree = ast.parse((Path(__file__).parent / "test_testing_kit_public.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                 for alias in node.names}
+    assert {name for name in imported if name and name.startswith("symfonic_stream")} == {
+        "symfonic_stream.testing"}
