@@ -24,30 +24,32 @@ TENANT = "acme"
 TOKEN = "tok-kit"
 
 
-def event(index: int, kind: str, **fields: Any) -> dict[str, Any]:
-    return {"run_id": RUN, "index": index, "kind": kind, "timestamp": 1764480000.0 + index,
+def event(now: float, index: int, kind: str, **fields: Any) -> dict[str, Any]:
+    """The kernel's event ``index``, written a second after the one before it."""
+    return {"run_id": RUN, "index": index, "kind": kind, "timestamp": now + index,
             "scope": {"tenant": TENANT}, **fields}
 
 
-def pause(index: int, expires_at: float) -> dict[str, Any]:
-    return event(index, "ask_user", interrupt={
+def pause(now: float, index: int) -> dict[str, Any]:
+    """An ask_user that may be answered for an hour."""
+    return event(now, index, "ask_user", interrupt={
         "name": "ask_user", "kind": "ask_user",
         "payload": {"questions": [{"question": "Ship it?"}]}, "token": TOKEN,
         "tool_call_id": "call-1", "interrupt_id": "intr-kit", "run_id": RUN,
-        "session_id": "sess-1", "expires_at": expires_at, "resumable": True})
+        "session_id": "sess-1", "expires_at": now + 3600, "resumable": True})
 
 
-def before_the_hole() -> list[dict[str, Any]]:
-    return [event(0, "thinking", text="plan"), event(1, "text_delta", text="Hel"),
-            event(3, "text_delta", text="world")]  # index 2 never comes
+def before_the_hole(now: float) -> list[dict[str, Any]]:
+    return [event(now, 0, "thinking", text="plan"), event(now, 1, "text_delta", text="Hel"),
+            event(now, 3, "text_delta", text="world")]  # index 2 never comes
 
 
-def after_the_resume() -> list[dict[str, Any]]:
-    return [event(5, "text_delta", text="shipped"), event(6, "done")]
+def after_the_resume(now: float) -> list[dict[str, Any]]:
+    return [event(now, 5, "text_delta", text="shipped"), event(now, 6, "done")]
 
 
 def every_event(now: float) -> list[dict[str, Any]]:
-    return [*before_the_hole(), pause(4, now + 3600), *after_the_resume()]
+    return [*before_the_hole(now), pause(now, 4), *after_the_resume(now)]
 
 
 def lines(events: list[dict[str, Any]]) -> list[bytes]:
@@ -67,12 +69,12 @@ Step = tuple[str, Any]
 
 def steps(now: float) -> list[Step]:
     return [
-        *(("pipe", e) for e in before_the_hole()),
+        *(("pipe", e) for e in before_the_hole(now)),
         ("expire the gap", None),
-        ("pipe", pause(4, now + 3600)),
+        ("pipe", pause(now, 4)),
         ("answer", {"answers": ["yes"]}),
         ("crash", None),
-        *(("pipe", e) for e in after_the_resume()),
+        *(("pipe", e) for e in after_the_resume(now)),
     ]
 
 
@@ -104,7 +106,7 @@ def run_steps(driver: TopologyTestDriver, now: float,
 def test_a_run_projected_gapped_paused_answered_resumed_crashed_and_restored() -> None:
     now = 1764480000.0
     review = ReferenceReview()
-    review.pause(pause(4, now + 3600))
+    review.pause(pause(now, 4))
     with TopologyTestDriver(start=now) as driver:
         seen: list[int] = []
         verdicts = run_steps(driver, now, lambda step: seen.append(
