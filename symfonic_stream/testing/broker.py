@@ -206,6 +206,9 @@ class MemoryConsumer:
         """Nothing to close."""
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self.seek_to_end_now(*partitions)
+
+    def seek_to_end_now(self, *partitions: TopicPartition) -> None:
         for tp in partitions or tuple(self._positions):
             self._positions[tp] = self._broker.end(tp.topic, tp.partition)
 

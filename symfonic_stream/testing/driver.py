@@ -344,7 +344,7 @@ class TopologyTestDriver:
         ticket's own token unless ``token`` says another, sent and decided: the resume
         validator's verdict, as the reviewer SDK reports it."""
         async def send() -> TicketOutcome:
-            reviewer = await FakeReviewer(self).__aenter__()
+            reviewer = FakeReviewer(self)
             named: str | Unnamed | None = Unnamed.TENANT if tenant is None else tenant
             if isinstance(ticket, Ticket):
                 ticket_id, said = ticket.ticket_id, token or ticket.token

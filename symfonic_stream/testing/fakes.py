@@ -90,24 +90,28 @@ class _DriverProducer:
 
 
 class FakeReviewer(Reviewer):
-    """:class:`~symfonic_stream.sdk.Reviewer` on ``driver``'s queues: ``tickets`` yields a
-    queue's tickets from the group's committed position to the end of what is written (then
-    the ``async for`` ends); ``submit`` writes the request and the driver's resume
-    validator decides it at once, so ``answer`` and ``outcome`` return its verdict."""
+    """:class:`~symfonic_stream.sdk.Reviewer` on ``driver``'s queues, ready when made
+    (``async with`` works too, and changes nothing): ``tickets`` yields a queue's tickets
+    from the group's committed position to the end of what is written (then the ``async
+    for`` ends); ``submit`` writes the request and the driver's resume validator decides
+    it at once, so ``answer`` and ``outcome`` return its verdict."""
 
     def __init__(self, driver: Driver, group_id: str = "symfonic-test-review", *,
                  follow_outcomes: bool = True) -> None:
         super().__init__(group_id, driver.settings, follow_outcomes=follow_outcomes)
         self._driver = driver
+        self._producer = cast(AIOKafkaProducer, _DriverProducer(driver))
+        if follow_outcomes:  # the verdicts given from now on, as the SDK's follows them
+            verdicts = MemoryConsumer(driver.broker, self._names.resumes,
+                                      self._names.resume_rejections)
+            verdicts.seek_to_end_now()
+            self._verdicts = cast(AIOKafkaConsumer, verdicts)
 
     async def __aenter__(self) -> FakeReviewer:
-        producer = cast(AIOKafkaProducer, _DriverProducer(self._driver))
-        self._producer = producer
-        if self._follow_outcomes:
-            verdicts = cast(AIOKafkaConsumer, MemoryConsumer(self._driver.broker))
-            self._verdicts = verdicts
-            await self._follow_verdicts(verdicts, producer)
         return self
+
+    async def close(self) -> None:
+        """Nothing to stop (the fake's clients are the driver's)."""
 
     async def tickets(self, queue: str, tenant: str | None = None) -> AsyncIterator[Ticket]:
         consumer = MemoryConsumer(self._driver.broker, self._driver.queue(queue, tenant),

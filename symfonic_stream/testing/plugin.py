@@ -8,14 +8,14 @@
   deployed consumer (``typed``, ``chunks``, ``pauses``, ``resumes``) under them, its clock
   at 0, closed after the test; a test that needs others makes its own driver;
 - ``symfonic_reviewer``: a :class:`~symfonic_stream.testing.FakeReviewer` on that driver,
-  entered (``async`` tests);
+  ready to use;
 - ``symfonic_run_reader``: makes :class:`~symfonic_stream.testing.FakeRunReader` s on
   that driver: ``symfonic_run_reader("run-1", projection="chunks")``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -42,10 +42,10 @@ def symfonic_driver(symfonic_settings: Settings) -> Iterator[TopologyTestDriver]
 
 
 @pytest.fixture
-async def symfonic_reviewer(symfonic_driver: TopologyTestDriver) -> AsyncIterator[FakeReviewer]:
-    """A reviewer (the SDK's) on ``symfonic_driver``'s queues and verdicts."""
-    async with FakeReviewer(symfonic_driver) as reviewer:
-        yield reviewer
+def symfonic_reviewer(symfonic_driver: TopologyTestDriver) -> FakeReviewer:
+    """A reviewer (the SDK's) on ``symfonic_driver``'s queues and verdicts, ready (no
+    ``async with`` needed)."""
+    return FakeReviewer(symfonic_driver)
 
 
 @pytest.fixture

@@ -14,6 +14,10 @@ is test_testing_kit_public.py.
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -248,3 +252,32 @@ def test_the_public_test_imports_only_the_documented_kit() -> None:
                  for alias in node.names}
     assert {name for name in imported if name and name.startswith("symfonic_stream")} == {
         "symfonic_stream.testing"}
+
+
+# -- docs/testing-your-code.md ---------------------------------------------------------------
+
+DOC = ROOT / "docs" / "testing-your-code.md"
+
+
+def doc_examples() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_docs_examples_pass_as_a_users_pytest_modules(tmp_path: Path) -> None:
+    """Each python block of the page is a pytest module of a user's project: run as such,
+    in a directory of its own (no conftest of ours), the plugin loaded as the entry point
+    loads it, the settings the defaults."""
+    for number, block in enumerate(doc_examples()):
+        (tmp_path / f"test_example_{number}.py").write_text(block)
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYMFONIC_")}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-p", "symfonic_stream.testing.plugin", str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    tests = sum(block.count("\ndef test_") + block.count("\nasync def test_")
+                for block in doc_examples())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{tests} passed" in result.stdout, result.stdout
