@@ -38,8 +38,7 @@ from .harness import (
     TopicReader,
     create_topics,
     prefix_fixture,  # noqa: F401  (provides the ``prefix`` fixture)
-    settings_for,
-)
+    )
 
 CONSUMERS = ("typed", "chunks", "pauses", "resumes")
 #: Short, so the live hole becomes a gap within seconds (the driver's clock is told).
@@ -113,6 +112,8 @@ async def test_the_drivers_records_are_the_live_consumers(prefix: str, tmp_path:
         verdicts: list[Any] = []
         for step in steps(now):
             take(driver, step, verdicts)
+        assert [verdict for verdict, _ in verdicts] == [
+            "accepted" if outcome.accepted else str(outcome.reason)]
         expected_typed = driver.records(names.stream_events)
         await read_until(typed, len(expected_typed))
         await read_until(readers[names.stream_chunks], len(driver.records(names.stream_chunks)))

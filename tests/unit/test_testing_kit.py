@@ -151,7 +151,7 @@ def test_verdicts_before_and_after_an_expiry_are_the_oracles() -> None:
         assert sorted(t.ticket_id for t in driver.tickets()) == ["intr-a", "intr-b"]
         for moment, request in answers:
             driver.advance_to(moment)
-            verdict, run = review.answer(request, moment)
+            verdict, _run = review.answer(request, moment)
             outcome = driver.answer(request["ticket_id"], {"answers": ["yes"]},
                                     token=request["token"])
             assert (outcome.reason.value if outcome.reason else ACCEPTED) == verdict, request
@@ -201,8 +201,8 @@ async def test_the_fake_run_reader_reads_and_checks_as_the_sdk_does(
         symfonic_driver.pipe_record(b"golden-run", line)
     async with symfonic_run_reader("golden-run") as reader:  # up to the pause
         first = [record.seq async for record in reader]
-    assert first[-1] == [json.loads(v)["seq"] for v in expected(GOLDEN, "typed")["golden-run"]
-                         if json.loads(v).get("end", {}).get("status") == "paused"][0]
+    assert first[-1] == next(json.loads(v)["seq"] for v in expected(GOLDEN, "typed")["golden-run"]
+                         if json.loads(v).get("end", {}).get("status") == "paused")
     with pytest.raises(ReaderTimeout):  # the hole is not timed out yet: nothing more
         async with symfonic_run_reader("golden-run", follow=True) as reader:
             [record async for record in reader]
@@ -281,3 +281,25 @@ def test_the_docs_examples_pass_as_a_users_pytest_modules(tmp_path: Path) -> Non
                 for block in doc_examples())
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{tests} passed" in result.stdout, result.stdout
+
+
+def test_an_idle_run_is_abandoned_when_the_clock_says_as_the_contract_says() -> None:
+    """docs/contract.md decision 13, stated here (the oracle has no clock): after
+    ``SYMFONIC_RUN_IDLE_TIMEOUT_S`` without an event, an ``abandoned`` end with
+    ``source_index`` null and the last event's ``ts``; a later event is ``run_closed``."""
+    lines = [orjson.dumps(raw("text_delta", 0, text="a")),
+             orjson.dumps(raw("text_delta", 1, text="b"))]
+    [before] = expected(lines, "typed").values()
+    with TopologyTestDriver("typed", start=5000.0) as driver:
+        for line in lines:
+            driver.pipe_record(b"run-1", line)
+        idle = driver.settings.run_idle_timeout_s
+        driver.advance(idle - 1)
+        assert [r.value for r in driver.records(TOPICS["typed"])] == before
+        driver.advance(2)
+        abandoned = oracle.encode({"run_id": "run-1", "seq": len(before), "source_index": None,
+                                   "ts": 101.0, "end": {"status": "abandoned", "error": None}})
+        assert [r.value for r in driver.records(TOPICS["typed"])] == [*before, abandoned]
+        driver.pipe(raw("text_delta", 2, text="c"))
+        [letter] = driver.records("symfonic.dead-letter")
+        assert letter.header(HEADER_REASON) == b"run_closed"
