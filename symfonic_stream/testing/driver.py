@@ -32,7 +32,7 @@ from symfonic_stream.app.topologies import build_topology
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import Consumer, consumer, deployed
 from symfonic_stream.engine.engine import punctuation_interval
-from symfonic_stream.engine.setup import _roll_back, has_position
+from symfonic_stream.engine.setup import has_position, roll_back
 from symfonic_stream.engine.task import Committer, StreamTask, task_state
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.engine.transaction import POSITION, Transactions, position_store, resume_offset
@@ -96,10 +96,14 @@ class TopologyTestDriver:
                                         daemon=True)
         self._thread.start()
         self._closed = False
-        for declared in self.consumers:
-            for engine in declared.engines:
-                topology = replace(build_topology(engine, self.settings), clock=self.now)
-                self._engines[engine.name] = self._call(self._engine_run(topology))
+        try:
+            for declared in self.consumers:
+                for engine in declared.engines:
+                    topology = replace(build_topology(engine, self.settings), clock=self.now)
+                    self._engines[engine.name] = self._call(self._engine_run(topology))
+        except BaseException:  # (a bad setting, say: no thread left behind)
+            self.close()
+            raise
 
     # -- the driver's own loop ------------------------------------------------------------
 
@@ -243,7 +247,7 @@ class TopologyTestDriver:
             return
         await task.flush()
         if task.failed:
-            _roll_back(task)
+            roll_back(task)
 
     def _task(self, run: _EngineRun, partition: int) -> StreamTask:
         """The task of ``partition``, set up on first use: its state restored from what its

@@ -303,3 +303,44 @@ def test_an_idle_run_is_abandoned_when_the_clock_says_as_the_contract_says() -> 
         driver.pipe(raw("text_delta", 2, text="c"))
         [letter] = driver.records("symfonic.dead-letter")
         assert letter.header(HEADER_REASON) == b"run_closed"
+
+
+def test_a_bad_setting_is_named_and_leaves_no_thread(tmp_path: Path) -> None:
+    import threading
+
+    before = threading.active_count()
+    with pytest.raises(Exception, match="SYMFONIC_ROUTING_RULES"):
+        TopologyTestDriver("pauses", settings=Settings(routing_rules=tmp_path / "missing.yaml"))
+    assert threading.active_count() == before
+
+
+def test_a_processor_that_raises_is_rolled_back_and_its_record_dead_lettered() -> None:
+    """docs/engine.md, "Failures": a processor that raises on a record fails its task, which
+    goes back to its last commit; on the retry the record is dead-lettered
+    ``invalid_event`` with the exception in the detail, and the partition goes on."""
+    from symfonic_stream.consumers import Consumer, Engine, Wiring, Write
+    from symfonic_stream.engine.processor import Collector, InputRecord
+    from symfonic_stream.models.dead_letter import HEADER_DETAIL
+    from symfonic_stream.models.topics import AGENT_EVENTS, COPIER_OUTPUT
+    from symfonic_stream.processors.copier import Copier
+
+    class Fragile(Copier):
+        def process(self, record: InputRecord, now: float, out: Collector) -> None:
+            if record.value == b"boom":
+                raise ValueError("cannot copy boom")
+            super().process(record, now, out)
+
+    fragile = Consumer(
+        name="fragile", title="a copier that raises", summary="", metrics_port=9499,
+        engines=(Engine(name="fragile", reads=AGENT_EVENTS,
+                        writes=(Write(COPIER_OUTPUT, "copies"),),
+                        wire=lambda settings, names: Wiring(
+                            lambda partition: Fragile(names.copier_output))),),
+        scales_on="fragile", resources=None)
+    with TopologyTestDriver(fragile) as driver:
+        for value in (b"a", b"boom", b"b"):
+            driver.pipe_record(b"k", value)
+        assert [r.value for r in driver.records("symfonic.copier-output")] == [b"a", b"b"]
+        [letter] = driver.records("symfonic.dead-letter")
+        assert (letter.value, letter.header(HEADER_REASON)) == (b"boom", b"invalid_event")
+        assert b"cannot copy boom" in (letter.header(HEADER_DETAIL) or b"")
