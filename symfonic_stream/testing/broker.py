@@ -2,7 +2,7 @@
 the two clients the engine and the SDKs talk to, without a network.
 
 Only what a transaction *committed* is ever in a topic: :class:`MemoryProducer` writes a
-transaction's records all at once at its commit (step 7), so every reader here reads as
+transaction's records all at once at commit step 7, commit, so every reader here reads as
 ``isolation_level=read_committed`` does. Records are placed by the engine's own code: the
 producer is a :class:`~symfonic_stream.kafka.producer.ProcessProducer` (its partitioner,
 Kafka's default, for keyed records; a keyless one on its input partition) whose batches are
