@@ -347,6 +347,10 @@ class TopologyTestDriver:
         """A reviewer's answer to ``ticket`` (a ticket, or its id with ``token``), with the
         ticket's own token unless ``token`` says another, sent and decided: the resume
         validator's verdict, as the reviewer SDK reports it."""
+        if not any(run.topology.source_topic == self.names.resume_requests
+                   for run in self._engines.values()):
+            raise ValueError("no consumer of this driver decides answers: run `resumes` too")
+
         async def send() -> TicketOutcome:
             reviewer = FakeReviewer(self)
             named: str | Unnamed | None = Unnamed.TENANT if tenant is None else tenant

@@ -119,6 +119,10 @@ async def test_the_drivers_records_are_the_live_consumers(prefix: str, tmp_path:
         await read_until(readers[names.stream_chunks], len(driver.records(names.stream_chunks)))
         for reader in readers.values():
             await reader.settle(quiet=2.0)
+        assert len(expected_typed) == 9  # 2 events, gap, 1, pause and end, 2, end
+        for topic in (names.human_queue("default"), names.resumes):
+            assert len(driver.records(topic)) == 1, topic
+        assert len(driver.records(names.pause_registrations)) == 2  # the ticket, the answer
         assert exact(readers[names.stream_events].records) == exact(expected_typed)
         assert exact(readers[names.stream_chunks].records) == exact(
             driver.records(names.stream_chunks))

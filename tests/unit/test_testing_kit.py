@@ -231,6 +231,8 @@ def test_the_clock_only_moves_on_and_a_closed_driver_says_so() -> None:
     assert copied.offset == 0 and driver.read("symfonic.copier-output") == []
     with pytest.raises(KeyError):
         driver.crash("typed")  # not one of this driver's
+    with pytest.raises(ValueError, match="run `resumes`"):
+        driver.answer("intr-1", True, token="t")
     driver.close()
     with pytest.raises(RuntimeError, match="closed"):
         driver.pipe_record(b"k", b"v")
