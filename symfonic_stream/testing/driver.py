@@ -9,8 +9,8 @@ per input partition with its processor and state stores, the process's
 (``engine/transaction.py``: the state prepared into the changelog, the position record, the
 dead letters' headers), the punctuation every :func:`~symfonic_stream.engine.engine.
 punctuation_interval`, and a restore that applies the changelog's records to fresh stores
-then calls the processor's ``restored``, as set-up step 3, restore, does. Only the Kafka clients are
-the broker's (:mod:`.broker`).
+then calls the processor's ``restored``, as set-up step 3, restore, does. Only the Kafka
+clients are the broker's (:mod:`.broker`).
 
 The driver's work runs on an event loop of its own, in a thread of its own, so its methods
 are plain calls from a test, synchronous or ``async``.
