@@ -346,3 +346,35 @@ def test_a_processor_that_raises_is_rolled_back_and_its_record_dead_lettered() -
         [letter] = driver.records("symfonic.dead-letter")
         assert (letter.value, letter.header(HEADER_REASON)) == (b"boom", b"invalid_event")
         assert b"cannot copy boom" in (letter.header(HEADER_DETAIL) or b"")
+
+
+def test_the_entry_point_loads_the_plugin_once_beside_the_projects_own(tmp_path: Path) -> None:
+    """pyproject.toml's ``pytest11`` entry point, as an install registers it (a dist-info on
+    the path stands in for the install; the shared venv is not touched): in a user's
+    directory it gives the fixtures; in this project, where ``addopts`` also names the
+    plugin and the project's conftest loads, it is registered once and the tests pass."""
+    import tomllib
+
+    [(name, target)] = tomllib.loads((ROOT / "pyproject.toml").read_text())[
+        "project"]["entry-points"]["pytest11"].items()
+    info = tmp_path / "site" / "symfonic_kit_probe-0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: symfonic-kit-probe\n"
+                                   "Version: 0.0\n")
+    (info / "entry_points.txt").write_text(f"[pytest11]\n{name} = {target}\n")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "test_user.py").write_text(
+        "def test_it(symfonic_driver):\n    assert symfonic_driver.topics() == []\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SYMFONIC_")}
+    env["PYTHONPATH"] = f"{tmp_path / 'site'}{os.pathsep}{ROOT}"
+    for cwd, args in ((user, ["test_user.py"]),
+                      (ROOT, ["tests/unit/test_testing_kit_public.py"])):
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--trace-config",
+             *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300,
+            check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count("PLUGIN registered: <module 'symfonic_stream.testing."
+                                   "plugin'") == 1, result.stdout
+        assert "1 passed" in result.stdout
