@@ -74,17 +74,21 @@ class TopologyTestDriver:
     registered yet; none named: every deployed one), on a broker in memory, on a clock of
     the test's (Unix seconds, from ``start``).
 
-    Every topic has ``partitions`` partitions. Records written to a topic one of the
+    Every topic has ``partitions`` partitions. Given another driver's ``broker``, this one
+    starts where that one's consumers committed: a new process after a crash. Records written to a topic one of the
     driver's engines reads are processed by it at once, so the pause router's tickets
     reach the resume validator, and answers go from the intake to the validator, as on a
     broker. Settings default to the ``SYMFONIC_*`` environment, as the consumers read it.
     """
 
     def __init__(self, *consumers: str | Consumer, settings: Settings | None = None,
-                 start: float = 0.0, partitions: int = 1) -> None:
+                 start: float = 0.0, partitions: int = 1, broker: MemoryBroker | None = None
+                 ) -> None:
         self.settings = settings if settings is not None else Settings()
         self.names = TopicNames(self.settings.topic_prefix)
-        self.broker = MemoryBroker(partitions)
+        #: The topics, changelogs and group offsets (``broker``: another driver's, whose
+        #: consumers this one takes over, their state restored from the changelogs).
+        self.broker = broker if broker is not None else MemoryBroker(partitions)
         self._now = float(start)
         self.broker.now_ms = int(self._now * 1000)
         chosen = [consumer(c) if isinstance(c, str) else c for c in consumers] or list(deployed())

@@ -378,3 +378,14 @@ def test_the_entry_point_loads_the_plugin_once_beside_the_projects_own(tmp_path:
         assert result.stdout.count("PLUGIN registered: <module 'symfonic_stream.testing."
                                    "plugin'") == 1, result.stdout
         assert "1 passed" in result.stdout
+
+
+@pytest.mark.parametrize("half", [3, 6, 9])
+def test_a_new_driver_on_anothers_broker_goes_on_from_its_changelogs(half: int) -> None:
+    with TopologyTestDriver("typed", "chunks", partitions=2) as first:
+        pipe_lines(first, GOLDEN[:half])
+    with TopologyTestDriver("typed", "chunks", broker=first.broker) as second:
+        pipe_lines(second, GOLDEN[half:])
+        second.advance(PAST_GAPS)
+        for projection in PROJECTIONS:
+            assert projected(second, projection) == expected(GOLDEN, projection)
