@@ -78,7 +78,8 @@ class TopologyTestDriver:
     starts where that one's consumers committed: a new process after a crash. Records
     written to a topic one of the driver's engines reads are processed by it at once, so
     the pause router's tickets reach the resume validator, and answers go from the intake
-    to the validator, as on a broker. Settings default to the ``SYMFONIC_*`` environment, as the consumers read it.
+    to the validator, as on a broker. Settings default to the ``SYMFONIC_*`` environment,
+    as the consumers read it.
     """
 
     def __init__(self, *consumers: str | Consumer, settings: Settings | None = None,
