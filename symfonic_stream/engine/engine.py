@@ -63,7 +63,7 @@ from symfonic_stream.state.disk import StateDirError, check_state_dir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Engine", "EngineError"]
+__all__ = ["Engine", "EngineError", "punctuation_interval"]
 
 #: How long one idle poll waits; bounds how late a stop or a punctuation is noticed.
 IDLE_POLL_MS = 250
@@ -74,6 +74,12 @@ RETRY_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 #: Back-off after a failed partition set-up.
 SETUP_RETRY_S = 1.0
+
+
+def punctuation_interval(settings: Settings) -> float:
+    """How often the engine punctuates its tasks: every second, or a quarter of the gap
+    timeout when that is shorter (so a hole becomes a gap within 1.25 timeouts)."""
+    return min(1.0, settings.gap_timeout_s / 4)
 
 
 class Engine:
@@ -107,7 +113,7 @@ class Engine:
         self._rejoin = False
         self._setup_retry_at = 0.0
         self._stopping = asyncio.Event()
-        self._punctuate_every = min(1.0, settings.gap_timeout_s / 4)
+        self._punctuate_every = punctuation_interval(settings)
         self._next_punctuation = 0.0
         #: Whether the processors' timers run (a bounded source's clock never moves).
         self.punctuates = True
