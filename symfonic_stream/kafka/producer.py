@@ -47,6 +47,7 @@ batch over in send order, so per partition records keep the order they were appe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -150,8 +151,12 @@ def _retrieve_parked_errors(producer: Any) -> None:
 class ProcessProducer:
     """The transactional producer of one process (every input partition it owns)."""
 
-    def __init__(self, settings: Settings, transactional_id: str) -> None:
+    def __init__(self, settings: Settings, transactional_id: str,
+                 value_schema_ids: Mapping[str, bytes] | None = None) -> None:
         self.transactional_id = transactional_id
+        #: Output topic → its ``__value_schema_id`` header value (SYMFONIC_SCHEMA_ID_FRAMING=
+        #: header; kafka/schema_registry.py); empty: no header.
+        self.value_schema_ids: Mapping[str, bytes] = value_schema_ids or {}
         self._timeout = settings.transaction_timeout_ms / 1000
         _shorten_add_partitions_retry()
         self._producer = AIOKafkaProducer(
@@ -221,6 +226,8 @@ class ProcessProducer:
             await self.learn_partitions({r.topic for each in writes for r in each.outputs})
             await self.learn_partitions({each.dead_letter_topic for each in writes
                                          if each.dead_letters and each.dead_letter_topic})
+            if self.value_schema_ids:
+                writes = with_value_schema_ids(writes, self.value_schema_ids)
             for each in writes:
                 batches.append_writes(each, self.partition_for, self._partition_counts)
             await batches.send_all()
@@ -344,6 +351,26 @@ class PartitionWrites:
     changelog: dict[bytes, bytes | None]
     #: (changelog topic, partition, key prefix); None when nothing changed.
     changelog_place: tuple[str, int, bytes] | None
+
+
+#: The header that names a record value's schema in the registry (kafka/schema_registry.py).
+VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
+
+
+def with_value_schema_ids(writes: Sequence[PartitionWrites], ids: Mapping[str, bytes]
+                          ) -> list[PartitionWrites]:
+    """``writes`` with the ``__value_schema_id`` header on every output to a topic of ``ids``
+    (a tombstone has no value, so no schema: it gets none). The value stays as it was."""
+    changed = []
+    for each in writes:
+        outputs = [
+            record._replace(headers=(*record.headers, (VALUE_SCHEMA_ID_HEADER, schema_id)))
+            if record.value is not None and (schema_id := ids.get(record.topic)) is not None
+            else record
+            for record in each.outputs
+        ]
+        changed.append(dataclasses.replace(each, outputs=outputs))
+    return changed
 
 
 #: Each commit step's wall-clock seconds, for ``symfonic_stream_commit_step_seconds_total``.
