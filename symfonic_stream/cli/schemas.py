@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from symfonic_stream.cli import MissingExtra, needs_extra
+from symfonic_stream.cli import EXTRAS, MissingExtra, needs_extra
 from symfonic_stream.cli.common import EXIT_USAGE, settings_or_exit
 from symfonic_stream.config import ENV_PREFIX
 from symfonic_stream.tools.schemas import REGENERATE_HINT, generate
@@ -97,8 +97,9 @@ def register_command() -> None:
     """Register every topic's value schema under <topic>-value in the schema registry at
     SYMFONIC_SCHEMA_REGISTRY_URL (Confluent's API), with the compatibility level
     SYMFONIC_SCHEMA_REGISTRY_COMPATIBILITY; exit 1 naming each incompatible change."""
-    if find_spec("httpx") is None:
-        raise MissingExtra(needs_extra("schemas register", "registry", "httpx"))
+    absent = [name for name in EXTRAS["registry"] if find_spec(name) is None]
+    if absent:
+        raise MissingExtra(needs_extra("schemas register", "registry", absent[0]))
     from symfonic_stream.kafka.schema_registry import RegistryError
     from symfonic_stream.tools.schemas.register import register
     from symfonic_stream.tools.schemas.subjects import value_schemas
