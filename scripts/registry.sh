@@ -10,6 +10,8 @@
 #   scripts/registry.sh status   running or not (exit 0 when running, 3 when not)
 #   scripts/registry.sh url      the Confluent-compatible base URL (what
 #                                SYMFONIC_SCHEMA_REGISTRY_URL takes)
+#   scripts/registry.sh run CMD  start (or reuse) it, run CMD with SYMFONIC_REGISTRY_URL set to
+#                                the URL, then stop it if this run started it; CMD's status
 #   scripts/registry.sh build    only the build (for a CI cache warm-up)
 #   scripts/registry.sh logs     the end of the registry's log
 #
@@ -152,13 +154,28 @@ status() {
   echo "not running on port $PORT"; return 3
 }
 
+run() {
+  local url flag started=0 rc=0
+  [ $# -gt 0 ] || die "run: no command given"
+  flag="$(mktemp)"; rm -f "$flag"
+  url="$(SYMFONIC_REGISTRY_STARTED_FLAG="$flag" start)"
+  if [ -s "$flag" ]; then started=1; fi
+  rm -f "$flag"
+  # shellcheck disable=SC2317  # (called by the trap)
+  stop_if_started() { if [ "$started" = 1 ]; then stop || true; fi; }
+  trap stop_if_started EXIT; trap 'exit 130' INT; trap 'exit 143' TERM
+  SYMFONIC_REGISTRY_URL="$url" "$@" || rc=$?
+  exit "$rc"
+}
+
 case "${1:-help}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
   url) echo "$URL" ;;
+  run) shift; run "$@" ;;
   build) build; echo "$RUNNER" ;;
   logs) tail -n "${SYMFONIC_REGISTRY_LOG_LINES:-200}" "$LOG" ;;
   help|-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command '$1' (start, stop, status, url, build, logs, help)" ;;
+  *) die "unknown command '$1' (start, stop, status, url, run, build, logs, help)" ;;
 esac

@@ -1,6 +1,7 @@
 """The schema registry's tests run against the registry ``scripts/registry.sh`` started:
-``make test-registry`` starts it and names it in ``SYMFONIC_TEST_REGISTRY_URL`` (its
-Confluent-compatible base URL); elsewhere these tests are deselected."""
+``make test-registry`` runs them under ``scripts/registry.sh run``, which names it in
+``SYMFONIC_REGISTRY_URL`` (its Confluent-compatible base URL); elsewhere these tests are
+deselected."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ _HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("SYMFONIC_TEST_REGISTRY_URL"):
+    if os.environ.get("SYMFONIC_REGISTRY_URL"):
         return
     dropped = [item for item in items if _HERE in item.path.parents]
     if dropped:
@@ -23,4 +24,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def registry_url() -> str:
-    return os.environ["SYMFONIC_TEST_REGISTRY_URL"]
+    return os.environ["SYMFONIC_REGISTRY_URL"]
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers() -> str:
+    """The Kafka make test-registry runs with (tests/integration/harness.py reads the same)."""
+    return os.environ.get("SYMFONIC_BOOTSTRAP_SERVERS", "127.0.0.1:9092")

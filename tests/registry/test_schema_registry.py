@@ -152,11 +152,13 @@ def test_an_unreachable_registry_fails_naming_the_setting() -> None:
 
 async def test_the_pages_commands(tmp_path: Path) -> None:
     """docs/schema-registry.md's session, on the registry make test-registry started (the
-    script reuses it: the same port), under a prefix of its own."""
+    script reuses it: the same port and cache), under a prefix of its own."""
     prefix = _prefix()
     env = tool_env(topic_prefix=prefix)
     env["PYTHONPATH"] = str(ROOT)  # this checkout's package, also in a git worktree
-    env["SYMFONIC_REGISTRY_PORT"] = os.environ.get("SYMFONIC_REGISTRY_PORT", "8081")
+    # The script's own settings, as make test-registry gave them (its port, its cache).
+    env.update({k: v for k, v in os.environ.items() if k.startswith("SYMFONIC_REGISTRY_")
+                and k != "SYMFONIC_REGISTRY_URL"})
     session = Session([command_block("schema-registry.md", "symfonic-stream schemas register")],
                       ROOT, env, prefix=prefix)
     async with session:
