@@ -52,7 +52,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace, UnionType
+from types import MappingProxyType, SimpleNamespace, UnionType
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -151,12 +151,15 @@ def _retrieve_parked_errors(producer: Any) -> None:
 class ProcessProducer:
     """The transactional producer of one process (every input partition it owns)."""
 
+    #: Output topic → its ``__value_schema_id`` header value (SYMFONIC_SCHEMA_ID_FRAMING=
+    #: header; kafka/schema_registry.py); empty: no header.
+    value_schema_ids: Mapping[str, bytes] = MappingProxyType({})
+
     def __init__(self, settings: Settings, transactional_id: str,
                  value_schema_ids: Mapping[str, bytes] | None = None) -> None:
         self.transactional_id = transactional_id
-        #: Output topic → its ``__value_schema_id`` header value (SYMFONIC_SCHEMA_ID_FRAMING=
-        #: header; kafka/schema_registry.py); empty: no header.
-        self.value_schema_ids: Mapping[str, bytes] = value_schema_ids or {}
+        if value_schema_ids:
+            self.value_schema_ids = value_schema_ids
         self._timeout = settings.transaction_timeout_ms / 1000
         _shorten_add_partitions_retry()
         self._producer = AIOKafkaProducer(
