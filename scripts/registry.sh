@@ -40,6 +40,8 @@ number() { # name value
   [[ "$2" =~ ^[0-9]+$ ]] || die "$1 must be a whole number, not '$2'"
 }
 
+command -v curl >/dev/null 2>&1 || die "curl is required (the health check)"
+
 PORT="${SYMFONIC_REGISTRY_PORT:-8081}"
 number SYMFONIC_REGISTRY_PORT "$PORT"
 { [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ]; } || die "SYMFONIC_REGISTRY_PORT must be a port (1-65535), not '$PORT'"
