@@ -124,8 +124,11 @@ class Engine:
         # Set by the committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
         #: The process's one transaction at a time, over every task (engine/task.py, Committer).
+        #: Each output topic's ``__value_schema_id`` header (SYMFONIC_SCHEMA_ID_FRAMING=header),
+        #: looked up in the registry at start, before any producer starts.
+        self.value_schema_ids: dict[str, bytes] = {}
         self.committer = Committer(
-            functools.partial(start_producer, settings, topology),
+            functools.partial(start_producer, settings, topology, self.value_schema_ids),
             Transactions(topology, metrics, self._on_demand),
             linger_s=settings.batch_max_latency_ms / 1000, max_records=settings.batch_max_records,
             member=self._member, on_taken=self._taken)
@@ -171,6 +174,17 @@ class Engine:
         finally:
             stopping.cancel()
 
+    async def _look_up_schema_ids(self) -> None:
+        """The registry's id of each output topic's value schema (docs/schema-registry.md);
+        a topic with none registered stops the start."""
+        from symfonic_stream.kafka.schema_registry import RegistryError, value_schema_headers
+
+        try:
+            self.value_schema_ids.update(
+                await value_schema_headers(self.settings, self.topology.output_topics))
+        except RegistryError as exc:
+            raise EngineError(str(exc)) from None
+
     async def _main(self) -> None:
         # Start-up waits for Kafka (the usual order in Kubernetes: pods before brokers),
         # within SYMFONIC_STARTUP_TIMEOUT_S, saying why on /readyz and in one log line per
@@ -182,6 +196,8 @@ class Engine:
                 check_state_dir(self.settings.state_dir)
             except StateDirError as exc:
                 raise EngineError(str(exc)) from None
+        if self.settings.schema_id_framing == "header":
+            await self._look_up_schema_ids()
         try:
             await check_topics(self.settings, self.topology, timeout_s=timeout, on_wait=wait)
             consumer = await retrying("starting the consumer", self._start_consumer,

@@ -266,11 +266,14 @@ def roll_back(task: StreamTask) -> int:
     return undone
 
 
-async def start_producer(settings: Settings, topology: Topology, partition: int
+async def start_producer(settings: Settings, topology: Topology,
+                         value_schema_ids: Mapping[str, bytes], partition: int
                          ) -> ProcessProducer:
     """The process's producer, with the transactional id of ``partition`` (one it owns):
-    every earlier transaction of that id finished."""
-    producer = ProcessProducer(settings, topology.transactional_id(partition))
+    every earlier transaction of that id finished. ``value_schema_ids``: each output
+    topic's ``__value_schema_id`` header (empty: none)."""
+    producer = ProcessProducer(settings, topology.transactional_id(partition),
+                               value_schema_ids)
     await producer.start()
     return producer
 

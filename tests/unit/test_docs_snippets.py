@@ -63,6 +63,8 @@ RUN_COMMANDS = {
     ("schemas.md", "symfonic-stream schemas check"): _HERE,
     ("records.md", "symfonic-stream project"): _HERE,
     ("engine.md", "symfonic-stream run typed &"): _LIVE,
+    ("schema-registry.md", "symfonic-stream schemas register"):
+        "tests/registry/test_schema_registry.py",
     ("gateway.md", "symfonic-stream gateway &"): _LIVE,
     ("tools.md", "symfonic-stream publish runs.jsonl"): _LIVE,
     ("tools.md", "symfonic-stream publish --json --dry-run"): _LIVE,
