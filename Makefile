@@ -1,8 +1,9 @@
 # symfonic-stream — developer entry points (GNU make).
 #
 #   make test        venv + lint + chart-check + pytest on the project's Kafka (defaults,
-#                    secure listeners), then the 3-node cluster, the other Kafka versions,
-#                    the authorizer broker and the container image (make image)
+#                    secure listeners), the schema registry (mk/registry.mk), then the
+#                    3-node cluster, the other Kafka versions, the authorizer broker and the
+#                    container image (make image)
 #   make demo        the whole pipeline on synthetic kernel runs
 #   make bench       the benchmark
 #
@@ -47,6 +48,7 @@ export SYMFONIC_BOOTSTRAP_SERVERS ?= 127.0.0.1:$(or $(SYMFONIC_KAFKA_PORT),9092)
 include mk/chart.mk
 include mk/brokers.mk
 include mk/release.mk
+include mk/registry.mk
 
 .PHONY: help venv web lint test test-main test-bench mutate demo bench schemas schemas-check chart-check \
 	broker-start broker-stop broker-status broker-logs
@@ -57,6 +59,7 @@ help:
 	@echo "make lint          ruff + mypy --strict, cargo fmt + clippy + test (native/)"
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
+	@echo "make test-registry the schema registry round trip on scripts/registry.sh's Apicurio Registry"
 	@echo "make test-cluster  broker failures on the 3-node cluster, and the fencing suite there"
 	@echo "make test-versions the protocol-sensitive tests on Kafka $(MATRIX_VERSIONS)"
 	@echo "make test-acls     every consumer with only its ACLs, on an authorizer broker"
@@ -149,7 +152,8 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint schemas-check chart-check test-main test-cluster test-versions test-acls image
+test: venv lint schemas-check chart-check test-main test-registry test-cluster test-versions test-acls \
+	image
 
 # Every suite on the single broker with Kafka's default settings (the benchmark's own checks
 # and the fault table's other rows have their targets: test-bench, test-faults).

@@ -165,7 +165,7 @@ async def write_changelog(settings: Settings, state: StateRecords) -> float:
     # Without it a restore right after can find the changelog's read_committed end (its
     # last stable offset) still before those records, and restore none of them.
     source = TopicPartition(topology.source_topic, 0)
-    await (await start_producer(settings, topology, source)).close()
+    await (await start_producer(settings, topology, {}, source)).close()
     return took
 
 

@@ -28,16 +28,20 @@ from symfonic_stream.models.pauses import DEFAULT_MAX_ANSWER_BYTES
 ENV_PREFIX = "SYMFONIC_"
 
 #: ``SYMFONIC_*`` variables that are not settings (fnmatch patterns), which the unknown-variable
-#: check lets pass: the development brokers' (scripts/kafka.sh), the tests' and the fault
-#: injection's namespaces, the index a supervisor gives each worker process, and two names of
-#: the test and chart tooling. No setting may start with one of these namespaces
-#: (tests/unit/test_config.py checks it, and that the repository uses no other name).
-NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*",
-                       "SYMFONIC_WORKER_INDEX", "SYMFONIC_UPDATE_GOLDEN", "SYMFONIC_TOOLS_DIR")
+#: check lets pass: the development broker's and registry's (scripts/kafka.sh,
+#: scripts/registry.sh), the tests' and the fault injection's namespaces, the index a
+#: supervisor gives each worker process, and two names of the test and chart tooling. No
+#: setting may start with one of these namespaces (tests/unit/test_config.py checks it, and
+#: that the repository uses no other name).
+NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_REGISTRY_*", "SYMFONIC_TEST_*",
+                       "SYMFONIC_FAULT_*", "SYMFONIC_WORKER_INDEX", "SYMFONIC_UPDATE_GOLDEN",
+                       "SYMFONIC_TOOLS_DIR")
 
 #: Settings whose value no message shows (config errors, logs): the SASL password, the HS256
-#: key, and the TLS key's path (where the private key lives is worth hiding too).
-SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key")
+#: key, the TLS key's path (where the private key lives is worth hiding too), and the schema
+#: registry's password.
+SECRET_SETTINGS: Final = ("sasl_password", "ssl_keyfile", "gateway_jwt_key",
+                           "schema_registry_password")
 
 #: The first path segments of the gateway's own routes (gateway/app.py), which the AI SDK's
 #: chat routes (SYMFONIC_GATEWAY_CHAT_API) must leave alone (and the chart's values.schema.json
@@ -63,6 +67,12 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 Compression = Literal["none", "gzip", "snappy", "lz4", "zstd"]
 EventLoop = Literal["uvloop", "asyncio"]
+#: A schema registry subject's compatibility level (Confluent's names).
+Compatibility = Literal["BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
+                        "FULL", "FULL_TRANSITIVE", "NONE"]
+#: How a record names its value's schema: not at all, or in the ``__value_schema_id`` header
+#: (docs/schema-registry.md). The 5-byte prefix framing is not offered (it changes the value).
+SchemaIdFraming = Literal["none", "header"]
 
 
 class ConfigError(Exception):
@@ -183,6 +193,18 @@ class Settings(BaseSettings):
     gateway_chat_api: str = Field(
         "/api/chat", pattern=r"^(/[A-Za-z0-9._~-]+)+$", max_length=200)
 
+    # The schema registry (docs/schema-registry.md): Confluent's Schema Registry API at this
+    # base URL (`schemas register`; the `__value_schema_id` header's ids).
+    schema_registry_url: str | None = Field(
+        None, pattern=r"^https?://[A-Za-z0-9._~%-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?$",
+        max_length=2000)
+    schema_registry_username: str | None = None
+    schema_registry_password: SecretStr | None = None
+    schema_registry_cafile: Path | None = None
+    schema_registry_compatibility: Compatibility = "BACKWARD"
+    schema_registry_timeout_s: float = Field(10.0, gt=0)
+    schema_id_framing: SchemaIdFraming = "none"
+
     # Topic creation (`topics ensure`)
     partitions: int = Field(12, ge=1)
     replication_factor: int = Field(1, ge=1)
@@ -292,13 +314,25 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}EVENT_LOOP=uvloop, but uvloop is not installed here: install it "
                 f"(a dependency on Linux and macOS), or set {ENV_PREFIX}EVENT_LOOP=asyncio"
             )
-        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "gateway_jwks_file"):
+        self._check_schema_registry()
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "gateway_jwks_file",
+                     "schema_registry_cafile"):
             path = getattr(self, name)
             if path is not None and not path.is_file():
                 shown = "" if name in SECRET_SETTINGS else f": {path}"
                 raise ValueError(f"{ENV_PREFIX}{name.upper()}: no such file{shown}")
         return self
 
+
+    def _check_schema_registry(self) -> None:
+        if (self.schema_registry_username is None) != (self.schema_registry_password is None):
+            raise ValueError(
+                f"{ENV_PREFIX}SCHEMA_REGISTRY_USERNAME and {ENV_PREFIX}SCHEMA_REGISTRY_PASSWORD "
+                "go together (HTTP basic authentication): set both or neither")
+        if self.schema_id_framing != "none" and self.schema_registry_url is None:
+            raise ValueError(
+                f"{ENV_PREFIX}SCHEMA_ID_FRAMING={self.schema_id_framing} needs "
+                f"{ENV_PREFIX}SCHEMA_REGISTRY_URL (the ids are the registry's)")
 
     def _check_gateway_auth(self) -> None:
         if self.gateway_auth != "jwt":

@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
 EXTRAS: dict[str, tuple[str, ...]] = {
     "tools": ("rich",),
     "gateway": ("starlette", "uvicorn", "sse_starlette", "jwt", "ag_ui"),
+    # `schemas register` and SYMFONIC_SCHEMA_ID_FRAMING=header (the registry's HTTP API).
+    "registry": ("httpx",),
 }
 
 

@@ -1,11 +1,18 @@
-"""``symfonic-stream schemas generate|check``: write schemas/ from the models, or check it."""
+"""``symfonic-stream schemas generate|check|register``: write schemas/ from the models, check
+it, or register every topic's value schema in a schema registry."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+from importlib.util import find_spec
 from pathlib import Path
 
 import click
 
+from symfonic_stream.cli import EXTRAS, MissingExtra, needs_extra
+from symfonic_stream.cli.common import EXIT_USAGE, settings_or_exit
+from symfonic_stream.config import ENV_PREFIX
 from symfonic_stream.tools.schemas import REGENERATE_HINT, generate
 
 DEFAULT_DIR = "schemas"
@@ -83,3 +90,35 @@ def check_command(directory: Path) -> None:
         click.echo(f"{directory} is out of date: {REGENERATE_HINT}", err=True)
         raise SystemExit(1)
     click.echo(f"{directory} matches the models ({len(generate())} files)")
+
+
+@command.command("register")
+def register_command() -> None:
+    """Register every topic's value schema under <topic>-value in the schema registry at
+    SYMFONIC_SCHEMA_REGISTRY_URL (Confluent's API), with the compatibility level
+    SYMFONIC_SCHEMA_REGISTRY_COMPATIBILITY; exit 1 naming each incompatible change."""
+    absent = [name for name in EXTRAS["registry"] if find_spec(name) is None]
+    if absent:
+        raise MissingExtra(needs_extra("schemas register", "registry", absent[0]))
+    from symfonic_stream.kafka.schema_registry import RegistryError
+    from symfonic_stream.tools.schemas.register import register
+    from symfonic_stream.tools.schemas.subjects import value_schemas
+
+    settings = settings_or_exit()
+    if settings.schema_registry_url is None:
+        click.echo(f"error: {ENV_PREFIX}SCHEMA_REGISTRY_URL is not set: the registry's base "
+                   "URL, e.g. http://127.0.0.1:8081", err=True)
+        raise SystemExit(EXIT_USAGE)
+    try:
+        reports = asyncio.run(register(settings, value_schemas(settings)))
+    except RegistryError as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(1) from None
+    for report in reports:
+        click.echo(report.line(), err=report.outcome == "incompatible")
+    counts = Counter(report.outcome for report in reports)
+    click.echo(f"{len(reports)} subjects at {settings.schema_registry_url} "
+               f"({settings.schema_registry_compatibility}): {counts['registered']} registered, "
+               f"{counts['unchanged']} unchanged, {counts['incompatible']} incompatible")
+    if counts["incompatible"]:
+        raise SystemExit(1)

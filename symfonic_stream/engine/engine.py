@@ -63,7 +63,7 @@ from symfonic_stream.state.disk import StateDirError, check_state_dir
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Engine", "EngineError"]
+__all__ = ["Engine", "EngineError", "punctuation_interval"]
 
 #: How long one idle poll waits; bounds how late a stop or a punctuation is noticed.
 IDLE_POLL_MS = 250
@@ -74,6 +74,12 @@ RETRY_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 #: Back-off after a failed partition set-up.
 SETUP_RETRY_S = 1.0
+
+
+def punctuation_interval(settings: Settings) -> float:
+    """How often the engine punctuates its tasks: every second, or a quarter of the gap
+    timeout when that is shorter (so a hole becomes a gap within 1.25 timeouts)."""
+    return min(1.0, settings.gap_timeout_s / 4)
 
 
 class Engine:
@@ -107,7 +113,7 @@ class Engine:
         self._rejoin = False
         self._setup_retry_at = 0.0
         self._stopping = asyncio.Event()
-        self._punctuate_every = min(1.0, settings.gap_timeout_s / 4)
+        self._punctuate_every = punctuation_interval(settings)
         self._next_punctuation = 0.0
         #: Whether the processors' timers run (a bounded source's clock never moves).
         self.punctuates = True
@@ -118,8 +124,11 @@ class Engine:
         # Set by the committer when it takes pending records into a transaction.
         self._taken = asyncio.Event()
         #: The process's one transaction at a time, over every task (engine/task.py, Committer).
+        #: Each output topic's ``__value_schema_id`` header (SYMFONIC_SCHEMA_ID_FRAMING=header),
+        #: looked up in the registry at start, before any producer starts.
+        self.value_schema_ids: dict[str, bytes] = {}
         self.committer = Committer(
-            functools.partial(start_producer, settings, topology),
+            functools.partial(start_producer, settings, topology, self.value_schema_ids),
             Transactions(topology, metrics, self._on_demand),
             linger_s=settings.batch_max_latency_ms / 1000, max_records=settings.batch_max_records,
             member=self._member, on_taken=self._taken)
@@ -165,6 +174,17 @@ class Engine:
         finally:
             stopping.cancel()
 
+    async def _look_up_schema_ids(self) -> None:
+        """The registry's id of each output topic's value schema (docs/schema-registry.md);
+        a topic with none registered stops the start."""
+        from symfonic_stream.kafka.schema_registry import RegistryError, value_schema_headers
+
+        try:
+            self.value_schema_ids.update(
+                await value_schema_headers(self.settings, self.topology.output_topics))
+        except RegistryError as exc:
+            raise EngineError(str(exc)) from None
+
     async def _main(self) -> None:
         # Start-up waits for Kafka (the usual order in Kubernetes: pods before brokers),
         # within SYMFONIC_STARTUP_TIMEOUT_S, saying why on /readyz and in one log line per
@@ -176,6 +196,8 @@ class Engine:
                 check_state_dir(self.settings.state_dir)
             except StateDirError as exc:
                 raise EngineError(str(exc)) from None
+        if self.settings.schema_id_framing == "header":
+            await self._look_up_schema_ids()
         try:
             await check_topics(self.settings, self.topology, timeout_s=timeout, on_wait=wait)
             consumer = await retrying("starting the consumer", self._start_consumer,

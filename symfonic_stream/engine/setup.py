@@ -235,13 +235,13 @@ async def rebuild_task(
     """After a failed transaction or processor: the task back at its last commit, and a
     seek there. (The committer took a new producer: ``engine/task.py``.)
 
-    The state transactions are dropped (:func:`_roll_back`): no restore. Only when that fails,
+    The state transactions are dropped (:func:`roll_back`): no restore. Only when that fails,
     steps 2-4 again, whole: the offsets and the changelog then both include the last
     committed transaction, or neither (a restore that read before its markers disagrees
     with the group, and is read again).
     """
     try:
-        undone = _roll_back(task)
+        undone = roll_back(task)
     except Exception:
         log.exception("rolling back in memory failed; restoring the task",
                       extra=task.log_context())
@@ -256,7 +256,7 @@ async def rebuild_task(
     consumer.seek(task.tp, task.next_offset)
 
 
-def _roll_back(task: StreamTask) -> int:
+def roll_back(task: StreamTask) -> int:
     """The task's state transactions dropped (its stores hold its last commit), what its
     processor derives from them rebuilt (as after a restore), at its committed offset; the
     keys dropped. Raises when it cannot."""
@@ -266,11 +266,14 @@ def _roll_back(task: StreamTask) -> int:
     return undone
 
 
-async def start_producer(settings: Settings, topology: Topology, partition: int
+async def start_producer(settings: Settings, topology: Topology,
+                         value_schema_ids: Mapping[str, bytes], partition: int
                          ) -> ProcessProducer:
     """The process's producer, with the transactional id of ``partition`` (one it owns):
-    every earlier transaction of that id finished."""
-    producer = ProcessProducer(settings, topology.transactional_id(partition))
+    every earlier transaction of that id finished. ``value_schema_ids``: each output
+    topic's ``__value_schema_id`` header (empty: none)."""
+    producer = ProcessProducer(settings, topology.transactional_id(partition),
+                               value_schema_ids)
     await producer.start()
     return producer
 

@@ -47,11 +47,12 @@ batch over in send order, so per partition records keep the order they were appe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace, UnionType
+from types import MappingProxyType, SimpleNamespace, UnionType
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -150,8 +151,15 @@ def _retrieve_parked_errors(producer: Any) -> None:
 class ProcessProducer:
     """The transactional producer of one process (every input partition it owns)."""
 
-    def __init__(self, settings: Settings, transactional_id: str) -> None:
+    #: Output topic → its ``__value_schema_id`` header value (SYMFONIC_SCHEMA_ID_FRAMING=
+    #: header; kafka/schema_registry.py); empty: no header.
+    value_schema_ids: Mapping[str, bytes] = MappingProxyType({})
+
+    def __init__(self, settings: Settings, transactional_id: str,
+                 value_schema_ids: Mapping[str, bytes] | None = None) -> None:
         self.transactional_id = transactional_id
+        if value_schema_ids:
+            self.value_schema_ids = value_schema_ids
         self._timeout = settings.transaction_timeout_ms / 1000
         _shorten_add_partitions_retry()
         self._producer = AIOKafkaProducer(
@@ -221,6 +229,8 @@ class ProcessProducer:
             await self.learn_partitions({r.topic for each in writes for r in each.outputs})
             await self.learn_partitions({each.dead_letter_topic for each in writes
                                          if each.dead_letters and each.dead_letter_topic})
+            if self.value_schema_ids:
+                writes = with_value_schema_ids(writes, self.value_schema_ids)
             for each in writes:
                 batches.append_writes(each, self.partition_for, self._partition_counts)
             await batches.send_all()
@@ -344,6 +354,26 @@ class PartitionWrites:
     changelog: dict[bytes, bytes | None]
     #: (changelog topic, partition, key prefix); None when nothing changed.
     changelog_place: tuple[str, int, bytes] | None
+
+
+#: The header that names a record value's schema in the registry (kafka/schema_registry.py).
+VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
+
+
+def with_value_schema_ids(writes: Sequence[PartitionWrites], ids: Mapping[str, bytes]
+                          ) -> list[PartitionWrites]:
+    """``writes`` with the ``__value_schema_id`` header on every output to a topic of ``ids``
+    (a tombstone has no value, so no schema: it gets none). The value stays as it was."""
+    changed = []
+    for each in writes:
+        outputs = [
+            record._replace(headers=(*record.headers, (VALUE_SCHEMA_ID_HEADER, schema_id)))
+            if record.value is not None and (schema_id := ids.get(record.topic)) is not None
+            else record
+            for record in each.outputs
+        ]
+        changed.append(dataclasses.replace(each, outputs=outputs))
+    return changed
 
 
 #: Each commit step's wall-clock seconds, for ``symfonic_stream_commit_step_seconds_total``.

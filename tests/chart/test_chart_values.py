@@ -150,7 +150,8 @@ def test_every_value_is_documented_and_the_tables_are_current() -> None:
 
 #: Schema keys with no default in values.yaml: optional Kubernetes fields and overrides.
 OPTIONAL_KEYS = re.compile(
-    r"^(consumers\.\w+\.autoscaling|consumers\.\w+\.resources|topics\.ensureJob\.resources|gateway\.resources"
+    r"^(consumers\.\w+\.autoscaling|consumers\.\w+\.resources|topics\.ensureJob\.resources"
+    r"|schemaRegistry\.registerJob\.resources|gateway\.resources"
     r"|podSecurityContext|containerSecurityContext|updateStrategy)\."
 )
 

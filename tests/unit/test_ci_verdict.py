@@ -71,3 +71,19 @@ def test_every_broker_part_skips_in_the_form_ci_recognises(part: str) -> None:
               if (m := re.match(r'^echo "(make: .*skipped)"$', line))]
     assert len(echoed) == 1, done.stdout
     assert ci.SKIPPED.match(echoed[0]).group(1) == part
+
+
+def test_the_registry_part_is_in_make_test_and_reports_as_the_others() -> None:
+    """test-registry (mk/registry.mk) runs in make test after test-main and says its time and
+    pytest's status in the forms the verdict reads (with_kafka's), like test-main."""
+    rule = re.search(r"^test: (.*(?:\\\n.*)*)", (ROOT / "Makefile").read_text(), re.M)
+    assert rule is not None
+    parts = rule.group(1).replace("\\\n", " ").split()
+    assert parts.index("test-registry") == parts.index("test-main") + 1
+    for part in ("test-main", "test-registry"):
+        done = subprocess.run(["make", "-n", "-o", "venv", "-o", "web", "--no-print-directory",
+                               part], cwd=ROOT, capture_output=True, text=True, check=True,
+                              timeout=60)
+        assert f'echo "make: {part} finished in $((SECONDS - t0)) s"' in done.stdout
+        assert "exited with status $rc" in done.stdout
+        assert ci.TIMES.match(f"make: {part} finished in 82 s")

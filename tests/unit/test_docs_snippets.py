@@ -42,6 +42,11 @@ RUN_BLOCKS = {
     ("tools.md", 'async with ResumeReader("kernel-1", owner) as resumes:'),
     # Run by tests/unit/test_consumers.py and, on the broker, test_consumer_declared.py.
     ("engine.md", "from symfonic_stream.consumers import Consumer, Engine, Resources"),
+    # Run, each as a pytest module, by tests/unit/test_testing_kit.py.
+    ("testing-your-code.md", "def test_a_lost_event_becomes_a_gap_once_its_timeout_passes"),
+    ("testing-your-code.md", "async def transcript(reader: RunReader) -> str:"),
+    ("testing-your-code.md", "def test_the_count_survives_a_crash() -> None:"),
+    ("testing-your-code.md", "async def approve_everything(reviewer: Reviewer)"),
 }
 _HERE = "tests/unit/test_docs_snippets.py"
 _LIVE = "tests/integration/test_docs_snippets_live.py"
@@ -58,6 +63,8 @@ RUN_COMMANDS = {
     ("schemas.md", "symfonic-stream schemas check"): _HERE,
     ("records.md", "symfonic-stream project"): _HERE,
     ("engine.md", "symfonic-stream run typed &"): _LIVE,
+    ("schema-registry.md", "symfonic-stream schemas register"):
+        "tests/registry/test_schema_registry.py",
     ("gateway.md", "symfonic-stream gateway &"): _LIVE,
     ("tools.md", "symfonic-stream publish runs.jsonl"): _LIVE,
     ("tools.md", "symfonic-stream publish --json --dry-run"): _LIVE,

@@ -144,7 +144,9 @@ def test_a_token_names_the_queues_it_reviews() -> None:
     (jwt.encode(_claims(exp=int(time.time()) - 5), SECRET, algorithm="HS256"), "expired"),
     (jwt.encode({"tenant": "acme"}, SECRET, algorithm="HS256"), "exp"),
     (jwt.encode(_claims(), SECRET_512, algorithm="HS512"), "alg"),
-])
+], ids=["none", "empty", "not-a-jwt", "another-key", "expired", "no-exp", "another-alg"])
+# (ids of our own: a token carries the time it was made, and pytest-xdist's workers, which
+# each collect the tests, must name them alike)
 def test_bad_tokens_are_401(token: str | None, why: str) -> None:
     with pytest.raises(AuthError, match=why) as refused:
         _hs().claims(token)

@@ -1,9 +1,9 @@
 """The package's layers import downwards only, and no module imports itself round a circle.
 
 models/config/faults → kafka, observability, projections → state → engine → processors →
-consumers (the declarations) → app → sdk, tools, gateway → cli. Every import counts, also
-one inside a function or under ``TYPE_CHECKING``: a circle that only type checkers see is
-still a circle to a reader.
+consumers (the declarations) → app → sdk, tools, gateway → cli → testing (the test kit).
+Every import counts, also one inside a function or under ``TYPE_CHECKING``: a circle that
+only type checkers see is still a circle to a reader.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ LAYERS = {
     "gateway": 7,
     "cli": 8,
     "__main__": 9,
+    # The test kit: on top of everything; nothing in the product imports it.
+    "testing": 10,
 }
 #: The Kafka layer is generic: it knows the settings, nothing of the project's domain (the
 #: fault points are the tests' freeze points, two of them inside a Kafka transaction).

@@ -10,6 +10,7 @@ Both backends, memory and RocksDB, go through the same random work.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,9 @@ def _backend(kind: str, folder: Path, n: int) -> Backend:
 @given(steps=Steps)
 def test_random_work_commits_aborts_and_restarts_agree_with_the_reference(
         kind: str, tmp_path: Path, steps: list[tuple[str, str, str, str]]) -> None:
-    folder = tmp_path / f"{kind}-{id(steps)}"
+    # A folder of its own per example: tmp_path is the test's, shared by every example, and
+    # an id() may come back once its list is freed (a database of an earlier example opened).
+    folder = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=tmp_path))
     made = [0]
 
     def fresh(backend: Backend | None = None) -> tuple[StorePartition, dict[str, StateStore[Any]]]:

@@ -327,6 +327,20 @@ SYMFONIC_TRANSACTION_TIMEOUT_MS: {{ $v.engine.transactionTimeoutMs | int64 | toS
 SYMFONIC_SHUTDOWN_TIMEOUT_S: {{ $v.engine.shutdownTimeoutSeconds | toString | quote }}
 SYMFONIC_STARTUP_TIMEOUT_S: {{ $v.engine.startupTimeoutSeconds | toString | quote }}
 SYMFONIC_ADMIN_TIMEOUT_S: {{ $v.engine.adminTimeoutSeconds | toString | quote }}
+{{- with $v.schemaRegistry }}
+{{- if .url }}
+SYMFONIC_SCHEMA_REGISTRY_URL: {{ .url | quote }}
+SYMFONIC_SCHEMA_REGISTRY_COMPATIBILITY: {{ .compatibility | quote }}
+SYMFONIC_SCHEMA_REGISTRY_TIMEOUT_S: {{ .timeoutSeconds | toString | quote }}
+SYMFONIC_SCHEMA_ID_FRAMING: {{ .idFraming | quote }}
+{{- with .username }}
+SYMFONIC_SCHEMA_REGISTRY_USERNAME: {{ . | quote }}
+{{- end }}
+{{- with .caFile }}
+SYMFONIC_SCHEMA_REGISTRY_CAFILE: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The sha256 of everything the pods read from ConfigMaps, to roll them on change. */}}
@@ -419,7 +433,8 @@ envFrom:
 {{- $sasl := include "symfonic-stream.saslEnabled" .ctx }}
 {{- $workers := .workers | default 1 | int64 }}
 {{- $static := and .consumer $v.engine.staticMembership }}
-{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv $jwt $static }}
+{{- $registryAuth := and $v.schemaRegistry.url $v.schemaRegistry.username }}
+{{- if or $sasl .routing (gt $workers 1) $v.extraEnv .extraEnv $jwt $static $registryAuth }}
 env:
   {{- if $static }}
   {{- /* Static membership (KIP-345): the pod's name, stable across container restarts. */}}
@@ -443,6 +458,13 @@ env:
       secretKeyRef:
         name: {{ $v.kafka.sasl.existingSecret }}
         key: {{ $v.kafka.sasl.passwordKey }}
+  {{- end }}
+  {{- if $registryAuth }}
+  - name: SYMFONIC_SCHEMA_REGISTRY_PASSWORD
+    valueFrom:
+      secretKeyRef:
+        name: {{ $v.schemaRegistry.existingSecret }}
+        key: {{ $v.schemaRegistry.passwordKey }}
   {{- end }}
   {{- if .routing }}
   - name: SYMFONIC_ROUTING_RULES
@@ -619,6 +641,12 @@ priorityClassName: {{ . }}
 {{/* Fail the render on inconsistent values the schema cannot express. */}}
 {{- define "symfonic-stream.validate" -}}
 {{- $v := .Values -}}
+{{- if and (eq $v.schemaRegistry.idFraming "header") (not $v.schemaRegistry.url) -}}
+{{- fail "schemaRegistry.idFraming: header needs schemaRegistry.url (the ids are the registry's)." -}}
+{{- end -}}
+{{- if and $v.schemaRegistry.url $v.schemaRegistry.username (not $v.schemaRegistry.existingSecret) -}}
+{{- fail "schemaRegistry.existingSecret (the registry password's Secret) is required with schemaRegistry.username." -}}
+{{- end -}}
 {{- if and $v.autoscaling.hpa.enabled $v.autoscaling.keda.enabled -}}
 {{- fail "autoscaling.hpa.enabled and autoscaling.keda.enabled are mutually exclusive: both would scale the same Deployments. Turn one of them off." -}}
 {{- end -}}
