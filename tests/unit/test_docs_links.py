@@ -31,6 +31,7 @@ UPSTREAM_HOSTS = frozenset({
     "html.spec.whatwg.org",      # server-sent events
     "keepachangelog.com",        # CHANGELOG.md's format
     "semver.org",                # the version scheme
+    "www.w3.org",                # W3C Trace Context, the trace headers carried
 })
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")

@@ -5,7 +5,8 @@ Reviewers may write ``<prefix>.resume-requests``, so nothing there can be truste
 ticket registration, and an answer can come with any key. The intake takes every record
 there as an answer: one whose ``ticket_id`` it can read is written, unchanged, to
 ``<prefix>.pause-registrations`` keyed by that id and marked ``symfonic-record-type:
-answer`` (its own headers are dropped: a client's headers are not ours to pass on).
+answer`` (its own headers are dropped: a client's headers are not ours to pass on; only its
+trace context, checked, is carried, as on every output: docs/metrics.md, "Tracing").
 Only the router and the intake may write that topic, so the validator, reading it, meets
 each ticket's registration before any answer to it, on one partition, in one order, with
 no join of two topics: the answer was written after its reviewer saw the ticket, which the

@@ -109,7 +109,9 @@ def dead_letter_headers_schema() -> dict[str, Any]:
         "description": (
             "The headers of a record on `<prefix>.dead-letter` (contract §6), as UTF-8 text. The "
             "record keeps the original key, value and headers; these four are added. "
-            "Other headers are the original record's and may hold any bytes."
+            "Other headers are the original record's and may hold any bytes, but for a "
+            "`traceparent` or `tracestate` that is not valid W3C Trace Context, which is "
+            "dropped (contract decision 19)."
         ),
         "type": "object",
         "properties": {

@@ -21,7 +21,7 @@ from symfonic_stream.models.dead_letter import (
     HEADER_SOURCE,
     DeadLetterReason,
 )
-from symfonic_stream.models.headers import TENANT_HEADER
+from symfonic_stream.models.headers import TENANT_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.tools.schemas.asyncapi.objects import (
     PAYLOAD_SCHEMA_FORMAT,
@@ -204,6 +204,40 @@ _MESSAGES: dict[str, Callable[[TopicNames], dict[str, Any]]] = {
 }
 
 
+#: The W3C Trace Context headers any record but a state change may carry (contract decision
+#: 19; docs/metrics.md, "Tracing"): the kernel's, carried checked onto what is projected.
+_TRACE_HEADERS = {
+    TRACEPARENT_HEADER: {
+        "type": "string",
+        "pattern": "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$",
+        "description": "W3C Trace Context: on a raw record the kernel's, and on every record "
+        "projected from it the same (a zero trace or parent id, another version, or a second "
+        "one on a record, is not valid: dropped, never carried). Absent when the raw record "
+        "carried none valid.",
+    },
+    TRACESTATE_HEADER: {
+        "type": "string",
+        "maxLength": 512,
+        "description": "W3C Trace Context's vendor list (at most 32 members), carried with "
+        "its `traceparent` when valid.",
+    },
+}
+#: Messages that carry no trace context: the consumers' own state.
+_UNTRACED = frozenset({"stateChange"})
+
+
+def _with_trace_headers(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with the optional trace headers among its inline headers (a headers
+    schema in a file of its own says so itself)."""
+    headers = message.get("headers", {"type": "object", "properties": {}})
+    if "properties" not in headers:
+        return message
+    properties = {**headers["properties"], **_TRACE_HEADERS}
+    return {**message, "headers": {**headers, "properties": properties}}
+
+
 def build_messages(names: TopicNames) -> dict[str, Any]:
     """``components.messages``: one message per record type, with its key and headers."""
-    return {message_id: describe(names) for message_id, describe in _MESSAGES.items()}
+    return {message_id: describe(names) if message_id in _UNTRACED
+            else _with_trace_headers(describe(names))
+            for message_id, describe in _MESSAGES.items()}

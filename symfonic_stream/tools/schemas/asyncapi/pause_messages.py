@@ -109,7 +109,7 @@ def _registered_answer(names: TopicNames) -> dict[str, Any]:
         "summary": "Internal: the validator's intake appends each answer here.",
         "description": (
             "A resume request's value, unchanged, keyed by its ticket id; the client's "
-            "headers are not copied."
+            "headers are not copied, but for its trace context, checked."
         ),
         "contentType": "application/json",
         "headers": headers_schema(
