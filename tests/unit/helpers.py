@@ -96,7 +96,7 @@ class Verdicts(Collector):
     reviews: list[OutputRecord] = field(default_factory=list)
 
     def emit(self, record: OutputRecord) -> None:
-        super().emit(record)  # (with the trace headers in hand, as the collector's own)
+        Collector.emit(self, record)  # (with the trace headers in hand; slots: no super())
         if record.topic.endswith(".review-tickets"):
             self.reviews.append(self.outputs.pop())
 
