@@ -41,6 +41,7 @@ from symfonic_stream.models.agent_event import AgentEvent
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.models.pauses import Resume, Ticket
 from symfonic_stream.models.topics import Topic
+from symfonic_stream.models.trace import Traced
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.sdk.publisher import encode_event
 from symfonic_stream.sdk.reader import RunReader, RunReadError, RunRecord
@@ -52,6 +53,14 @@ from symfonic_stream.testing.fakes import FakeResumeReader, FakeReviewer, FakeRu
 __all__ = ["TopologyTestDriver"]
 
 T = TypeVar("T")
+TracedModel = TypeVar("TracedModel", bound=Traced)
+
+
+def _traced(model: TracedModel, record: Record) -> TracedModel:
+    """``model`` with the trace context of the record it was read from."""
+    model.traced(record.headers)
+    return model
+
 
 #: Rounds of records passed between the driver's engines before it gives up (a loop of
 #: engines that write what they read would never settle).
@@ -343,8 +352,9 @@ class TopologyTestDriver:
         return self.names.human_queue(queue, tenant)
 
     def tickets(self, queue: str = "default", tenant: str | None = None) -> list[Ticket]:
-        """Every ticket routed to ``queue`` so far, in order."""
-        return [Ticket.model_validate_json(r.value or b"")
+        """Every ticket routed to ``queue`` so far, in order (each with its record's
+        ``trace_context``)."""
+        return [_traced(Ticket.model_validate_json(r.value or b""), r)
                 for r in self.records(self.queue(queue, tenant))]
 
     def answer(self, ticket: Ticket | str, answer: Any, *, token: str | None = None,
@@ -366,14 +376,16 @@ class TopologyTestDriver:
                 raise ValueError("answering a ticket by its id needs its token")
             else:
                 ticket_id, said = ticket, token
-            request = await reviewer.submit(ticket_id, said, answer, responder, tenant=named)
+            trace = ticket.trace_context if isinstance(ticket, Ticket) else None
+            request = await reviewer.submit(ticket_id, said, answer, responder, tenant=named,
+                                            trace=trace)
             return await reviewer.outcome(ticket_id, request_id=request)
 
         return self._call(send())
 
     def resumes(self) -> list[Resume]:
         """Every accepted answer on ``<prefix>.resumes``, in order (what a kernel reads)."""
-        return [Resume.model_validate_json(r.value or b"")
+        return [_traced(Resume.model_validate_json(r.value or b""), r)
                 for r in self.records(self.names.resumes)]
 
     # -- the fakes of the SDK -------------------------------------------------------------

@@ -13,7 +13,7 @@ waiting: a fake reader does not wait for records the driver has not written (it 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, Protocol, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -81,9 +81,11 @@ class _DriverProducer:
         return set(range(self._driver.broker.partition_count(topic)))
 
     async def send_and_wait(self, topic: str, value: bytes | None = None,
-                            key: bytes | None = None) -> Record:
+                            key: bytes | None = None,
+                            headers: Sequence[tuple[str, bytes]] | None = None) -> Record:
         driver = self._driver
-        return await driver.on_loop(driver.write(key, value, topic=topic))
+        return await driver.on_loop(driver.write(key, value, headers=tuple(headers or ()),
+                                                 topic=topic))
 
     async def stop(self) -> None:
         """Nothing to close."""
@@ -118,7 +120,9 @@ class FakeReviewer(Reviewer):
                                   group_id=self._group_id)
         self._queue_consumer = cast(AIOKafkaConsumer, consumer)
         async for message in consumer:
-            yield Ticket.model_validate_json(message.value or b"")
+            ticket = Ticket.model_validate_json(message.value or b"")
+            ticket.traced(message.headers)
+            yield ticket
 
 
 class FakeResumeReader(ResumeReader):
