@@ -354,3 +354,25 @@ def test_the_callers_current_opentelemetry_span_is_injected() -> None:
         assert trace_context(None) == current_context() == TraceContext(PARENT)
         assert trace_context(OTHER) == TraceContext(OTHER)  # given: it wins
     assert current_context() is None
+
+
+def test_the_test_kit_carries_a_runs_context_through_the_deployed_consumers() -> None:
+    from symfonic_stream.testing import TopologyTestDriver
+
+    def pause(run_id: str) -> dict[str, Any]:
+        return raw("ask_user", 0, run_id, interrupt=interrupt(
+            "ask_user", interrupt_id=f"{run_id}-i", run_id=run_id, expires_at=NOW + 3600))
+
+    with TopologyTestDriver(start=NOW) as driver:
+        driver.pipe(pause("traced"), headers=TRACED)
+        driver.pipe(pause("untraced"))
+        tickets = {t.run_id: t for t in driver.tickets()}
+        assert tickets["traced"].trace_context == TraceContext(PARENT, STATE)
+        assert tickets["untraced"].trace_context is None
+        for ticket in tickets.values():
+            assert driver.answer(ticket, "yes").accepted
+        assert {r.run_id: r.trace_context for r in driver.resumes()} == {
+            "traced": TraceContext(PARENT, STATE), "untraced": None}
+        typed = driver.records(NAMES.stream_events)
+        assert {r.key: r.header(TRACEPARENT_HEADER) for r in typed} == {
+            b"traced": PARENT.encode(), b"untraced": None}
