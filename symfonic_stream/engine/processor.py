@@ -187,8 +187,15 @@ def feed(processor: Processor, record: InputRecord, now: float, out: Collector) 
     """``processor.process(record, now, out)`` with ``record``'s checked trace headers in
     hand (:attr:`Collector.trace`): how the engine, a replay and the offline command hand
     a processor each record, so that what it emits for the record carries its context."""
-    with out.carrying(trace_headers(record.headers) if record.headers else ()):
+    headers = record.headers
+    if not headers:  # (the common case, and nothing to carry: no context manager per record)
         processor.process(record, now, out)
+        return
+    before, out.trace = out.trace, trace_headers(headers)
+    try:
+        processor.process(record, now, out)
+    finally:
+        out.trace = before
 
 
 class Stateless:

@@ -15,6 +15,7 @@ record: it is dropped, never copied.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -62,13 +63,21 @@ def _valid_traceparent(value: bytes) -> bool:
 
 def _checked_tracestate(values: Sequence[bytes]) -> bytes | None:
     """The ``tracestate`` to carry (``values`` joined), or None: absent, empty or invalid."""
-    joined = b",".join(values)
-    if not joined.strip(b" \t,") or len(joined) > TRACESTATE_MAX_BYTES:
+    joined = values[0] if len(values) == 1 else b",".join(values)
+    if len(joined) > TRACESTATE_MAX_BYTES or not _valid_tracestate(joined):
         return None
+    return joined
+
+
+#: A trace's records mostly repeat their vendors' state: checked once each, up to a bound.
+@functools.lru_cache(maxsize=1024)
+def _valid_tracestate(joined: bytes) -> bool:
+    if not joined.strip(b" \t,"):
+        return False
     try:
         text = joined.decode("ascii")
     except UnicodeDecodeError:
-        return None
+        return False
     keys: set[str] = set()
     for part in text.split(","):
         member = part.strip(" \t")
@@ -76,11 +85,11 @@ def _checked_tracestate(values: Sequence[bytes]) -> bytes | None:
             continue  # (W3C allows empty list members; they do not count)
         match = _MEMBER.fullmatch(member)
         if match is None or match.group("key") in keys:
-            return None
+            return False
         keys.add(match.group("key"))
         if len(keys) > TRACESTATE_MAX_MEMBERS:
-            return None
-    return joined
+            return False
+    return True
 
 
 def trace_headers(headers: Iterable[tuple[str, bytes | None]]) -> Headers:

@@ -309,7 +309,9 @@ class OrderingGuard:
     # -- the hot path -----------------------------------------------------------------
 
     def accept(self, event: AgentEvent, record: InputRecord, now: float, out: Collector) -> None:
-        """Take one decoded event; emit whatever it releases."""
+        """Take one decoded event; emit whatever it releases. ``record`` is the record in
+        hand, whose checked trace headers ``out.trace`` holds (:func:`~symfonic_stream.engine.
+        processor.feed`, as the engine hands every record over)."""
         run_id = event.run_id
         runs = self.runs
         run = runs.get(run_id)
@@ -344,7 +346,7 @@ class OrderingGuard:
         if new:
             runs.put(run_id, run)
         run.touched_at = now
-        self._release(run_id, run, event, record, released, now, out)
+        self._release(run_id, run, event, out.trace, released, now, out)  # (``feed``'s)
         if new:
             self.reschedule(run_id, run)
         # Only a run with something buffered can release more.
@@ -462,17 +464,15 @@ class OrderingGuard:
             released.append((_dumps(envelope), f"end_{status}"))
         return released
 
-    def _release(self, run_id: str, run: RunState, event: AgentEvent, record: InputRecord,
+    def _release(self, run_id: str, run: RunState, event: AgentEvent, trace: Headers,
                  released: Released, now: float, out: Collector) -> None:
-        """Emit what ``event`` (of ``record``, held or in hand) releases, each record with
-        the run's owner and ``record``'s trace context."""
+        """Emit what ``event`` releases, each record with the run's owner and ``trace``,
+        the checked trace headers of the event's own record (held, or in hand)."""
         key = run_id.encode()
         topic = self._topic
         ts = event.timestamp
         emit = out.outputs.append  # (the list's own: no call of the collector's per record)
-        headers = owner_headers(run)
-        if record.headers:
-            headers += trace_headers(record.headers)
+        headers = owner_headers(run) + trace if trace else owner_headers(run)
         for value, record_type in released:
             emit(_new_record(OutputRecord, (topic, key, value, record_type, ts, headers)))
         run.next_seq += len(released)
@@ -500,7 +500,8 @@ class OrderingGuard:
             released = self.prepare(run_id, run, event, buffered_event.record, out)
             if released is None:  # (paranoid: it was checked when it arrived)
                 return
-            self._release(run_id, run, event, buffered_event.record, released, now, out)
+            self._release(run_id, run, event, trace_of(buffered_event.record), released, now,
+                          out)
 
     def unbuffer(self, run_id: str, run: RunState, index: int) -> Buffered:
         """Take one event out of the run's buffer (a tombstone for it at the next commit)."""
