@@ -18,7 +18,8 @@ kernel that serves one tenant passes ``lambda run_id: "acme"``; one that keeps a
 ``lambda run_id: owners.get(run_id, Unowned.NOT_MINE)``.)
 
 The topic is read ``read_committed`` in the kernel's own consumer group from its committed
-position; :meth:`ResumeReader.commit` marks what was given so far as handled.
+position; :meth:`ResumeReader.commit` marks what was given so far as handled. Each resume
+has its record's W3C trace context as ``resume.trace_context`` (docs/metrics.md, "Tracing").
 """
 
 from __future__ import annotations
