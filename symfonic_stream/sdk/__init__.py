@@ -12,13 +12,16 @@ of them on exit, also when entering fails. Each takes ``settings`` last and read
 - :class:`RunReadError` and its kinds :class:`TopicMissingError`, :class:`SequenceError`,
   :class:`ReaderTimeout`: the reader;
 - :class:`OutcomesUnavailable`, and ``TimeoutError`` when no verdict came in time: the
-  reviewer.
+  reviewer;
+- ``ValueError``: a trace context given to the publisher or the reviewer that is not W3C
+  (:class:`TraceContext`; docs/metrics.md, "Tracing").
 """
 
 from symfonic_stream.config import ConfigError
 from symfonic_stream.kafka.retry import KafkaUnavailable
 from symfonic_stream.models.envelope import ChunkEventRecord, EndRecord, GapRecord, TypedEventRecord
 from symfonic_stream.models.pauses import Ticket
+from symfonic_stream.models.trace import TraceContext
 from symfonic_stream.sdk.publisher import (
     EventPublisher,
     InvalidEventError,
@@ -58,6 +61,7 @@ __all__ = [
     "Ticket",
     "TicketOutcome",
     "TopicMissingError",
+    "TraceContext",
     "TypedEventRecord",
     "Unowned",
     "encode_event",
