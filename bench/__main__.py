@@ -19,6 +19,7 @@ COMMANDS = {
     "instructions": ("bench.hot_path", "instructions"),
     "decoder": ("bench.hot_path", "decoder"),
     "agui": ("bench.hot_path", "agui"),
+    "trace": ("bench.hot_path", "trace"),
     "zero_cost": ("bench.engine_cost", "zero_cost"),
     "txn_probe": ("bench.engine_cost", "txn_probe"),
     "profile": ("bench.engine_cost", "profile"),

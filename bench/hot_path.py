@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from bench.harness import best_of, call_command, options, table
-from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.engine.processor import Collector, InputRecord, feed
 from symfonic_stream.models import decoding
 from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
 from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
@@ -370,4 +370,68 @@ def agui(argv: list[str] | None = None) -> int:
                  *([name, f"{seconds:.4f}", f"{seconds / events * 1e6:.2f}",
                     f"{seconds / dicts:.2f}"]
                    for name, seconds in (("dicts", dicts), ("models", models)))]))
+    return 0
+
+
+#: The trace headers of ``bench trace``: a kernel's span per event, one vendor's state.
+_TRACESTATE = b"rojo=00f067aa0ba902b7"
+
+
+def _trace_headers(offset: int) -> tuple[tuple[str, bytes], ...]:
+    parent = f"00-4bf92f3577b34da6a3ce929d0e0e4736-{offset + 1:016x}-01".encode()
+    return (("traceparent", parent), ("tracestate", _TRACESTATE))
+
+
+def _task_shape(records: list[InputRecord], projection: str, fed: bool) -> int:
+    """The stream task's loop over ``records`` (one collector per 1,000, the state written):
+    each record handed over with ``feed``, or to ``process`` directly (as before it)."""
+    processor = ProjectorProcessor(
+        PROJECTIONS[projection].project, "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
+    )
+    produced = 0
+    now = time.time()
+    process = processor.process
+    for first in range(0, len(records), OFFLINE_BATCH):
+        out = Collector()
+        for record in records[first : first + OFFLINE_BATCH]:
+            if fed and record.headers:  # (as the stream task hands a record over)
+                feed(processor, record, now, out)
+            else:
+                process(record, now, out)
+        write_changes(processor.stores, out.changelog)
+        produced += len(out.outputs)
+    return produced
+
+
+def trace(argv: list[str] | None = None) -> int:
+    """What carrying the trace context costs a projector, per event, in a stream task's
+    shape (docs/metrics.md, "Tracing"): ``before``, each record handed to ``process``
+    directly, as before the context was carried; ``untraced``, as the task hands over a
+    record without headers now (what a deployment without tracing pays); ``traced``,
+    through ``feed`` with a ``traceparent`` (a span per event) and a ``tracestate`` on every
+    record, checked and put on every output. CPU seconds, best of ``--repeat``."""
+    args = options("bench trace", argv, trace.__doc__, events=200_000, projection="typed",
+                   repeat=(5, "best of N"))
+    if args.projection not in PROJECTIONS:
+        raise SystemExit(f"--projection: one of {', '.join(PROJECTIONS)}")
+    pairs = engine_records(make_lines(args.events))
+    plain = [InputRecord("bench.in", 0, offset, key, value, (), 0)
+             for offset, (key, value) in enumerate(pairs)]
+    traced = [record._replace(headers=_trace_headers(record.offset)) for record in plain]
+    rows = [("before", plain, False), ("untraced", plain, True), ("traced", traced, True)]
+    best = {name: float("inf") for name, _, _ in rows}
+    for _ in range(args.repeat):  # (the rows in turn: a drift of the machine hits each alike)
+        for name, records, fed in rows:
+            gc.collect()
+            def work(r: list[InputRecord] = records, f: bool = fed) -> int:
+                return _task_shape(r, args.projection, f)
+
+            seconds, _ = best_of(1, work)
+            best[name] = min(best[name], seconds)
+    lines = [["how", "CPU s", "us/event", "ratio"]]
+    for name, records, _ in rows:
+        lines.append([name, f"{best[name]:.3f}", f"{best[name] * 1e6 / len(records):.2f}",
+                      f"{best[name] / best['before']:.2f}"])
+    print(f"{len(plain):,} events, {args.projection}, best of {args.repeat}")
+    print(table(lines))
     return 0

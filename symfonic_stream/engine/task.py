@@ -369,7 +369,10 @@ class StreamTask:
                 f"value is {len(value)} bytes, limit {self._max_record_bytes}",
             )
             return
-        feed(self.processor, item, now, out)
+        if item.headers:  # (its trace context in hand; a record without headers has none)
+            feed(self.processor, item, now, out)
+        else:
+            self.processor.process(item, now, out)
 
 
 #: Starts the process's producer with the transactional id of the given partition.

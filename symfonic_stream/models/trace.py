@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, PrivateAttr
@@ -56,14 +56,12 @@ Headers = tuple[tuple[str, bytes], ...]
 
 
 def _valid_traceparent(value: bytes) -> bool:
-    match = _TRACEPARENT.fullmatch(value)
-    return (match is not None and match.group(1) != _ZERO_TRACE_ID
-            and match.group(2) != _ZERO_PARENT_ID)
+    return (_TRACEPARENT.fullmatch(value) is not None and value[3:35] != _ZERO_TRACE_ID
+            and value[36:52] != _ZERO_PARENT_ID)
 
 
-def _checked_tracestate(values: Sequence[bytes]) -> bytes | None:
-    """The ``tracestate`` to carry (``values`` joined), or None: absent, empty or invalid."""
-    joined = values[0] if len(values) == 1 else b",".join(values)
+def _checked_tracestate(joined: bytes) -> bytes | None:
+    """The ``tracestate`` to carry, or None: empty or invalid."""
     if len(joined) > TRACESTATE_MAX_BYTES or not _valid_tracestate(joined):
         return None
     return joined
@@ -96,19 +94,26 @@ def trace_headers(headers: Iterable[tuple[str, bytes | None]]) -> Headers:
     """The trace headers of a record with ``headers``, checked: ``(traceparent,)`` or
     ``(traceparent, tracestate)``, or ``()`` when it has no valid context (the module's
     rules). What every record projected from it carries."""
-    parents: list[bytes] = []
+    parent: bytes | None = None
     states: list[bytes] = []
+    size = 0  # (of the states joined: past the bound, none is kept; no quadratic joins)
     for name, value in headers:
         if name == TRACEPARENT_HEADER:
-            parents.append(value or b"")
+            if parent is not None:
+                return ()  # (two: which one is the record's?)
+            parent = value or b""
         elif name == TRACESTATE_HEADER:
-            states.append(value or b"")
-    if len(parents) != 1 or not _valid_traceparent(parents[0]):
+            size += len(value or b"") + 1
+            if size <= TRACESTATE_MAX_BYTES + 1:
+                states.append(value or b"")
+    if parent is None or not _valid_traceparent(parent):
         return ()
-    state = _checked_tracestate(states) if states else None
+    state = None
+    if states and size <= TRACESTATE_MAX_BYTES + 1:
+        state = _checked_tracestate(states[0] if len(states) == 1 else b",".join(states))
     if state is None:
-        return ((TRACEPARENT_HEADER, parents[0]),)
-    return ((TRACEPARENT_HEADER, parents[0]), (TRACESTATE_HEADER, state))
+        return ((TRACEPARENT_HEADER, parent),)
+    return ((TRACEPARENT_HEADER, parent), (TRACESTATE_HEADER, state))
 
 
 def without_trace(headers: Iterable[tuple[str, bytes]]) -> Headers:
@@ -128,7 +133,7 @@ class TraceContext:
         if not _valid_traceparent(self.traceparent.encode("utf-8", "replace")):
             raise ValueError(f"not a W3C traceparent (version 00): {self.traceparent[:64]!r}")
         if self.tracestate is not None and _checked_tracestate(
-                [self.tracestate.encode("utf-8", "replace")]) is None:
+                self.tracestate.encode("utf-8", "replace")) is None:
             raise ValueError(f"not a W3C tracestate (at most {TRACESTATE_MAX_MEMBERS} members, "
                              f"{TRACESTATE_MAX_BYTES} bytes): {self.tracestate[:64]!r}")
 

@@ -376,3 +376,10 @@ def test_the_test_kit_carries_a_runs_context_through_the_deployed_consumers() ->
         typed = driver.records(NAMES.stream_events)
         assert {r.key: r.header(TRACEPARENT_HEADER) for r in typed} == {
             b"traced": PARENT.encode(), b"untraced": None}
+
+
+def test_a_flood_of_tracestate_headers_is_dropped_without_joining_them_all() -> None:
+    flood = [TRACED[0], *[(TRACESTATE_HEADER, b"a=1")] * 100_000]
+    assert trace_headers(flood) == (TRACED[0],)
+    assert trace_headers([TRACED[0], *[(TRACESTATE_HEADER, b"k%d=1" % n) for n in range(3)]]
+                         ) == (TRACED[0], (TRACESTATE_HEADER, b"k0=1,k1=1,k2=1"))
