@@ -8,7 +8,7 @@ import sys
 
 #: Command -> (module, function); the function takes the command's own arguments.
 COMMANDS = {
-    "compare": ("bench.compare", "main"),
+    "compare": ("bench.projectors", "compare"),
     "rebalance": ("bench.rebalance", "main"),
     "gateway": ("bench.gateway", "main"),
     "gateway_probe": ("bench.gateway_probe", "main"),

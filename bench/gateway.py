@@ -35,6 +35,7 @@ from bench.harness import (
     broker_version,
     machine_busy_seconds,
     options,
+    p99_by_second,
     say,
     started,
     table,
@@ -189,19 +190,16 @@ async def first_event_figures(session: Session, earlier: int, repeats: int,
 
 def lag_figures(lags: list[tuple[float, float]], since: float) -> dict[str, Any]:
     """p50/p99/... of ``(commit time, lag)`` samples, and the p99 per second of load (by
-    commit time from ``since``): a rising series means the gateway fell behind."""
+    commit time from ``since``)."""
     ordered = sorted(lag for _, lag in lags)
     if not ordered:
         return {"samples": 0}
-    seconds: dict[int, list[float]] = {}
-    for at, lag in lags:
-        seconds.setdefault(int(at - since), []).append(lag)
     return {"samples": len(ordered), "min_ms": ordered[0] * 1000,
             **{f"{name}_ms": at_share(ordered, share) * 1000
                for name, share in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))},
             "max_ms": ordered[-1] * 1000,
-            "p99_by_second_ms": [round(at_share(sorted(v), 0.99) * 1000, 1)
-                                 for _, v in sorted(seconds.items())]}
+            "p99_by_second_ms": p99_by_second(((at - since, lag * 1000) for at, lag in lags),
+                                              at_share)}
 
 
 class Load:
