@@ -11,7 +11,7 @@ COMMANDS = {
     "compare": ("bench.projectors", "compare"),
     "rebalance": ("bench.rebalance", "main"),
     "gateway": ("bench.gateway", "main"),
-    "gateway_probe": ("bench.gateway_probe", "main"),
+    "gateway_probe": ("bench.gateway", "probe"),
     "answers": ("bench.answers", "main"),
     "soak": ("bench.soak", "soak"),
     "disk_values": ("bench.state", "disk_values"),
