@@ -8,10 +8,10 @@ import sys
 
 #: Command -> (module, function); the function takes the command's own arguments.
 COMMANDS = {
-    "compare": ("bench.compare", "main"),
+    "compare": ("bench.projectors", "compare"),
     "rebalance": ("bench.rebalance", "main"),
     "gateway": ("bench.gateway", "main"),
-    "gateway_probe": ("bench.gateway_probe", "main"),
+    "gateway_probe": ("bench.gateway", "probe"),
     "answers": ("bench.answers", "main"),
     "soak": ("bench.soak", "soak"),
     "disk_values": ("bench.state", "disk_values"),

@@ -29,7 +29,7 @@ from bench.kafka_io import OffsetWatcher, Session
 from bench.measure import Throughput, throughput_round
 from bench.processes import BASELINE, Process, Row, bench_consumers
 from bench.workload import make_workload
-from symfonic_stream.app.topologies import copier_topology, projector_topology
+from symfonic_stream.app.topologies import copier_topology, topologies
 from symfonic_stream.config import Settings, load_settings
 from symfonic_stream.engine.processor import Collector, InputRecord, OutputRecord
 from symfonic_stream.engine.topology import Topology
@@ -52,10 +52,11 @@ _STATE_VALUE = b"[123,154,0,0.0]"
 Plan = dict[tuple[int, int], tuple[OutputRecord, ...]]
 
 
-def plan_outputs(records: list[tuple[bytes, bytes]], settings: Settings) -> Plan:
-    """Run the real typed projector over each partition's records, in offset order."""
+def plan_outputs(records: list[tuple[bytes, bytes]], settings: Settings,
+                 consumer: str = "typed") -> Plan:
+    """Run ``consumer``'s real processor over each partition's records, in offset order."""
     names = TopicNames(settings.topic_prefix)
-    factory = projector_topology("typed", settings).processor_factory
+    factory = topologies(consumer, settings)[0].processor_factory
     processors = {p: factory(p) for p in range(settings.partitions)}
     offsets: dict[int, int] = defaultdict(int)
     plan: Plan = {}

@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
+import inspect
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -155,6 +156,16 @@ def at_share(ordered: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else 0.0
 
 
+def p99_by_second(timed: Iterable[tuple[float, float]],
+                  rank: Callable[[list[float], float], float] = nearest_rank) -> list[float]:
+    """The p99 of the values of each whole second of their times (``(time, value)``), in
+    the seconds' order: a rising series means what is measured fell behind."""
+    seconds: dict[int, list[float]] = {}
+    for at, value in timed:
+        seconds.setdefault(int(at), []).append(value)
+    return [round(rank(sorted(values), 0.99), 1) for _, values in sorted(seconds.items())]
+
+
 def best_of(repeat: int, work: Callable[[], T],
             clock: Callable[[], float] = time.process_time) -> tuple[float, T]:
     """The least CPU time (of ``clock``) of ``repeat`` runs of ``work``, and what that run
@@ -193,7 +204,8 @@ def options(prog: str, argv: list[str] | None, about: str | None = None,
     """``python -m <prog>``'s options, one per keyword (``--the-name``): its default, whose
     type it takes (a type: none), ``False`` for a flag, or a tuple of that and its help.
     With ``quick_sizes``, ``--quick`` makes those the defaults (a value given still wins)."""
-    parser = argparse.ArgumentParser(prog=f"python -m {prog}", description=about,
+    parser = argparse.ArgumentParser(prog=f"python -m {prog}",
+                                     description=inspect.cleandoc(about or "") or None,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, default in defaults.items():
         default, about_it = default if isinstance(default, tuple) else (default, None)

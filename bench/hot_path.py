@@ -56,50 +56,37 @@ def engine_records(lines: list[bytes]) -> list[tuple[bytes, bytes]]:
     return [(orjson.loads(line)["run_id"].encode(), line) for line in lines]
 
 
-def _baseline(lines: list[bytes]) -> tuple[float, int]:
-    start = time.process_time()
+def _baseline(lines: list[bytes]) -> None:
     for line in lines:
         orjson.dumps(orjson.loads(line))
-    return time.process_time() - start, len(lines)
 
 
-def _offline(lines: list[bytes], projection: str) -> tuple[float, int]:
-    produced = 0
-    start = time.process_time()
-    for released in project_lines(lines, projection):
-        produced += len(released.outputs)
-    return time.process_time() - start, produced
+def _offline(lines: list[bytes], projection: str) -> int:
+    return sum(len(released.outputs) for released in project_lines(lines, projection))
 
 
-def _engine_shape(records: list[tuple[bytes, bytes]], projection: str
-                  ) -> tuple[float, int]:
+def _engine_shape(records: list[tuple[bytes, bytes]], projection: str) -> None:
     processor = ProjectorProcessor(
         PROJECTIONS[projection].project, "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
     )
-    produced = 0
     now = time.time()
-    start = time.process_time()
     for first in range(0, len(records), OFFLINE_BATCH):
         out = Collector()
         for offset, (key, value) in enumerate(records[first : first + OFFLINE_BATCH],
                                               start=first):
             processor.process(InputRecord("bench.in", 0, offset, key, value, (), 0), now, out)
         write_changes(processor.stores, out.changelog)
-        produced += len(out.outputs)
-    return time.process_time() - start, produced
 
 
 def offline_figures(events: int, projection: str = "typed",
                     repeat: int = 3) -> dict[str, Any]:
-    """Best-of-``repeat`` timings per event and the ratios to the baseline."""
+    """Best-of-``repeat`` CPU timings per event and the ratios to the baseline."""
     lines = make_lines(events)
     records = engine_records(lines)
     gc.collect()
-    baseline, _ = min((_baseline(lines) for _ in range(repeat)), key=lambda r: r[0])
-    full, produced = min((_offline(lines, projection) for _ in range(repeat)),
-                         key=lambda r: r[0])
-    engine, _ = min((_engine_shape(records, projection) for _ in range(repeat)),
-                    key=lambda r: r[0])
+    baseline, _ = best_of(repeat, lambda: _baseline(lines))
+    full, produced = best_of(repeat, lambda: _offline(lines, projection))
+    engine, _ = best_of(repeat, lambda: _engine_shape(records, projection))
     per_event = 1e6 / len(lines)
     return {
         "events": len(lines),

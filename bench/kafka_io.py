@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError
 from bench.harness import say
 from symfonic_stream.app.topics import required_topics
 from symfonic_stream.config import Settings, load_settings
-from symfonic_stream.kafka.admin import ensure_topics, group_offsets
+from symfonic_stream.kafka.admin import Admin, ensure_topics, group_offsets
 from symfonic_stream.kafka.clients import admin_kwargs, client_kwargs, plain_producer_kwargs
 from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
@@ -69,12 +69,15 @@ class Session:
 
     async def topics(self, suffix: str, partitions: int, **settings: Any) -> Settings:
         """A fresh prefix with every topic of a deployment (and the copier's output), each
-        of ``partitions`` partitions; its settings, with ``settings`` on top."""
+        of ``partitions`` partitions and led (``ensure_topics`` waits for the leaders); its
+        settings, with ``settings`` on top."""
         prefix = f"{self.run_id}-{suffix}"
         self.prefixes.append(prefix)
         chosen = self.base.model_copy(
             update={"topic_prefix": prefix, "partitions": partitions, **settings})
-        await create_topics(chosen)
+        report = await ensure_topics(chosen, required_topics(chosen, include_copier=True))
+        if not report.ok:
+            raise RuntimeError("; ".join(report.mismatches))
         return chosen
 
     async def published(self, suffix: str, records: list[tuple[bytes, bytes]],
@@ -90,44 +93,21 @@ class Session:
         return settings, took
 
 
-async def create_topics(settings: Settings) -> list[str]:
-    """Every topic of ``settings``' prefix (copier output included), each with a leader."""
-    specs = required_topics(settings, include_copier=True)
-    report = await ensure_topics(settings, specs)
-    if not report.ok:
-        raise RuntimeError("; ".join(report.mismatches))
-    names = [s.name for s in specs]
-    async with _admin(settings) as admin:
-        async def led() -> bool:
-            return all(entry.get("error_code", 0) == 0 and entry["partitions"]
-                       and all(p["leader"] >= 0 for p in entry["partitions"])
-                       for entry in await admin.describe_topics(names))
-
-        if not await until(led, 30.0, every=0.1):
-            raise RuntimeError(f"topics without leaders after 30s: {names}")
-    return names
-
-
-@contextlib.asynccontextmanager
-async def _admin(settings: Settings) -> Any:
-    admin = AIOKafkaAdminClient(**admin_kwargs(settings))
-    await admin.start()
-    try:
-        yield admin
-    finally:
-        await admin.close()
-
-
 async def cleanup(settings: Settings, prefixes: Iterable[str]) -> int:
     """Delete every topic of ``prefixes``; how many. A failure is said, not raised: the
     clean-up must not hide the result."""
     wanted = tuple(f"{p}." for p in prefixes) + tuple(f"{p}-" for p in prefixes)
     try:
-        async with _admin(settings) as admin:
-            names = [t for t in await admin.list_topics() if t.startswith(wanted)]
-            for start in range(0, len(names), 50):
-                with contextlib.suppress(KafkaError):
-                    await admin.delete_topics(names[start : start + 50])
+        async with Admin(settings) as admin:
+            names = [t for t in await admin.call("listing topics", lambda c: c.list_topics())
+                     if t.startswith(wanted)]
+
+            async def delete(client: AIOKafkaAdminClient) -> None:
+                for start in range(0, len(names), 50):
+                    with contextlib.suppress(KafkaError):
+                        await client.delete_topics(names[start : start + 50])
+
+            await admin.call("deleting the benchmark's topics", delete)
             return len(names)
     except Exception as exc:
         say(f"could not delete the benchmark topics: {exc!r}")

@@ -23,6 +23,7 @@ from bench.harness import (
     machine_busy_seconds,
     nearest_rank,
     own_cpu_seconds,
+    p99_by_second,
     say,
 )
 from bench.kafka_io import POLL_S, OffsetWatcher, OutputReader, Session, publish_at_rate
@@ -210,6 +211,15 @@ class Latency:
     #: reader reads nothing meanwhile, so a stall of this length is the harness's.
     bench_gc_longest_ms: float = 0.0
 
+    def said(self) -> str:
+        """Its figures on one progress line."""
+        broker = "?" if self.broker_cores is None else f"{self.broker_cores:.2f}"
+        return (f"p50 {self.p50_ms:7.1f}  p99 {self.p99_ms:7.1f}  p999 {self.p999_ms:7.1f} ms  "
+                f"({self.samples:,} samples, {self.achieved_per_s:,.0f}/s; cores: consumer "
+                f"{self.consumer_cores:.2f}, bench {self.bench_cores:.2f}, broker {broker}, "
+                f"machine {self.machine_busy_cores:.2f}; the bench's longest collector pause "
+                f"{self.bench_gc_longest_ms:.0f} ms)")
+
 
 class _Samples:
     """What the output reader saw: (read time, source timestamp) of every record that
@@ -292,9 +302,6 @@ async def measure_latency(session: Session, row: Row, workload: Workload, rate: 
     load_s = after[2] - before[2]
     timed = seen.latencies(sent_at)
     latencies = sorted(latency for _, latency in timed)
-    by_second: dict[int, list[float]] = {}
-    for at, latency in timed:
-        by_second.setdefault(int(at), []).append(latency)
     return Latency(
         offered_per_s=rate, achieved_per_s=achieved, events=count, samples=len(latencies),
         p50_ms=nearest_rank(latencies, 0.50), p99_ms=nearest_rank(latencies, 0.99),
@@ -306,6 +313,5 @@ async def measure_latency(session: Session, row: Row, workload: Workload, rate: 
         broker_cores=(None if before[4] is None or after[4] is None
                       else (after[4] - before[4]) / load_s),
         bench_gc_longest_ms=pauses.longest_ms if pauses is not None else 0.0,
-        p99_by_second_ms=[round(nearest_rank(sorted(by_second[s]), 0.99), 1)
-                          for s in sorted(by_second)],
+        p99_by_second_ms=p99_by_second(timed),
     )

@@ -62,16 +62,12 @@ def event(run_id: str, index: int, kind: str, ts: float) -> bytes:
     return raw_event(run_id, index, kind, ts, scope={"tenant": "acme"}, **text)
 
 
-def opening(runs: int) -> Iterator[tuple[bytes, bytes]]:
+def every_run(runs: int, closing: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    """Each run's opening event (index 0), or with ``closing`` its ``done`` (index 1)."""
     for n in range(runs):
         run_id = f"run-{n:07d}"
-        yield run_id.encode(), event(run_id, 0, "text_delta", 1_764_480_000.0 + n / 1000)
-
-
-def closing(runs: int) -> Iterator[tuple[bytes, bytes]]:
-    for n in range(runs):
-        run_id = f"run-{n:07d}"
-        yield run_id.encode(), event(run_id, 1, "done", 1_764_490_000.0 + n / 1000)
+        yield run_id.encode(), (event(run_id, 1, "done", 1_764_490_000.0 + n / 1000) if closing
+                                else event(run_id, 0, "text_delta", 1_764_480_000.0 + n / 1000))
 
 
 def one_run_per_partition(partitions: int, prefix: str) -> dict[int, str]:
@@ -163,7 +159,7 @@ async def check(settings: Settings, runs: int, probe_events: list[bytes]) -> tup
         await reader.wait_caught_up(within=3600)
     finally:
         await reader.stop()
-    lines = [v for _, v in opening(runs)] + probe_events + [v for _, v in closing(runs)]
+    lines = [v for _, v in every_run(runs)] + probe_events + [v for _, v in every_run(runs, True)]
     expected, dead = oracle.project(lines, "typed")
     if dead:
         raise RuntimeError(f"the benchmark's own input has bad lines: {dead[:3]}")
@@ -311,7 +307,7 @@ async def scale(session: Session, args: argparse.Namespace) -> Outcome:
     probes = Probes(settings)
     try:
         say(f"publishing {args.runs:,} open runs over {args.partitions} partitions")
-        await publish(settings, opening(args.runs))
+        await publish(settings, every_run(args.runs))
         for n in range(args.instances):
             deployment.start(f"i{n}")
         await deployment.settled()
@@ -333,7 +329,7 @@ async def scale(session: Session, args: argparse.Namespace) -> Outcome:
         # then wait behind, are not its stall (until this was fixed, its figures included
         # them: every partition, the survivor's too, seemed to stall 4-7 s).
         closing_at = time.time()
-        await publish(settings, closing(args.runs))
+        await publish(settings, every_run(args.runs, closing=True))
         await caught_up(settings, within=3600)
         await probes.stop()
         ends = [e.at for e in outcome.events[1:]] + [closing_at]

@@ -102,37 +102,6 @@ def request(host: str, port: int, path: str) -> bytes:
             "Cache-Control: no-cache\r\nConnection: close\r\n\r\n").encode()
 
 
-async def first_event(host: str, port: int, path: str, within: float = 60.0
-                      ) -> tuple[float, int, float, int]:
-    """One stream read to its close: seconds from before the TCP connect to the arrival of
-    its first ``id:`` line (``time.perf_counter``), that line's seq, seconds to the close
-    (after the run's end), and the number of ``id:`` lines."""
-    started = time.perf_counter()
-    reader, writer = await asyncio.open_connection(host, port)
-    first_s, first_seq, count = 0.0, -1, 0
-    try:
-        writer.write(request(host, port, path))
-        parser = SseParser()
-        async with asyncio.timeout(within):
-            while not parser.ended:
-                data = await reader.read(65536)
-                if not data:
-                    break
-                ids = parser.feed(data)
-                if ids and not count:
-                    first_s, first_seq = time.perf_counter() - started, ids[0]
-                count += len(ids)
-                if parser.status not in (0, 200):
-                    raise RuntimeError(f"{path}: HTTP {parser.status}")
-        if not count:
-            raise RuntimeError(f"{path}: closed before any event (HTTP {parser.status})")
-        return first_s, first_seq, time.perf_counter() - started, count
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-
-
 class Viewer(asyncio.Protocol):
     """One fan-out client: records ``(seq, time.time())`` of each ``id:`` line it receives.
     ``done`` resolves when the server closes the connection (after the run's end)."""
@@ -174,6 +143,26 @@ class Viewer(asyncio.Protocol):
             self.error = repr(exc)
         if not self.done.done():
             self.done.set_result(None)
+
+
+async def first_event(host: str, port: int, path: str, within: float = 60.0
+                      ) -> tuple[float, int, float, int]:
+    """One stream read to its close by a :class:`Viewer`: seconds from before the TCP
+    connect to the arrival of its first ``id:`` line, that line's seq, seconds to the close
+    (after the run's end), and the number of ``id:`` lines."""
+    loop = asyncio.get_running_loop()
+    started = time.time()
+    _, viewer = await loop.create_connection(
+        lambda: Viewer(request(host, port, path), loop.create_future()), host, port)
+    try:
+        async with asyncio.timeout(within):
+            await viewer.done
+    finally:
+        viewer.close()
+    if viewer.error or not viewer.seqs:
+        raise RuntimeError(f"{path}: {viewer.error or 'closed before any event'} "
+                           f"(HTTP {viewer.parser.status})")
+    return viewer.times[0] - started, viewer.seqs[0], time.time() - started, len(viewer.seqs)
 
 
 def raise_fd_limit(wanted: int) -> int:

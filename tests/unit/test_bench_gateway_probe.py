@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from bench.gateway_probe import probe_settings, token
+from bench.gateway import probe_settings, token
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway.auth import TokenCheck
 
