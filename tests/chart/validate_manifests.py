@@ -154,12 +154,14 @@ def _settings_problems(data: dict[str, str], tmp: Path) -> list[str]:
     overrides: dict[str, object] = {
         key.removeprefix(ENV_PREFIX).lower(): value for key, value in data.items()
     }
-    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+    for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "schema_registry_cafile"):
         if name in overrides:  # mounted from a Secret in the pod: stand in a file here
             (tmp / name).write_text("PEM")
             overrides[name] = str(tmp / name)
     if str(overrides.get("security_protocol", "")).startswith("SASL_"):
         overrides["sasl_password"] = "from-the-secret"
+    if "schema_registry_username" in overrides:  # its password: a secretKeyRef of the pod
+        overrides["schema_registry_password"] = "from-the-secret"
     if overrides.get("gateway_auth") == "jwt":
         # The key (secretKeyRef) or the JWKS file (a mount) comes from the pod spec; the
         # chart's own check makes it exactly one of them.
