@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# The project's own OpenTelemetry Collector for development and tests: the Collector's core
+# (go.opentelemetry.io/collector/otelcol) with the OTLP receiver and the contrib file exporter,
+# built once from the Go module proxy (scripts/otelcol/: go.mod, go.sum, main.go) into the
+# tools cache scripts/tools.sh uses. It receives OTLP over HTTP and writes every span it
+# receives to a file as OTLP JSON, one line per batch, which the tests read back
+# (tests/tracing/conftest.py; docs/testing.md: Tracing).
+#
+#   scripts/otelcol.sh start    build once (cached), start, wait until the receiver answers;
+#                               reuses a collector this script already runs on the port
+#   scripts/otelcol.sh stop     stop the one this script started on the port (SIGTERM, then KILL)
+#   scripts/otelcol.sh status   running or not (exit 0 when running, 3 when not)
+#   scripts/otelcol.sh url      the OTLP/HTTP base URL (what OTEL_EXPORTER_OTLP_ENDPOINT takes)
+#   scripts/otelcol.sh spans    the file the spans are written to
+#   scripts/otelcol.sh run CMD  start (or reuse) it, run CMD with SYMFONIC_OTELCOL_URL and
+#                               SYMFONIC_OTELCOL_SPANS set, then stop it if this run started
+#                               it; CMD's status
+#   scripts/otelcol.sh build    only the build (for a CI cache warm-up); prints the binary
+#   scripts/otelcol.sh logs     the end of the collector's log
+#
+# Settings (environment), each checked before any command runs:
+#   SYMFONIC_OTELCOL_PORT           OTLP/HTTP port (default 4318, OTLP's); no gRPC listener
+#   SYMFONIC_OTELCOL_HOST           address it listens on (default 127.0.0.1)
+#   SYMFONIC_OTELCOL_STATE          pid file, config, log and spans file (default
+#                                   build/otelcol-<port> in the repository)
+#   SYMFONIC_OTELCOL_START_TIMEOUT  seconds to wait for the receiver (default 60)
+#   SYMFONIC_TOOLS_DIR              the build cache (default ~/.cache/symfonic-stream/tools,
+#                                   scripts/tools.sh's): binary bin/otelcol-<release>-<sources>
+#   SYMFONIC_OTELCOL_STARTED_FLAG   a file written with the pid when start really started one
+#
+# A cold build (empty cache, 2 busy cores) takes about 2 minutes: 10 s of module downloads,
+# the rest compiling (gRPC, protobuf, the collector); a warm start takes under a second.
+set -euo pipefail
+
+NAME=otelcol.sh
+# The collector's release: every go.opentelemetry.io/collector module at v0.161.0 / v1.67.0
+# and the contrib file exporter at v0.161.0 (scripts/otelcol/go.mod).
+RELEASE=0.161.0
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(dirname "$HERE")"
+SRC="$HERE/otelcol"
+
+log() { echo "$NAME: $*" >&2; }
+die() { echo "$NAME: error: $*" >&2; exit 1; }
+
+number() { # name value
+  [[ "$2" =~ ^[0-9]+$ ]] || die "$1 must be a whole number, not '$2'"
+}
+
+command -v curl >/dev/null 2>&1 || die "curl is required (the readiness check)"
+
+PORT="${SYMFONIC_OTELCOL_PORT:-4318}"
+number SYMFONIC_OTELCOL_PORT "$PORT"
+{ [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ]; } || die "SYMFONIC_OTELCOL_PORT must be a port (1-65535), not '$PORT'"
+HOST="${SYMFONIC_OTELCOL_HOST:-127.0.0.1}"
+[[ "$HOST" =~ ^[A-Za-z0-9.:-]+$ ]] || die "SYMFONIC_OTELCOL_HOST: '$HOST' is not a host name or address"
+TIMEOUT="${SYMFONIC_OTELCOL_START_TIMEOUT:-60}"
+number SYMFONIC_OTELCOL_START_TIMEOUT "$TIMEOUT"
+TOOLS_DIR="${SYMFONIC_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symfonic-stream/tools}"
+STATE="${SYMFONIC_OTELCOL_STATE:-$ROOT/build/otelcol-$PORT}"
+# The binary's name carries the release and a digest of its sources: an edit to go.mod or
+# main.go builds a new one, the same sources never build twice.
+DIGEST="$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-12)"
+BINARY="$TOOLS_DIR/bin/otelcol-$RELEASE-$DIGEST"
+PID_FILE="$STATE/otelcol.pid"
+LOG="$STATE/otelcol.log"
+CONFIG="$STATE/config.yaml"
+SPANS="$STATE/spans.jsonl"
+URL="http://$HOST:$PORT"
+
+# Once per set of sources, with the Go and module caches under the tools cache (shared with
+# scripts/tools.sh: gRPC, protobuf and the rest download once). Two callers at once are
+# serialised on a lock in the cache.
+build() {
+  [ -x "$BINARY" ] && return 0
+  command -v go >/dev/null 2>&1 || die "Go is required to build the collector once (go.mod says which)"
+  mkdir -p "$TOOLS_DIR/bin"
+  exec 9>"$TOOLS_DIR/.otelcol.lock"
+  flock 9
+  if [ -x "$BINARY" ]; then exec 9>&-; return 0; fi
+  log "building the OpenTelemetry Collector $RELEASE from scripts/otelcol/ into $BINARY (once) ..."
+  local t0=$SECONDS
+  if ! (cd "$SRC" &&
+        GOPATH="$TOOLS_DIR/go" GOMODCACHE="$TOOLS_DIR/go/pkg/mod" GOCACHE="$TOOLS_DIR/go-build" \
+        GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
+        go build -trimpath -ldflags "-s -w" -o "$BINARY.tmp" .) >"$TOOLS_DIR/otelcol-build.log" 2>&1; then
+    log "go build failed; the end of $TOOLS_DIR/otelcol-build.log:"
+    tail -n 20 "$TOOLS_DIR/otelcol-build.log" >&2
+    exit 1
+  fi
+  mv "$BINARY.tmp" "$BINARY"
+  log "the OpenTelemetry Collector $RELEASE built in $((SECONDS - t0)) s"
+  exec 9>&-
+}
+
+pid_alive() {
+  local pid
+  pid="$(cat "$PID_FILE" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  # Our process only: the pid's command line names this state's config.
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$CONFIG" || return 1
+  echo "$pid"
+}
+
+# The receiver answers an empty OTLP/JSON export with 200.
+ready() {
+  local code
+  code="$(curl -s --max-time 2 -o /dev/null -w '%{http_code}' -X POST \
+          -H 'Content-Type: application/json' --data '{}' "$URL/v1/traces" 2>/dev/null)" || return 1
+  [ "$code" = 200 ]
+}
+
+config() {
+  cat >"$CONFIG" <<YAML
+# Written by scripts/otelcol.sh: OTLP/HTTP in, OTLP JSON lines out.
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: "$HOST:$PORT"
+exporters:
+  file:
+    path: "$SPANS"
+    format: json
+    flush_interval: 100ms
+service:
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: info
+      encoding: console
+  pipelines:
+    traces:
+      receivers: [otlp]
+      exporters: [file]
+YAML
+}
+
+start() {
+  local pid
+  if pid="$(pid_alive)"; then
+    if ready; then log "the collector is already running (pid $pid) on $URL; reusing it"; echo "$URL"; return 0; fi
+    die "the collector process $pid is alive but not ready on $URL ($NAME logs; $NAME stop)"
+  fi
+  if curl -s --max-time 2 -o /dev/null "$URL/" 2>/dev/null; then
+    die "something else already serves on $URL: set SYMFONIC_OTELCOL_PORT to a free port"
+  fi
+  build
+  mkdir -p "$STATE"
+  config
+  : >"$SPANS"
+  log "starting the OpenTelemetry Collector $RELEASE on $URL (spans: $SPANS, log: $LOG) ..."
+  local t0=$SECONDS
+  # setsid: its own session, so a Ctrl-C in the caller's terminal does not reach it.
+  setsid "$BINARY" --config "file:$CONFIG" >"$LOG" 2>&1 </dev/null &
+  pid=$!
+  echo "$pid" >"$PID_FILE"
+  while ! ready; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log "the collector exited while starting; the end of $LOG:"; tail -n 20 "$LOG" >&2; rm -f "$PID_FILE"; exit 1
+    fi
+    if [ $((SECONDS - t0)) -ge "$TIMEOUT" ]; then
+      kill "$pid" 2>/dev/null || true
+      die "the collector was not ready on $URL within $TIMEOUT s (SYMFONIC_OTELCOL_START_TIMEOUT; $LOG)"
+    fi
+    sleep 0.2
+  done
+  [ -z "${SYMFONIC_OTELCOL_STARTED_FLAG:-}" ] || echo "$pid" >"$SYMFONIC_OTELCOL_STARTED_FLAG"
+  log "the collector is ready (pid $pid) on $URL in $((SECONDS - t0)) s"
+  echo "$URL"
+}
+
+stop() {
+  local pid
+  if ! pid="$(pid_alive)"; then log "no collector of this script runs on port $PORT"; rm -f "$PID_FILE"; return 0; fi
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then log "still running after 10 s: SIGKILL"; kill -9 "$pid" 2>/dev/null || true; fi
+  rm -f "$PID_FILE"
+  log "stopped (pid $pid)"
+}
+
+status() {
+  local pid
+  if pid="$(pid_alive)" && ready; then echo "running (pid $pid) on $URL, spans in $SPANS"; return 0; fi
+  echo "not running on port $PORT"; return 3
+}
+
+run() {
+  local url flag started=0 rc=0
+  [ $# -gt 0 ] || die "run: no command given"
+  flag="$(mktemp)"; rm -f "$flag"
+  url="$(SYMFONIC_OTELCOL_STARTED_FLAG="$flag" start)"
+  if [ -s "$flag" ]; then started=1; fi
+  rm -f "$flag"
+  # shellcheck disable=SC2317  # (called by the trap)
+  stop_if_started() { if [ "$started" = 1 ]; then stop || true; fi; }
+  trap stop_if_started EXIT; trap 'exit 130' INT; trap 'exit 143' TERM
+  SYMFONIC_OTELCOL_URL="$url" SYMFONIC_OTELCOL_SPANS="$SPANS" "$@" || rc=$?
+  exit "$rc"
+}
+
+case "${1:-help}" in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  url) echo "$URL" ;;
+  spans) echo "$SPANS" ;;
+  run) shift; run "$@" ;;
+  build) build; echo "$BINARY" ;;
+  logs) tail -n "${SYMFONIC_OTELCOL_LOG_LINES:-200}" "$LOG" ;;
+  help|-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
+  *) die "unknown command '$1' (start, stop, status, url, spans, run, build, logs, help)" ;;
+esac
