@@ -1,7 +1,8 @@
 # symfonic-stream — developer entry points (GNU make).
 #
 #   make test        venv + lint + chart-check + pytest on the project's Kafka (defaults,
-#                    secure listeners), the schema registry (mk/registry.mk), then the
+#                    secure listeners), the schema registry (mk/registry.mk), the
+#                    OpenTelemetry Collector (mk/otel.mk), then the
 #                    3-node cluster, the other Kafka versions, the authorizer broker and the
 #                    container image (make image)
 #   make demo        the whole pipeline on synthetic kernel runs
@@ -49,6 +50,7 @@ include mk/chart.mk
 include mk/brokers.mk
 include mk/release.mk
 include mk/registry.mk
+include mk/otel.mk
 
 .PHONY: help venv web lint test test-main test-bench mutate demo bench schemas schemas-check chart-check \
 	broker-start broker-stop broker-status broker-logs
@@ -60,6 +62,7 @@ help:
 	@echo "make test          venv, lint, chart-check, then every suite below (PYTEST_ARGS=...)"
 	@echo "make test-main     the whole suite on the single broker (Kafka's defaults, secure listeners)"
 	@echo "make test-registry the schema registry round trip on scripts/registry.sh's Apicurio Registry"
+	@echo "make test-tracing  tests/tracing/ against scripts/otelcol.sh's OpenTelemetry Collector"
 	@echo "make test-cluster  broker failures on the 3-node cluster, and the fencing suite there"
 	@echo "make test-versions the protocol-sensitive tests on Kafka $(MATRIX_VERSIONS)"
 	@echo "make test-acls     every consumer with only its ACLs, on an authorizer broker"
@@ -152,8 +155,8 @@ define with_kafka
 endef
 
 # In this order (a serial make runs prerequisites left to right); each part says its time.
-test: venv lint schemas-check chart-check test-main test-registry test-cluster test-versions test-acls \
-	image
+test: venv lint schemas-check chart-check test-main test-registry test-tracing test-cluster \
+	test-versions test-acls image
 
 # Every suite on the single broker with Kafka's default settings (the benchmark's own checks
 # and the fault table's other rows have their targets: test-bench, test-faults).

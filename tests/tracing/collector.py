@@ -137,7 +137,8 @@ class Collector:
         if not _TRACE_ID.fullmatch(trace_id):
             raise ValueError(f"trace_id must be 32 hex digits, not {trace_id!r}")
         if at_least < 1 or within <= 0:
-            raise ValueError(f"at_least must be 1 or more and within positive, not {at_least}, {within}")
+            raise ValueError(f"at_least must be 1 or more and within positive, "
+                             f"not {at_least} and {within}")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         while True:

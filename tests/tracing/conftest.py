@@ -22,7 +22,8 @@ _SCRIPT = _HERE.parents[1] / "scripts" / "otelcol.sh"
 
 
 def _wanted() -> bool:
-    return bool(os.environ.get("SYMFONIC_OTELCOL_URL")) or os.environ.get("SYMFONIC_TEST_TRACING") == "1"
+    return (bool(os.environ.get("SYMFONIC_OTELCOL_URL"))
+            or os.environ.get("SYMFONIC_TEST_TRACING") == "1")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,7 +53,8 @@ def collector() -> Iterator[Collector]:
         spans = os.environ.get("SYMFONIC_OTELCOL_SPANS")
         if not spans:
             pytest.fail("SYMFONIC_OTELCOL_URL is set without SYMFONIC_OTELCOL_SPANS, the file "
-                        "its spans are written to (scripts/otelcol.sh run sets both)", pytrace=False)
+                        "its spans are written to (scripts/otelcol.sh run sets both)",
+                        pytrace=False)
         yield Collector(url, Path(spans))
         return
     with tempfile.TemporaryDirectory() as tmp:

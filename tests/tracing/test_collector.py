@@ -27,12 +27,13 @@ async def test_spans_sent_by_the_sdk_come_back_with_their_ids_parent_and_link(
     provider = TracerProvider(resource=Resource.create({"service.name": "otelcol-smoke"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     tracer = provider.get_tracer("tests.tracing")
-    with tracer.start_as_current_span("parent", kind=trace.SpanKind.SERVER) as parent:
-        with tracer.start_as_current_span(
+    # The child starts inside the parent (the with's second item is entered after the first).
+    with tracer.start_as_current_span("parent", kind=trace.SpanKind.SERVER) as parent, \
+            tracer.start_as_current_span(
                 "child", kind=trace.SpanKind.CONSUMER,
                 attributes={"messaging.batch.message_count": 3, "ok": True, "ratio": 0.5,
                             "topics": ["a", "b"], "text": "é"}) as child:
-            pass
+        pass
     with tracer.start_as_current_span("linker", context=trace.set_span_in_context(
             trace.INVALID_SPAN), links=[trace.Link(child.get_span_context())]) as linker:
         pass

@@ -73,14 +73,16 @@ def test_every_broker_part_skips_in_the_form_ci_recognises(part: str) -> None:
     assert ci.SKIPPED.match(echoed[0]).group(1) == part
 
 
-def test_the_registry_part_is_in_make_test_and_reports_as_the_others() -> None:
-    """test-registry (mk/registry.mk) runs in make test after test-main and says its time and
-    pytest's status in the forms the verdict reads (with_kafka's), like test-main."""
+def test_the_registry_and_tracing_parts_are_in_make_test_and_report_as_the_others() -> None:
+    """test-registry (mk/registry.mk) runs in make test after test-main, and test-tracing
+    (mk/otel.mk) after it; each says its time and pytest's status in the forms the verdict
+    reads (with_kafka's), like test-main."""
     rule = re.search(r"^test: (.*(?:\\\n.*)*)", (ROOT / "Makefile").read_text(), re.M)
     assert rule is not None
     parts = rule.group(1).replace("\\\n", " ").split()
     assert parts.index("test-registry") == parts.index("test-main") + 1
-    for part in ("test-main", "test-registry"):
+    assert parts.index("test-tracing") == parts.index("test-registry") + 1
+    for part in ("test-main", "test-registry", "test-tracing"):
         done = subprocess.run(["make", "-n", "-o", "venv", "-o", "web", "--no-print-directory",
                                part], cwd=ROOT, capture_output=True, text=True, check=True,
                               timeout=60)
