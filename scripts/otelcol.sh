@@ -34,8 +34,9 @@
 set -euo pipefail
 
 NAME=otelcol.sh
-# The collector's release: every go.opentelemetry.io/collector module at v0.161.0 / v1.67.0
-# and the contrib file exporter at v0.161.0 (scripts/otelcol/go.mod).
+# The collector's release: every go.opentelemetry.io/collector module at v0.161.0 (its stable
+# modules at the matching v1.67.0) and the contrib file exporter at v0.161.0, as
+# scripts/otelcol/go.mod pins them (tests/unit/test_otelcol_module.py holds the two together).
 RELEASE=0.161.0
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -84,12 +85,14 @@ build() {
   if ! (cd "$SRC" &&
         GOPATH="$TOOLS_DIR/go" GOMODCACHE="$TOOLS_DIR/go/pkg/mod" GOCACHE="$TOOLS_DIR/go-build" \
         GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
-        go build -trimpath -ldflags "-s -w" -o "$BINARY.tmp" .) >"$TOOLS_DIR/otelcol-build.log" 2>&1; then
+        go build -trimpath -ldflags "-s -w -X main.version=$RELEASE" -o "$BINARY.tmp" .) >"$TOOLS_DIR/otelcol-build.log" 2>&1; then
     log "go build failed; the end of $TOOLS_DIR/otelcol-build.log:"
     tail -n 20 "$TOOLS_DIR/otelcol-build.log" >&2
     exit 1
   fi
   mv "$BINARY.tmp" "$BINARY"
+  # The binaries of earlier sources go (a running one keeps its file until it exits).
+  find "$TOOLS_DIR/bin" -maxdepth 1 -name 'otelcol-*' ! -name "$(basename "$BINARY")" -delete
   log "the OpenTelemetry Collector $RELEASE built in $((SECONDS - t0)) s"
   exec 9>&-
 }

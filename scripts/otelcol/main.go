@@ -17,6 +17,9 @@ import (
 	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
+// The collector's release, set by scripts/otelcol.sh's build (-ldflags -X main.version=...).
+var version = "unknown"
+
 func components() (otelcol.Factories, error) {
 	var err error
 	factories := otelcol.Factories{}
@@ -36,7 +39,7 @@ func main() {
 		BuildInfo: component.BuildInfo{
 			Command:     "symfonic-otelcol",
 			Description: "symfonic-stream's test collector: OTLP receiver, file exporter",
-			Version:     "0.161.0",
+			Version:     version,
 		},
 		Factories: components,
 		ConfigProviderSettings: otelcol.ConfigProviderSettings{
