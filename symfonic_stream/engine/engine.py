@@ -352,11 +352,12 @@ class Engine:
         self.metrics.rebalance()
         # The lock keeps new records out; closing commits what is pending
         # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
+        if not revoked:
+            await self._revoke(revoked)
+            return
         with tracing.span("rebalance revoke", self._rebalance_attributes(revoked)):
             await self._revoke(revoked)
-        if revoked:
-            log.info("partitions revoked",
-                     extra={"partitions": sorted(p.partition for p in revoked)})
+        log.info("partitions revoked", extra={"partitions": sorted(p.partition for p in revoked)})
 
     def _rebalance_attributes(self, tps: Iterable[TopicPartition]) -> dict[str, Any]:
         """A rebalance span's attributes: the consumer, its group, the partitions."""

@@ -65,8 +65,9 @@ _PROTOCOLS = {"http/protobuf"}
 _COMPRESSIONS = {"gzip", "deflate", "none"}
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _POSITIVE_INTEGERS = ("OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT",
-                      "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-                      "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+                      "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE")
+#: (The Python exporter reads its timeout in seconds, a number.)
+_POSITIVE_NUMBERS = ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
 
 
 def _value(environ: Mapping[str, str], name: str) -> str:
@@ -113,19 +114,27 @@ def _check(environ: Mapping[str, str]) -> None:
         number = _value(environ, name)
         if number and not (number.isascii() and number.isdigit() and int(number) > 0):
             raise ConfigError(f"{name} must be a positive whole number, not {number[:32]!r}")
+    for name in _POSITIVE_NUMBERS:
+        number = _value(environ, name)
+        if number and not 0 < _number(number) < float("inf"):
+            raise ConfigError(f"{name} must be a positive number of seconds, "
+                              f"not {number[:32]!r}")
     sampler = _value(environ, "OTEL_TRACES_SAMPLER")
     if sampler and sampler not in _SAMPLERS:
         raise ConfigError(f"OTEL_TRACES_SAMPLER must be one of {sorted(_SAMPLERS)}, "
                           f"not {sampler[:32]!r}")
     argument = _value(environ, "OTEL_TRACES_SAMPLER_ARG")
-    if argument and sampler.endswith("traceidratio"):
-        try:
-            ratio = float(argument)
-        except ValueError:
-            ratio = -1.0
-        if not 0.0 <= ratio <= 1.0:
-            raise ConfigError(f"OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, "
-                              f"not {argument[:32]!r}")
+    if argument and sampler.endswith("traceidratio") and not 0.0 <= _number(argument) <= 1.0:
+        raise ConfigError(f"OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, "
+                          f"not {argument[:32]!r}")
+
+
+def _number(text: str) -> float:
+    """``text`` as a number; NaN (no comparison holds) when it is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
 
 
 def names_of(environ: Mapping[str, str]) -> str:

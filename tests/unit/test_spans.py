@@ -229,6 +229,8 @@ def test_tracing_on_by_the_standard_variables() -> None:
     ("OTEL_EXPORTER_OTLP_COMPRESSION", "brotli"),
     ("OTEL_BSP_SCHEDULE_DELAY", "-5"),
     ("OTEL_EXPORTER_OTLP_TIMEOUT", "soon"),
+    ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "nan"),
+    ("OTEL_BSP_MAX_QUEUE_SIZE", "1.5"),
     ("OTEL_TRACES_SAMPLER", "sometimes"),
     ("OTEL_TRACES_SAMPLER_ARG", "2"),
 ])
