@@ -7,9 +7,11 @@ nothing; bad ``OTEL_*`` values and a missing extra fail naming them."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,3 +262,23 @@ def test_an_output_carries_no_span_machinery() -> None:
     assert isinstance(output, OutputRecord)
     assert output.headers == TRACED
     assert (TRACESTATE_HEADER, STATE.encode()) in output.headers
+
+
+def test_run_refuses_a_bad_otel_variable_before_it_connects() -> None:
+    environ = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318",
+               "SYMFONIC_BOOTSTRAP_SERVERS": "127.0.0.1:1"}
+    done = subprocess.run([sys.executable, "-m", "symfonic_stream", "run", "typed"],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          cwd=Path(__file__).resolve().parents[2], env=environ)
+    assert done.returncode == 2
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL" in done.stderr
+
+
+def test_a_restore_span_is_a_child_of_its_rebalance(spans: Any) -> None:
+    with tracing.span("rebalance assign", {"symfonic.partitions": [0, 1]}), \
+            tracing.span("restore", {"symfonic.changelog": "c"}):
+        pass
+    restore, assign = spans.get_finished_spans()
+    assert (restore.name, assign.name) == ("restore", "rebalance assign")
+    assert restore.parent.span_id == assign.context.span_id and assign.parent is None
+    assert tuple(assign.attributes["symfonic.partitions"]) == (0, 1)
