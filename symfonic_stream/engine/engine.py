@@ -350,8 +350,6 @@ class Engine:
         self.readiness.reason = "rebalancing: waiting for the group's new assignment"
         self.readiness.set(False, self.readiness.reason)
         self.metrics.rebalance()
-        # The lock keeps new records out; closing commits what is pending
-        # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
         if not revoked:
             await self._revoke(revoked)
             return
@@ -366,6 +364,8 @@ class Engine:
                 "symfonic.partitions": sorted(tp.partition for tp in tps)}
 
     async def _revoke(self, revoked: set[TopicPartition]) -> None:
+        # The lock keeps new records out; closing commits what is pending
+        # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
         async with self._lock:
             self._owned = frozenset(tp.partition for tp in [*self.tasks, *self._to_set_up])
             self._to_set_up.clear()

@@ -20,6 +20,7 @@ names ``messaging`` (both for ``messaging/dup``), as instrumentations do.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import time
@@ -204,11 +205,19 @@ def link(links: dict[bytes, bytes | None], trace: Headers) -> None:
 
 
 def _span_context(traceparent: bytes, tracestate: bytes | None) -> Any:
-    from opentelemetry.trace import SpanContext, TraceFlags, TraceState
+    from opentelemetry.trace import SpanContext, TraceFlags
     return SpanContext(
         trace_id=int(traceparent[3:35], 16), span_id=int(traceparent[36:52], 16),
         is_remote=True, trace_flags=TraceFlags(int(traceparent[53:55], 16)),
-        trace_state=TraceState.from_header([tracestate.decode("ascii")]) if tracestate else None)
+        trace_state=_trace_state(tracestate) if tracestate else None)
+
+
+#: A trace's records mostly repeat their vendors' state: parsed once each (it is immutable),
+#: up to a bound.
+@functools.lru_cache(maxsize=1024)
+def _trace_state(tracestate: bytes) -> Any:
+    from opentelemetry.trace import TraceState
+    return TraceState.from_header([tracestate.decode("ascii")])
 
 
 def _link_of(traceparent: bytes, tracestate: bytes | None) -> Any:
