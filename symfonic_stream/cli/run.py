@@ -10,6 +10,7 @@ gracefully, 1 when one exited on its own.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -18,6 +19,7 @@ from symfonic_stream.app.topologies import topologies as topologies_of
 from symfonic_stream.cli.common import kafka_help
 from symfonic_stream.config import ConfigError, PortInUse, load_settings
 from symfonic_stream.consumers import metrics_port, registered
+from symfonic_stream.observability import tracing
 
 EXIT_USAGE = 2
 #: Where a worker's metrics server listens: only its supervisor asks it.
@@ -77,6 +79,14 @@ def command(consumer: str, workers: str | None) -> None:
         topologies = topologies_of(consumer, settings)
     except Exception as exc:
         click.echo(f"symfonic-stream: cannot set up the {consumer} consumer: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    try:  # the OTEL_* variables: checked here; the supervisor's workers make the spans
+        if settings.workers > 1:
+            tracing.wanted(os.environ)
+        else:
+            tracing.configure(f"symfonic-stream-{consumer}")
+    except ConfigError as exc:
+        click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)
     host = "0.0.0.0" if index is None else WORKER_HOST
     main = (supervise(consumer, settings) if settings.workers > 1

@@ -57,6 +57,7 @@ from symfonic_stream.faults import fault_point
 from symfonic_stream.kafka.clients import group_consumer_kwargs, request_rejoin
 from symfonic_stream.kafka.group import GroupMetadata, group_metadata, leave_group
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
+from symfonic_stream.observability import tracing
 from symfonic_stream.observability.health import HealthState
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.disk import StateDirError, check_state_dir
@@ -304,12 +305,13 @@ class Engine:
         epoch = self._epoch
         tps = sorted(self._to_set_up, key=lambda tp: tp.partition)
         try:
-            prepared = await prepare_tasks(
-                self.settings, self.topology, consumer, tps, metrics=self.metrics,
-                kept=self.kept,
-                cancelled=lambda: epoch != self._epoch or self._stopping.is_set(),
-                on_progress=self.readiness.progress,
-            )
+            with tracing.span("rebalance assign", self._rebalance_attributes(tps)):
+                prepared = await prepare_tasks(
+                    self.settings, self.topology, consumer, tps, metrics=self.metrics,
+                    kept=self.kept,
+                    cancelled=lambda: epoch != self._epoch or self._stopping.is_set(),
+                    on_progress=self.readiness.progress,
+                )
         except Superseded:
             return
         except Exception:
@@ -348,6 +350,20 @@ class Engine:
         self.readiness.reason = "rebalancing: waiting for the group's new assignment"
         self.readiness.set(False, self.readiness.reason)
         self.metrics.rebalance()
+        if not revoked:
+            await self._revoke(revoked)
+            return
+        with tracing.span("rebalance revoke", self._rebalance_attributes(revoked)):
+            await self._revoke(revoked)
+        log.info("partitions revoked", extra={"partitions": sorted(p.partition for p in revoked)})
+
+    def _rebalance_attributes(self, tps: Iterable[TopicPartition]) -> dict[str, Any]:
+        """A rebalance span's attributes: the consumer, its group, the partitions."""
+        return {"symfonic.consumer": self.topology.consumer,
+                "symfonic.group": self.topology.group_id,
+                "symfonic.partitions": sorted(tp.partition for tp in tps)}
+
+    async def _revoke(self, revoked: set[TopicPartition]) -> None:
         # The lock keeps new records out; closing commits what is pending
         # (aio-libs/aiokafka#844: never let a transaction straddle the hand-over).
         async with self._lock:
@@ -360,9 +376,6 @@ class Engine:
             for task, closed in zip(tasks, clean, strict=True):
                 self.metrics.forget_partition(task.tp.topic, task.tp.partition)
                 self._keep(task, closed)
-        if revoked:
-            log.info("partitions revoked",
-                     extra={"partitions": sorted(p.partition for p in revoked)})
 
     def _keep(self, task: StreamTask, closed: bool) -> None:
         """A revoked task's state is kept when everything it processed is committed and

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 from symfonic_stream.models.dead_letter import DeadLetterReason
 from symfonic_stream.models.trace import Headers, trace_headers
+from symfonic_stream.observability import tracing
 from symfonic_stream.state.store import StateStore
 
 __all__ = [
@@ -106,6 +107,11 @@ class Collector:
     #: a punctuation or at the end of the input): :meth:`emit` carries them onto every
     #: output (docs/metrics.md, "Tracing").
     trace: Headers = ()
+    #: Only when tracing is on (:mod:`~symfonic_stream.observability.tracing`): the distinct
+    #: trace contexts of the records processed (``traceparent`` → ``tracestate``, bounded),
+    #: the transaction span's links; and the per-record spans :meth:`note_span` kept.
+    links: dict[bytes, bytes | None] = field(default_factory=dict)
+    noted: list[tracing.Noted] = field(default_factory=list)
 
     def emit(self, record: OutputRecord) -> None:
         """One output; with the trace headers of the record in hand, when it has any."""
@@ -122,6 +128,12 @@ class Collector:
             yield
         finally:
             self.trace = before
+
+    def note_span(self, name: str, **attributes: str | int) -> None:
+        """When tracing is on, a span ``name`` for the record in hand, parented by its
+        context (none for a record without one), ended when its transaction commits."""
+        if tracing.TRACER is not None:
+            tracing.note(self.noted, name, self.trace, attributes)
 
     def dead_letter(self, record: InputRecord, reason: DeadLetterReason, detail: str) -> None:
         self.dead_letters.append(DeadLetter(record, reason, detail[:1024]))
@@ -142,6 +154,8 @@ class Collector:
         self.resumes.clear()
         self.claims.clear()
         self.trace = ()
+        self.links.clear()
+        self.noted.clear()
 
 
 class Processor(Protocol):
@@ -191,7 +205,10 @@ def feed(processor: Processor, record: InputRecord, now: float, out: Collector) 
     if not headers:  # (the common case, and nothing to carry: no context manager per record)
         processor.process(record, now, out)
         return
-    before, out.trace = out.trace, trace_headers(headers)
+    trace = trace_headers(headers)
+    if trace and tracing.TRACER is not None:  # (off: this check is all tracing costs)
+        tracing.link(out.links, trace)
+    before, out.trace = out.trace, trace
     try:
         processor.process(record, now, out)
     finally:

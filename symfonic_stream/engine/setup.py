@@ -61,6 +61,7 @@ from symfonic_stream.kafka.group import OffsetsUnstable, fetch_stable_offsets
 from symfonic_stream.kafka.id_fencing import fence_ids
 from symfonic_stream.kafka.producer import ProcessProducer
 from symfonic_stream.kafka.retry import OnWait
+from symfonic_stream.observability import tracing
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.disk import DiskBackend
 from symfonic_stream.state.kept import Kept, KeptState
@@ -445,8 +446,12 @@ async def _restore(
         partition, prefix = topology.changelog_place(tp.partition)
         targets.setdefault(partition, []).append((prefix, state.store_partition))
     begun = time.monotonic()
-    restored = await restore_stores(settings, topology.changelog_topic, targets,
-                                    starts=starts, cancelled=cancelled, on_progress=on_progress)
+    with tracing.span("restore", {"symfonic.consumer": topology.consumer,
+                                  "symfonic.changelog": topology.changelog_topic,
+                                  "symfonic.partitions": sorted(targets)}):
+        restored = await restore_stores(settings, topology.changelog_topic, targets,
+                                        starts=starts, cancelled=cancelled,
+                                        on_progress=on_progress)
     for records in restored.records.values():
         metrics.state_restored(time.monotonic() - begun, records)
     behind = {tp for tp in states if topology.changelog_place(tp.partition)[0] in restored.behind}

@@ -72,6 +72,7 @@ from symfonic_stream.models.dead_letter import (
     HEADER_SOURCE,
 )
 from symfonic_stream.models.trace import trace_headers, without_trace
+from symfonic_stream.observability import tracing
 from symfonic_stream.observability.metrics import ConsumerMetrics
 from symfonic_stream.state.store import Codec, StateStore, StorePartition
 
@@ -142,7 +143,38 @@ class Transactions:
                      member: GroupMetadata | None = None) -> CommitOutcome:
         """Steps 2-8 for ``turn`` (the committer does step 1, take, and step 9, advance, on
         COMMITTED); ``member``: the group member whose generation fences the offsets
-        (None: a replay, without a group)."""
+        (None: a replay, without a group). When tracing is on, the transaction's span
+        (docs/metrics.md, "Tracing")."""
+        if tracing.TRACER is None:
+            return (await self._commit(producer, turn, member))[0]
+        start_ns = time.time_ns()
+        outcome, label = await self._commit(producer, turn, member)
+        try:
+            self._span(turn, label, start_ns)
+        except Exception:  # a span must never turn a commit into a failure
+            log.exception("recording the transaction's span failed")
+        return outcome
+
+    def _span(self, turn: Sequence[TaskTurn], outcome: str, start_ns: int) -> None:
+        topology = self.topology
+        partitions = {each.partition for each in turn}
+        context = tracing.transaction_span(
+            topology.consumer, topology.group_id if topology.source.grouped else None,
+            sorted({each.tp.topic for each in turn}),
+            next(iter(partitions)) if len(partitions) == 1 else None,
+            [each.taken.out.links for each in turn],
+            sum(each.taken.consumed for each in turn),
+            sum(len(each.taken.out.outputs) + len(each.taken.out.dead_letters)
+                for each in turn),
+            outcome, start_ns)
+        if outcome == CommitOutcome.COMMITTED.value:
+            for each in turn:
+                tracing.record_spans(each.taken.out.noted, context)
+
+    async def _commit(self, producer: ProcessProducer, turn: Sequence[TaskTurn],
+                      member: GroupMetadata | None) -> tuple[CommitOutcome, str]:
+        """Steps 2-8; the outcome, and its word on the span (``fenced`` for a fenced
+        producer)."""
         started = time.monotonic()
         topology, metrics = self.topology, self.metrics
         grouped = topology.source.grouped
@@ -158,7 +190,7 @@ class Transactions:
                     else (each.position, POSITION, progress))
         except Exception:
             log.exception("preparing the state changes failed", extra=context)
-            return CommitOutcome.ABORTED
+            return CommitOutcome.ABORTED, CommitOutcome.ABORTED.value
         steps: Steps = [("prepare_state", time.monotonic() - started)]
         if self.on_demand is not None:  # (before 3: topics a transaction cannot create)
             creating = time.monotonic()
@@ -167,7 +199,7 @@ class Transactions:
                     await self.on_demand.ensure(each.taken.out)
             except Exception:
                 log.exception("creating an on-demand output topic failed", extra=context)
-                return CommitOutcome.ABORTED
+                return CommitOutcome.ABORTED, CommitOutcome.ABORTED.value
             steps.append(("create_topics", time.monotonic() - creating))
         try:
             written = await transact(producer, topology,
@@ -181,12 +213,12 @@ class Transactions:
             metrics.observe_transaction(time.monotonic() - started, committed=False)
             if unusable.fenced:
                 metrics.producer_fenced()
-            return CommitOutcome.UNUSABLE
+            return CommitOutcome.UNUSABLE, "fenced" if unusable.fenced else "unusable"
         except TransactionAborted as aborted:
             log.warning("transaction aborted; partitions will be rolled back",
                         extra={**context, "error": repr(aborted.__cause__)})
             metrics.observe_transaction_duration(time.monotonic() - started)
-            return CommitOutcome.ABORTED
+            return CommitOutcome.ABORTED, CommitOutcome.ABORTED.value
         for each in turn:
             if each.taken.out.changelog:
                 each.changelog_offset = written.get(each.place[0])
@@ -198,7 +230,7 @@ class Transactions:
                 report_commit(metrics, each.tp.topic, each.taken.out, each.taken.consumed)
         except Exception:  # bookkeeping must never turn a commit into a failure
             log.exception("metrics update failed", extra=context)
-        return CommitOutcome.COMMITTED
+        return CommitOutcome.COMMITTED, CommitOutcome.COMMITTED.value
 
 
 def _progress_after(each: TaskTurn, *, grouped: bool) -> Progress | None:

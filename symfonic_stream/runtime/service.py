@@ -21,6 +21,7 @@ from symfonic_stream.config import Settings, binding
 from symfonic_stream.engine.engine import Engine, EngineError
 from symfonic_stream.engine.topology import Topology
 from symfonic_stream.models.decoding import JSON_SCANNER
+from symfonic_stream.observability import tracing
 from symfonic_stream.observability.health import (
     DEFAULT_STALE_AFTER_S,
     HealthOfMany,
@@ -72,6 +73,7 @@ async def serve(
     finally:
         for sig in signals:
             loop.remove_signal_handler(sig)
+        tracing.shutdown()  # (when on: every span ended so far exported)
         if server is not None:
             server.close()
             with contextlib.suppress(Exception):

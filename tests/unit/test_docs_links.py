@@ -30,6 +30,7 @@ UPSTREAM_HOSTS = frozenset({
     "ai-sdk.dev",                # the AI SDK, whose UI message stream the gateway speaks
     "html.spec.whatwg.org",      # server-sent events
     "keepachangelog.com",        # CHANGELOG.md's format
+    "opentelemetry.io",          # the messaging conventions the spans follow
     "semver.org",                # the version scheme
     "www.w3.org",                # W3C Trace Context, the trace headers carried
 })

@@ -52,9 +52,12 @@ def test_the_consumers_install_leaves_out_the_tools_and_the_web_stack() -> None:
     assert "standard" in uvicorn.extras  # httptools, uvicorn's C HTTP parser
     assert {r.name for r in _requirements("all")} == {"symfonic-stream"}
     # [rocksdb] belongs to a setting (SYMFONIC_STATE_DIR, checked at start), not a command;
-    # [tracing] to the SDKs (docs/metrics.md, "Tracing").
-    assert set(_requirements("all")[0].extras) == {*EXTRAS, "rocksdb", "tracing"}
+    # [tracing] to the SDKs, [otel] to the OTEL_* variables, checked at start
+    # (docs/metrics.md, "Tracing").
+    assert set(_requirements("all")[0].extras) == {*EXTRAS, "rocksdb", "tracing", "otel"}
     assert {r.name for r in _requirements("tracing")} == {"opentelemetry-api"}
+    assert {r.name for r in _requirements("otel")} == {
+        "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"}
     assert "rocksdict" in _import_names(_requirements("rocksdb")[0].name)
 
 

@@ -242,6 +242,10 @@ class PauseRouter(ExpiringState[RoutedRun]):
         )
         # (Metric labels: the rules' own queue names, never the tenant: a closed set.)
         out.tickets["expired" if expired else queue, kind] += 1
+        out.note_span("ticket routed", **{"symfonic.queue": "expired" if expired else queue,
+                                          "symfonic.kind": kind,
+                                          "symfonic.ticket_id": pending.interrupt_id,
+                                          "symfonic.run_id": event.run_id})
         out.emit(
             OutputRecord(
                 self._names.pause_registrations,

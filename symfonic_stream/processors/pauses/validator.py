@@ -248,6 +248,9 @@ class ResumeValidator(TicketRegistry):
         out.emit(OutputRecord(self._names.resumes, ticket.run_id.encode(), orjson.dumps(resume),
                               "resume", None, _verdict_headers("accepted", ticket.tenant)))
         out.resumes["accepted"] += 1
+        out.note_span("answer verdict", **{"symfonic.outcome": "accepted",
+                                           "symfonic.ticket_id": request.ticket_id,
+                                           "symfonic.run_id": ticket.run_id})
 
     def _claim(self, parsed: dict[str, Any], now: float, out: Collector) -> None:
         """A claim or a release (docs/pauses.md, "Claims"): its ticket and token checked as
@@ -301,6 +304,8 @@ class ResumeValidator(TicketRegistry):
             )
         )
         out.resumes[reason.value] += 1
+        out.note_span("answer verdict", **{"symfonic.outcome": reason.value,
+                                           "symfonic.ticket_id": refused.ticket_id})
 
 
 @dataclass(frozen=True, slots=True)
