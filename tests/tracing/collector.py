@@ -128,10 +128,16 @@ class Collector:
             if line.strip():
                 self._lines += 1
                 for span in flatten(orjson.loads(line)):
-                    self._by_trace[span["traceId"]].append(span)
+                    # (a batch consumer's span is in a trace of its own and links the
+                    # traces it consumed: it belongs to each of them as a trace viewer
+                    # shows them)
+                    for trace in dict.fromkeys([span["traceId"], *(
+                            link["traceId"] for link in span.get("links") or [])]):
+                        self._by_trace[trace].append(span)
 
     async def spans(self, trace_id: str, *, at_least: int, within: float) -> list[dict[str, Any]]:
-        """The spans of trace ``trace_id`` (hex) once at least ``at_least`` have arrived,
+        """The spans of trace ``trace_id`` (hex), and the spans that link to it, once at
+        least ``at_least`` have arrived,
         waiting up to ``within`` seconds; then fails naming what did arrive."""
         trace_id = trace_id.lower()
         if not _TRACE_ID.fullmatch(trace_id):

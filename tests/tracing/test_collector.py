@@ -43,8 +43,10 @@ async def test_spans_sent_by_the_sdk_come_back_with_their_ids_parent_and_link(
     second = _hex(linker.get_span_context().trace_id, 32)
     assert first != second
 
-    spans = {span["name"]: span for span in await collector.spans(first, at_least=2, within=30)}
-    assert set(spans) == {"parent", "child"}
+    # The first trace's spans, and the linker, which links to it (a trace viewer's view).
+    spans = {span["name"]: span for span in await collector.spans(first, at_least=3, within=30)}
+    assert set(spans) == {"parent", "child", "linker"}
+    assert spans["linker"]["traceId"] == second
     assert spans["parent"]["spanId"] == _hex(parent.get_span_context().span_id, 16)
     assert spans["parent"]["parentSpanId"] is None
     assert spans["parent"]["kind"] == "SERVER"
