@@ -31,11 +31,11 @@ from aiokafka import AIOKafkaProducer
 
 from bench.harness import (
     ROOT,
-    at_share,
     broker_version,
     machine_busy_seconds,
     options,
     p99_by_second,
+    rank,
     say,
     started,
     table,
@@ -195,11 +195,10 @@ def lag_figures(lags: list[tuple[float, float]], since: float) -> dict[str, Any]
     if not ordered:
         return {"samples": 0}
     return {"samples": len(ordered), "min_ms": ordered[0] * 1000,
-            **{f"{name}_ms": at_share(ordered, share) * 1000
+            **{f"{name}_ms": rank(ordered, share) * 1000
                for name, share in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999))},
             "max_ms": ordered[-1] * 1000,
-            "p99_by_second_ms": p99_by_second(((at - since, lag * 1000) for at, lag in lags),
-                                              at_share)}
+            "p99_by_second_ms": p99_by_second((at - since, lag * 1000) for at, lag in lags)}
 
 
 class Load:
