@@ -144,26 +144,22 @@ class CollectorPauses:
             self.longest_full_ms = max(self.longest_full_ms, took_ms)
 
 
-def nearest_rank(ordered: list[float], share: float) -> float:
-    """Nearest-rank percentile of an ascending list (0 when empty)."""
-    if not ordered:
-        return 0.0
-    return ordered[max(1, min(len(ordered), round(share * len(ordered) + 0.5))) - 1]
+def rank(values: list[float], share: float) -> float:
+    """The ``share`` quantile (0..1) of ``values`` by nearest rank, as every figure takes
+    it (the product's :func:`~symfonic_stream.tools.demo.report.percentile`, imported when
+    called: it brings the SDK, and the harness stays light); 0 when empty."""
+    from symfonic_stream.tools.demo.report import percentile
+
+    return percentile(values, share) or 0.0
 
 
-def at_share(ordered: list[float], share: float) -> float:
-    """The value at index ``share`` times the length of an ascending list (0 when empty)."""
-    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else 0.0
-
-
-def p99_by_second(timed: Iterable[tuple[float, float]],
-                  rank: Callable[[list[float], float], float] = nearest_rank) -> list[float]:
+def p99_by_second(timed: Iterable[tuple[float, float]]) -> list[float]:
     """The p99 of the values of each whole second of their times (``(time, value)``), in
     the seconds' order: a rising series means what is measured fell behind."""
     seconds: dict[int, list[float]] = {}
     for at, value in timed:
         seconds.setdefault(int(at), []).append(value)
-    return [round(rank(sorted(values), 0.99), 1) for _, values in sorted(seconds.items())]
+    return [round(rank(values, 0.99), 1) for _, values in sorted(seconds.items())]
 
 
 def best_of(repeat: int, work: Callable[[], T],

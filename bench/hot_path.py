@@ -1,19 +1,16 @@
 """The pure path's CPU, no broker: the offline hot path against plain orjson (``python -m
 bench offline``, part of ``python -m bench``), instructions per event under valgrind
-(``python -m bench instructions``), the decoder against a record's keys (``python -m
-bench decoder``), AG-UI events from dicts or from the protocol's models (``python -m
-bench agui``). Times are CPU seconds of the process, best of ``--repeat`` (on a shared
+(``python -m bench instructions``), what carrying the trace context costs (``python -m
+bench trace``). Times are CPU seconds of the process, best of ``--repeat`` (on a shared
 machine the wall clock counts other processes' time too); each command's docstring says
 what it compares.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import pickle
 import platform
-import random
 import re
 import shutil
 import subprocess
@@ -26,14 +23,13 @@ import orjson
 
 from bench.harness import best_of, call_command, options, table
 from symfonic_stream.engine.processor import Collector, InputRecord, feed
-from symfonic_stream.models import decoding
-from symfonic_stream.models.decoding import DecodeError, DecodeLimits, decode_agent_event
+from symfonic_stream.models.decoding import DecodeLimits, decode_agent_event
 from symfonic_stream.observability import tracing
 from symfonic_stream.processors.projector import GuardLimits, ProjectorProcessor
 from symfonic_stream.projections.declared import PROJECTIONS
 from symfonic_stream.state.store import write_changes
 from symfonic_stream.tools.offline import project_lines
-from symfonic_stream.tools.synthetic import RunShape, generate_run, synthetic_stream
+from symfonic_stream.tools.synthetic import RunShape, synthetic_stream
 
 #: Records per collector of the offline engine shape (a fetch), and of a task's share.
 OFFLINE_BATCH = 1000
@@ -66,17 +62,40 @@ def _offline(lines: list[bytes], projection: str) -> int:
     return sum(len(released.outputs) for released in project_lines(lines, projection))
 
 
-def _engine_shape(records: list[tuple[bytes, bytes]], projection: str) -> None:
+def inputs(records: list[tuple[bytes, bytes]]) -> list[InputRecord]:
+    """An ``InputRecord`` per ``(key, value)``, at consecutive offsets of one partition."""
+    return [InputRecord("bench.in", 0, offset, key, value, (), 0)
+            for offset, (key, value) in enumerate(records)]
+
+
+def task_shape(records: list[InputRecord], projection: str, fed: bool = False,
+               batch: int = OFFLINE_BATCH) -> int:
+    """The stream task's loop over ``records`` (one collector per ``batch``, the state
+    written): each record handed over with ``feed``, or to ``process`` directly (as before
+    the trace context was carried); when tracing is on, each collector's transaction span
+    (as a commit makes it) and, at the end, every span exported (flushed). How many records
+    it made."""
     processor = ProjectorProcessor(
         PROJECTIONS[projection].project, "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
     )
+    produced = 0
     now = time.time()
-    for first in range(0, len(records), OFFLINE_BATCH):
+    process = processor.process
+    for first in range(0, len(records), batch):
         out = Collector()
-        for offset, (key, value) in enumerate(records[first : first + OFFLINE_BATCH],
-                                              start=first):
-            processor.process(InputRecord("bench.in", 0, offset, key, value, (), 0), now, out)
+        for record in records[first : first + batch]:
+            if fed and record.headers:  # (as the stream task hands a record over)
+                feed(processor, record, now, out)
+            else:
+                process(record, now, out)
         write_changes(processor.stores, out.changelog)
+        produced += len(out.outputs)
+        if tracing.TRACER is not None:
+            tracing.transaction_span("typed", "bench", ["bench.in"], 0, [out.links],
+                                     batch, len(out.outputs), "committed", time.time_ns())
+    if tracing._provider is not None:
+        tracing._provider.force_flush()
+    return produced
 
 
 def offline_figures(events: int, projection: str = "typed",
@@ -87,7 +106,7 @@ def offline_figures(events: int, projection: str = "typed",
     gc.collect()
     baseline, _ = best_of(repeat, lambda: _baseline(lines))
     full, produced = best_of(repeat, lambda: _offline(lines, projection))
-    engine, _ = best_of(repeat, lambda: _engine_shape(records, projection))
+    engine, _ = best_of(repeat, lambda: task_shape(inputs(records), projection))
     per_event = 1e6 / len(lines)
     return {
         "events": len(lines),
@@ -138,25 +157,17 @@ def counted_loop(what: str, records_file: str, passes: str) -> None:
 
         asyncio.run(task_loop(pairs, int(passes), native=what == "task"))
         return
-    inputs = [InputRecord("in", 0, n, k, v, (), 0) for n, (k, v) in enumerate(pairs)]
+    records = inputs(pairs)
     for _ in range(int(passes)):
         if what == "baseline":
-            for record in inputs:
+            for record in records:
                 orjson.dumps(orjson.loads(record.value or b""))
         elif what == "decode":
-            for record in inputs:
+            for record in records:
                 decode_agent_event(record.value, key=record.key, check_key=True,
                                    limits=DecodeLimits(1_048_576))
         else:
-            processor = ProjectorProcessor(
-                PROJECTIONS[what].project, "out", GuardLimits(),
-                decode=DecodeLimits(1_048_576),
-            )
-            for first in range(0, len(inputs), TASK_BATCH):
-                out = Collector()
-                for record in inputs[first : first + TASK_BATCH]:
-                    processor.process(record, 1.0, out)
-                write_changes(processor.stores, out.changelog)
+            task_shape(records, what, batch=TASK_BATCH)
 
 
 def _fetched(pairs: list[tuple[bytes, bytes]]) -> list[bytes]:
@@ -256,111 +267,6 @@ def instructions(argv: list[str] | None = None) -> int:
     return 0
 
 
-def decoder_record(keys: int, shape: str) -> bytes:
-    """An AgentEvent whose ``m`` holds ``keys`` members of ``shape``."""
-    value = '"at 10:30"' if shape == "colons" else "1"
-    members = [f'"key-{n}":{value}' for n in range(keys)]
-    if shape == "twice":
-        members.append('"key-0":2')
-    return ('{"run_id":"r","index":0,"kind":"x","timestamp":1,"m":{' + ",".join(members)
-            + "}}").encode()
-
-
-def decoder(argv: list[str] | None = None) -> int:
-    """One AgentEvent of ``n`` keys decided by the reference decoder (orjson, its shape
-    checks, pydantic) and the native scanner: ``distinct`` (every key once: the one walk
-    decides), ``colons`` (each value with a colon: the walk's count cannot decide, one
-    ``orjson.dumps`` does), ``twice`` (the first key again, last: the exact re-parse, which
-    must name the key). Linear growth shows as each size's time over the smallest's beside
-    the sizes' ratio: a quadratic check grows with its square (issue 33, item 2)."""
-    args = options("bench decoder", argv, decoder.__doc__, repeat=5,
-                   keys=("10000,20000,40000", "sizes, comma-separated, smallest first"))
-    sizes = [int(size) for size in args.keys.split(",")]
-    limits = DecodeLimits(max_bytes=None)
-    ways = {"reference": decoding.decode_record_reference,
-            "native": decoding.decode_record if decoding.NATIVE_SCAN else None}
-    lines = [["shape", "keys", "bytes", "reference s", "ratio", "native s", "ratio",
-              "sizes' ratio"]]
-    for shape in ("distinct", "colons", "twice"):
-        first: dict[str, float] = {}
-        for keys in sizes:
-            value = decoder_record(keys, shape)
-            cells = [shape, f"{keys:,}", f"{len(value):,}"]
-            for way, decode in ways.items():
-                if decode is None:
-                    cells += ["-", "-"]
-                    continue
-
-                def work(decode: Any = decode, value: bytes = value) -> None:
-                    with contextlib.suppress(DecodeError):  # a refusal is a decision too
-                        decode(value, None, False, limits)
-
-                seconds, _ = best_of(args.repeat, work)
-                first.setdefault(way, seconds)
-                cells += [f"{seconds:.4f}", f"{seconds / first[way]:.2f}"]
-            lines.append([*cells, f"({keys / sizes[0]:.0f})"])
-    print(table(lines))
-    return 0
-
-
-def agui_envelopes(count: int) -> list[dict[str, Any]]:
-    """A synthetic run's typed envelopes, about ``count`` of them."""
-    events = generate_run(random.Random(38), "bench-agui", shape=RunShape(
-        count, count, pause_share=0.0, error_share=0.0, cancel_share=0.0))
-    return [orjson.loads(output.value or b"")
-            for collector in project_lines((orjson.dumps(e) for e in events), "typed")
-            for output in collector.outputs]
-
-
-def agui(argv: list[str] | None = None) -> int:
-    """A synthetic run's typed envelopes translated to SSE bytes two ways (issue 38):
-    ``dicts``, what the gateway does (``AgUiRun``'s dicts encoded by orjson); ``models``,
-    each event made the protocol's model (``ag_ui.core.Event``, validated) and encoded by
-    pydantic. Every viewer translates its run itself: the cost is per event per viewer."""
-    from ag_ui.core import Event
-    from pydantic import TypeAdapter
-
-    from symfonic_stream.gateway.agui import AgUiRun, sse
-
-    args = options("bench agui", argv, agui.__doc__, events=2000, repeat=5)
-    adapter: TypeAdapter[Any] = TypeAdapter(Event)
-    run = agui_envelopes(args.events)
-
-    def with_dicts() -> list[bytes]:
-        translation = AgUiRun("bench-agui")
-        return [sse(translation.translate(envelope), envelope["seq"]) for envelope in run]
-
-    def with_models() -> list[bytes]:
-        translation = AgUiRun("bench-agui")
-        out = []
-        for envelope in run:
-            events = [adapter.validate_python(e) for e in translation.translate(envelope)]
-            if not events:
-                out.append(b"")
-                continue
-            parts = [b"data: %s\n\n" % e.model_dump_json(by_alias=True, exclude_none=True)
-                     .encode() for e in events[:-1]]
-            last = events[-1].model_dump_json(by_alias=True, exclude_none=True).encode()
-            parts.append(b"id: %d\ndata: %s\n\n" % (envelope["seq"], last))
-            out.append(b"".join(parts))
-        return out
-
-    def objects(messages: list[bytes]) -> list[Any]:
-        return [orjson.loads(line[6:]) for message in messages
-                for line in message.split(b"\n") if line.startswith(b"data: ")]
-
-    assert objects(with_dicts()) == objects(with_models()), "not the same events"
-    events = len(objects(with_dicts()))
-    dicts, _ = best_of(args.repeat, with_dicts)
-    models, _ = best_of(args.repeat, with_models)
-    print(f"{len(run)} envelopes, {events} AG-UI events, best of {args.repeat}")
-    print(table([["how", "CPU s", "µs/event", "ratio"],
-                 *([name, f"{seconds:.4f}", f"{seconds / events * 1e6:.2f}",
-                    f"{seconds / dicts:.2f}"]
-                   for name, seconds in (("dicts", dicts), ("models", models)))]))
-    return 0
-
-
 #: The trace headers of ``bench trace``: a kernel's span per event, one vendor's state.
 _TRACESTATE = b"rojo=00f067aa0ba902b7"
 
@@ -368,35 +274,6 @@ _TRACESTATE = b"rojo=00f067aa0ba902b7"
 def _trace_headers(offset: int) -> tuple[tuple[str, bytes], ...]:
     parent = f"00-4bf92f3577b34da6a3ce929d0e0e4736-{offset + 1:016x}-01".encode()
     return (("traceparent", parent), ("tracestate", _TRACESTATE))
-
-
-def _task_shape(records: list[InputRecord], projection: str, fed: bool) -> int:
-    """The stream task's loop over ``records`` (one collector per 1,000, the state written):
-    each record handed over with ``feed``, or to ``process`` directly (as before it); when
-    tracing is on, each collector's transaction span (as a commit makes it) and, at the
-    end, every span exported (flushed)."""
-    processor = ProjectorProcessor(
-        PROJECTIONS[projection].project, "bench.out", GuardLimits(), decode=DecodeLimits(1_048_576)
-    )
-    produced = 0
-    now = time.time()
-    process = processor.process
-    for first in range(0, len(records), OFFLINE_BATCH):
-        out = Collector()
-        for record in records[first : first + OFFLINE_BATCH]:
-            if fed and record.headers:  # (as the stream task hands a record over)
-                feed(processor, record, now, out)
-            else:
-                process(record, now, out)
-        write_changes(processor.stores, out.changelog)
-        produced += len(out.outputs)
-        if tracing.TRACER is not None:
-            tracing.transaction_span("typed", "bench", ["bench.in"], 0, [out.links],
-                                     OFFLINE_BATCH, len(out.outputs), "committed",
-                                     time.time_ns())
-    if tracing._provider is not None:
-        tracing._provider.force_flush()
-    return produced
 
 
 def _spans_on() -> None:
@@ -432,8 +309,7 @@ def trace(argv: list[str] | None = None) -> int:
     if args.projection not in PROJECTIONS:
         raise SystemExit(f"--projection: one of {', '.join(PROJECTIONS)}")
     pairs = engine_records(make_lines(args.events))
-    plain = [InputRecord("bench.in", 0, offset, key, value, (), 0)
-             for offset, (key, value) in enumerate(pairs)]
+    plain = inputs(pairs)
     traced = [record._replace(headers=_trace_headers(record.offset)) for record in plain]
     rows = [("before", plain, False), ("untraced", plain, True), ("traced", traced, True),
             ("untraced on", plain, True), ("traced on", traced, True)]
@@ -442,7 +318,7 @@ def trace(argv: list[str] | None = None) -> int:
         for name, records, fed in rows:
             gc.collect()
             def work(r: list[InputRecord] = records, f: bool = fed) -> int:
-                return _task_shape(r, args.projection, f)
+                return task_shape(r, args.projection, f)
 
             if name.endswith(" on"):
                 _spans_on()

@@ -21,9 +21,9 @@ from bench.harness import (
     BrokerCpu,
     CollectorPauses,
     machine_busy_seconds,
-    nearest_rank,
     own_cpu_seconds,
     p99_by_second,
+    rank,
     say,
 )
 from bench.kafka_io import POLL_S, OffsetWatcher, OutputReader, Session, publish_at_rate
@@ -304,8 +304,8 @@ async def measure_latency(session: Session, row: Row, workload: Workload, rate: 
     latencies = sorted(latency for _, latency in timed)
     return Latency(
         offered_per_s=rate, achieved_per_s=achieved, events=count, samples=len(latencies),
-        p50_ms=nearest_rank(latencies, 0.50), p99_ms=nearest_rank(latencies, 0.99),
-        p999_ms=nearest_rank(latencies, 0.999), max_ms=latencies[-1] if latencies else 0.0,
+        p50_ms=rank(latencies, 0.50), p99_ms=rank(latencies, 0.99),
+        p999_ms=rank(latencies, 0.999), max_ms=latencies[-1] if latencies else 0.0,
         engine_histograms=histograms,
         consumer_cores=(sum(after[0]) - sum(before[0])) / load_s,
         bench_cores=(after[1] - before[1]) / load_s,

@@ -21,12 +21,12 @@ import logging
 import os
 import statistics
 import sys
+import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.engine_cost import plan_outputs
 from bench.harness import broker_version, options, say, started, table, write_json
 from bench.hot_path import offline_figures
 from bench.kafka_io import Session
@@ -35,8 +35,11 @@ from bench.peers.projection import Projection, copy_value
 from bench.processes import BASELINE, QUIX_VERSION, PeerProcess, Process, Row, bench_consumers
 from bench.state import measure_state
 from bench.workload import make_workload
+from symfonic_stream.app.topologies import topologies
 from symfonic_stream.config import Settings
 from symfonic_stream.consumers import registered
+from symfonic_stream.engine.processor import Collector, InputRecord
+from symfonic_stream.kafka.partitioner import partition_for_key
 from symfonic_stream.models.names import TopicNames
 from symfonic_stream.projections.declared import PROJECTIONS
 
@@ -312,7 +315,6 @@ def relative_load(argv: list[str] | None = None) -> int:
 PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "naive-copier": ("naive", ("--copy",)),
     "naive-typed": ("naive", ()),
-    "naive-typed-1p": ("naive", ("--one-producer",)),
     "quix": ("quix", ("--commit-interval", "5")),
     "quix-0.1s": ("quix", ("--commit-interval", "0.1")),
     "rdkafka-copier": ("rdkafka", ("--copy",)),
@@ -321,12 +323,11 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
 #: ``run typed --workers 2``: the typed group again, so on a second prefix of the same stream.
 WORKERS_ROW = "typed-w2"
 COMPARED_ROWS = (BASELINE, "naive-copier", "naive-typed", "quix", "quix-0.1s", "typed", WORKERS_ROW)
-#: Rows run only when ``--rows`` names them: ``naive-typed`` with one producer (KIP-447),
-#: and the naive loop on librdkafka (``bench/peers/peer_env.py``, throughput only).
-OPTIONAL_ROWS = ("naive-typed-1p", "rdkafka-copier", "rdkafka-typed")
+#: Rows run only when ``--rows`` names them: the naive loop on librdkafka
+#: (``bench/peers/peer_env.py``, throughput only).
+OPTIONAL_ROWS = ("rdkafka-copier", "rdkafka-typed")
 ALL_COMPARED = COMPARED_ROWS + OPTIONAL_ROWS
-LATENCY_ROWS = (BASELINE, "naive-typed", "naive-typed-1p", "quix-0.1s", "quix", "typed",
-                WORKERS_ROW)
+LATENCY_ROWS = (BASELINE, "naive-typed", "quix-0.1s", "quix", "typed", WORKERS_ROW)
 #: ``quix`` (5 s commits) only at the fixed rates: its latency is its commit interval.
 FIXED_RATES = (200.0, 5000.0)
 PARTITIONS = 4
@@ -347,13 +348,22 @@ def compared_row(name: str) -> Row:
 
 def outputs_per_event(chosen: Row, records: list[tuple[bytes, bytes]]) -> float:
     """Output records per input event of ``chosen`` on this stream, counted offline: a
-    peer's projection, or the processors of the consumer it runs."""
+    peer's projection, or the real processor of the consumer it runs over each partition's
+    records, in offset order."""
     if chosen.name in PEERS:
         project = copy_value if "--copy" in PEERS[chosen.name][1] else Projection()
         return sum(len(project(value)) for _, value in records) / len(records)
-    plan = plan_outputs(records, Settings(topic_prefix="count", partitions=PARTITIONS),
-                        chosen.groups[0])
-    return sum(map(len, plan.values())) / len(records)
+    settings = Settings(topic_prefix="count", partitions=PARTITIONS)
+    factory = topologies(chosen.groups[0], settings)[0].processor_factory
+    processors = {p: factory(p) for p in range(PARTITIONS)}
+    offsets: dict[int, int] = defaultdict(int)
+    topic, out, now = TopicNames(settings.topic_prefix).agent_events, Collector(), time.time()
+    for key, value in records:
+        partition = partition_for_key(key, PARTITIONS)
+        record = InputRecord(topic, partition, offsets[partition], key, value)
+        processors[partition].process(record, now, out)
+        offsets[partition] += 1
+    return len(out.outputs) / len(records)
 
 
 async def latency_round(session: Session, round_no: int, rates: dict[str, float],

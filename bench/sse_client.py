@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from bench.harness import at_share, call_command
+from bench.harness import call_command, rank
 
 
 class SseParser:
@@ -259,7 +259,6 @@ async def _viewers(port: int, run_ids: list[str], per_run: int, within: float
         async with asyncio.timeout(within):
             await asyncio.gather(*(v.done for _, v, _ in opened))
     monitor.cancel()
-    lateness.sort()
     for _, v, _ in opened:
         if not v.done.done():
             v.error = v.error or "still open at the deadline"
@@ -267,7 +266,7 @@ async def _viewers(port: int, run_ids: list[str], per_run: int, within: float
     return {
         "connect_s": connected_s,
         "cpu_s_during_load": time.process_time() - cpu_at_load,
-        "loop_lateness_ms": {name: at_share(lateness, share) * 1000
+        "loop_lateness_ms": {name: rank(lateness, share) * 1000
                              for name, share in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
         "viewers": [{"run": run_id, "seqs": v.seqs, "times": v.times, "error": v.error}
                     for run_id, v, _ in opened],

@@ -1,18 +1,14 @@
 """The naive aiokafka peer: the loop a team writes first, exactly once.
 
     python -m bench.peers.naive --bootstrap HOST:PORT --input TOPIC --output TOPIC \
-        --group GROUP [--copy] [--one-producer]
+        --group GROUP [--copy]
 
 Fetch, then per fetched partition one transaction on that partition's own transactional
 producer (the partitions' transactions run concurrently): every output sent with
 ``send``, the offset with ``send_offsets_to_transaction``, then commit. ``--copy`` sends the
 input values unchanged (the naive copier); otherwise the peers' typed projection
-(:mod:`.projection`). ``--one-producer``: one producer for the process and one transaction
-per fetch for all its partitions, fenced by the group's generation (KIP-447,
-:mod:`symfonic_stream.kafka.producer`), as Kafka Streams' ``exactly_once_v2`` does:
-what the engine's transactions per partition cost is this row against ``naive-typed``.
-No validation, no ordering guard, no state, no dead letters, no rebalance handling
-beyond aiokafka's own: a yardstick, not a consumer to deploy.
+(:mod:`.projection`). No validation, no ordering guard, no state, no dead letters, no
+rebalance handling beyond aiokafka's own: a yardstick, not a consumer to deploy.
 """
 
 from __future__ import annotations
@@ -28,8 +24,6 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from bench.peers.projection import Projection, copy_value, peer_parser
-from symfonic_stream.kafka.group import group_metadata
-from symfonic_stream.kafka.producer import send_offsets_fenced
 
 Project = Callable[[bytes], list[tuple[bytes, bytes]]]
 
@@ -66,15 +60,6 @@ class NaivePeer:
                 {tp: records[-1].offset + 1}, self.args.group
             )
 
-    async def transact_all(self, consumer: AIOKafkaConsumer,
-                           batch: dict[TopicPartition, list[Any]]) -> None:
-        producer = await self.producer(-1)
-        async with producer.transaction():
-            for records in batch.values():
-                await self.send_outputs(producer, records)
-            offsets = {tp: records[-1].offset + 1 for tp, records in batch.items()}
-            await send_offsets_fenced(producer, offsets, group_metadata(consumer))
-
     async def run(self) -> None:
         consumer = AIOKafkaConsumer(
             self.args.input, bootstrap_servers=self.args.bootstrap, group_id=self.args.group,
@@ -85,11 +70,7 @@ class NaivePeer:
         try:
             while not self.stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=250)
-                if self.args.one_producer:
-                    if batch:
-                        await self.transact_all(consumer, batch)
-                else:
-                    await asyncio.gather(*(self.transact(tp, rs) for tp, rs in batch.items()))
+                await asyncio.gather(*(self.transact(tp, rs) for tp, rs in batch.items()))
         finally:
             for producer in self.producers.values():
                 with contextlib.suppress(Exception):
@@ -108,8 +89,6 @@ async def _main(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = peer_parser("python -m bench.peers.naive")
     parser.add_argument("--copy", action="store_true", help="copy values unchanged")
-    parser.add_argument("--one-producer", action="store_true",
-                        help="one producer and one transaction per fetch (KIP-447 fencing)")
     asyncio.run(_main(parser.parse_args(argv)))
     return 0
 

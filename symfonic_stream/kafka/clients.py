@@ -132,7 +132,7 @@ def transactional_producer_kwargs(settings: Settings, transactional_id: str) -> 
         "linger_ms": 0,
         # aiokafka's 100 ms retry delay was paid by 3 % of transactions: the group
         # coordinator refuses a TxnOffsetCommit (COORDINATOR_NOT_AVAILABLE) for the moment
-        # it takes to apply the previous transaction's marker (bench/txn_probe.py).
+        # it takes to apply the previous transaction's marker (bench/results/HISTORY.md, change 5).
         "retry_backoff_ms": TRANSACTIONAL_RETRY_BACKOFF_MS,
         "max_batch_size": PRODUCER_MAX_BATCH_BYTES,
         # A dead letter carries a whole record that may be at (or, for too_large, above)

@@ -207,7 +207,7 @@ def test_the_transactional_producer_is_idempotent_with_acks_all(
     assert kwargs["acks"] == "all"
     assert kwargs["compression_type"] == codec
     assert kwargs["transaction_timeout_ms"] == 5000
-    assert kwargs["retry_backoff_ms"] == 20  # aiokafka's 100 ms: see bench/txn_probe.py
+    assert kwargs["retry_backoff_ms"] == 20  # aiokafka's 100 ms: bench/results/HISTORY.md
 
 
 def _aiokafkas_own_backoff_override() -> float:
