@@ -28,13 +28,15 @@ from symfonic_stream.models.pauses import DEFAULT_MAX_ANSWER_BYTES
 ENV_PREFIX = "SYMFONIC_"
 
 #: ``SYMFONIC_*`` variables that are not settings (fnmatch patterns), which the unknown-variable
-#: check lets pass: the development broker's and registry's (scripts/kafka.sh,
-#: scripts/registry.sh), the tests' and the fault injection's namespaces, the index a
-#: supervisor gives each worker process, and two names of the test and chart tooling. No
+#: check lets pass: the development broker's, registry's and collector's
+#: (scripts/kafka.sh, scripts/registry.sh, scripts/otelcol.sh), the tests' and the fault
+#: injection's namespaces, the index a supervisor gives each worker process, and two names
+#: of the test and chart tooling. No
 #: setting may start with one of these namespaces (tests/unit/test_config.py checks it, and
 #: that the repository uses no other name).
-NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_REGISTRY_*", "SYMFONIC_TEST_*",
-                       "SYMFONIC_FAULT_*", "SYMFONIC_WORKER_INDEX", "SYMFONIC_UPDATE_GOLDEN",
+NOT_SETTINGS: Final = ("SYMFONIC_KAFKA_*", "SYMFONIC_REGISTRY_*", "SYMFONIC_OTELCOL_*",
+                       "SYMFONIC_TEST_*", "SYMFONIC_FAULT_*", "SYMFONIC_WORKER_INDEX",
+                       "SYMFONIC_UPDATE_GOLDEN",
                        "SYMFONIC_TOOLS_DIR")
 
 #: Settings whose value no message shows (config errors, logs): the SASL password, the HS256
