@@ -186,6 +186,33 @@ async def test_the_review_path_spans_are_children_of_the_runs_context(spans: Any
     assert per_record["answer verdict"].attributes["symfonic.outcome"] == "accepted"
 
 
+async def test_a_claim_decided_is_a_span_in_the_tickets_context(spans: Any) -> None:
+    """(The claim itself carries no context: the validator keeps the ticket's, the run's.)"""
+    path = PausePath()
+    path.pause(TRACED)
+    path.answer((), action="claim", responder="ana")
+    path.answer((), action="claim", responder="bob")  # held by ana: refused
+    path.answer((), action="claim", responder="ana", token="wrong")  # no context: no span
+    assert [n.name for n in path.out.noted] == ["ticket claimed"] * 2
+    await _commit(path.out)
+    claimed = [span for span in spans.get_finished_spans() if span.name == "ticket claimed"]
+    assert [span.attributes["symfonic.outcome"] for span in claimed] == ["granted", "held"]
+    for span in claimed:
+        assert _hex(span.context.trace_id, 32) == TRACE_ID
+        assert _hex(span.parent.span_id, 16) == PARENT[36:52]
+        assert span.attributes["symfonic.ticket_id"] == "intr-1"
+        assert span.attributes["symfonic.queue"] == "questions"
+        assert span.attributes["symfonic.run_id"] == "run-1"
+
+
+async def test_a_claim_refused_in_its_own_context_is_a_claim_span(spans: Any) -> None:
+    path = PausePath()
+    path.pause(())
+    path.answer(TRACED, action="claim", responder="ana", token="wrong")
+    assert [(n.name, n.attributes["symfonic.outcome"]) for n in path.out.noted] == [
+        ("ticket claimed", "bad_token")]
+
+
 async def test_an_aborted_transaction_makes_no_per_record_spans(spans: Any) -> None:
     path = PausePath()
     path.pause(TRACED)

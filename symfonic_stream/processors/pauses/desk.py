@@ -60,8 +60,13 @@ class ReviewDesk:
             return  # (a ticket of a version before reviews: nothing to claim)
         if request.action == "claim":
             queue = review.queue  # (the metric's label: a queue of the rules, no tenant)
-            out.claims[queue, review.claim(request.responder, now, self.lease_s,
-                                           request.request_id, self.max_claim_s)] += 1
+            outcome = review.claim(request.responder, now, self.lease_s, request.request_id,
+                                   self.max_claim_s)
+            out.claims[queue, outcome] += 1
+            out.note_span("ticket claimed", **{"symfonic.outcome": outcome,
+                                               "symfonic.ticket_id": request.ticket_id,
+                                               "symfonic.queue": queue,
+                                               "symfonic.run_id": ticket.run_id})
         else:
             review.release(request.responder, now, request.request_id)
         self.publish(key, review, out)

@@ -261,7 +261,8 @@ class ResumeValidator(TicketRegistry):
         except ValidationError as exc:
             self._refuse(Refused.of_malformed(str(parsed.get("ticket_id")), parsed),
                          RejectionReason.INVALID_ANSWER,
-                         "the claim is malformed: " + describe_validation_error(exc), now, out)
+                         "the claim is malformed: " + describe_validation_error(exc), now, out,
+                         "ticket claimed")
             return
         named = self.named(request.ticket_id, request.token, request.tenant,
                            "tenant" in request.model_fields_set)
@@ -275,7 +276,7 @@ class ResumeValidator(TicketRegistry):
             why = (RejectionReason.EXPIRED, f"expired at {ticket.expires_at}")
         if why is not None:
             told = ticket.tenant if ticket is not None and why[0] not in _UNTOLD else None
-            self._refuse(Refused.of(request, told), *why, now, out)
+            self._refuse(Refused.of(request, told), *why, now, out, "ticket claimed")
             return
         assert key is not None and ticket is not None
         with out.carrying(out.trace or ticket.trace):
@@ -283,7 +284,9 @@ class ResumeValidator(TicketRegistry):
         self.tickets.schedule(key, self.deadline_of(ticket))
 
     def _refuse(self, refused: Refused, reason: RejectionReason, detail: str, now: float,
-                out: Collector) -> None:
+                out: Collector, span: str = "answer verdict") -> None:
+        """A rejection; its span (when tracing is on) is the refused request's: an answer's
+        verdict, or a claim's."""
         rejection = {
             "ticket_id": refused.ticket_id,
             "reason": reason.value,
@@ -304,8 +307,8 @@ class ResumeValidator(TicketRegistry):
             )
         )
         out.resumes[reason.value] += 1
-        out.note_span("answer verdict", **{"symfonic.outcome": reason.value,
-                                           "symfonic.ticket_id": refused.ticket_id})
+        out.note_span(span, **{"symfonic.outcome": reason.value,
+                               "symfonic.ticket_id": refused.ticket_id})
 
 
 @dataclass(frozen=True, slots=True)
