@@ -14,6 +14,7 @@ import click
 from symfonic_stream.cli.common import kafka_help
 from symfonic_stream.config import ConfigError, PortInUse, Settings, load_settings
 from symfonic_stream.consumers import metrics_port
+from symfonic_stream.observability import tracing
 
 EXIT_USAGE = 2
 
@@ -38,6 +39,7 @@ def command() -> None:
     try:
         settings = load_settings().for_process(metrics_port=metrics_port("gateway"))
         TokenCheck.from_settings(settings)  # the JWKS file is read and checked here
+        tracing.configure("symfonic-stream-gateway")  # (the OTEL_* variables checked)
     except (ConfigError, ValueError) as exc:
         click.echo(f"symfonic-stream: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -66,6 +66,7 @@ from symfonic_stream.gateway.viewer import (
     records,
 )
 from symfonic_stream.models.event_types import Format
+from symfonic_stream.observability import tracing
 from symfonic_stream.observability.gateway import GatewayMetrics
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class _RunStream(EventSourceResponse):
                  wire: Wire, tenant: str | None,
                  answer: Callable[[Viewing], AsyncIterator[bytes]] | None = None) -> None:
         self._state, self._stream, self._run = state, stream, run
+        self._wire, self._after = wire, after
         self._tenant = tenant  # whose slot it holds, given back when the stream ends
         self.viewing = viewing = Viewing(delivered=_delivery(state.metrics, stream))
         # A client resuming: a stream from after a seq (an answer's stream never is).
@@ -146,6 +148,7 @@ class _RunStream(EventSourceResponse):
         if self._resumed:
             metrics.resumes.labels(stream).inc()
         ending = "disconnected"
+        start_ns = time.time_ns()
         try:
             await super().__call__(scope, receive, send)
             if self.viewing.run_ended:
@@ -163,6 +166,12 @@ class _RunStream(EventSourceResponse):
             if self.viewing.first_sent is not None:
                 metrics.first_event.labels(stream).observe(
                     self.viewing.first_sent - self.viewing.started)
+            if tracing.TRACER is not None:
+                tracing.stream_span(self._run.trace, {
+                    "symfonic.run_id": self._run.run_id, "symfonic.stream": stream,
+                    "symfonic.format": self._wire.value, "symfonic.from_seq": self._after + 1,
+                    "symfonic.messages_sent": self.viewing.sent, "symfonic.ending": ending},
+                    start_ns)
 
 
 def _delivery(metrics: GatewayMetrics, stream: str) -> Callable[[list[Held]], None]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from symfonic_stream.gateway.sse import Envelope
+from symfonic_stream.models.trace import Headers
 
 #: Bookkeeping bytes of one held record on top of its value (the object, the int, the str,
 #: the timestamp's float).
@@ -87,6 +88,9 @@ class Run:
     #: Records under this run id of another tenant: neither held nor served.
     foreign: int = 0
     viewers: int = 0
+    #: The checked trace headers of the first record filed under the run that had any (only
+    #: when tracing is on): the run's context, its streams' spans' parent.
+    trace: Headers = ()
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def serves(self, tenant: str | None, from_event: bool) -> bool:
@@ -157,7 +161,7 @@ class RunStore:
         return self._runs.get(run_id)
 
     def append(self, partition: int, offset: int, envelope: Envelope, data: bytes,
-               tenant: str | None = None, ts: float = 0.0) -> Filing:
+               tenant: str | None = None, ts: float = 0.0, trace: Headers = ()) -> Filing:
         """File one record under its run (creating the run at its first record, pinning
         it at its first from an event); what became of the record."""
         run = self._runs.get(envelope.run_id)
@@ -183,6 +187,8 @@ class RunStore:
         if envelope.seq > run.next_seq:
             self.jumped += 1
         run.held.append(Held(envelope.seq, envelope.name, data, envelope.closes, ts))
+        if trace and not run.trace:
+            run.trace = trace
         size = len(data) + HELD_OVERHEAD
         run.held_bytes += size
         self.held_bytes += size

@@ -28,6 +28,7 @@ from symfonic_stream.gateway.runs import RunStore
 from symfonic_stream.gateway.tail import TopicTail
 from symfonic_stream.kafka.retry import KafkaUnavailable, retrying
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.observability import tracing
 from symfonic_stream.observability.gateway import FILINGS, GatewayMetrics
 from symfonic_stream.observability.health import HealthState, start_configured_health_server
 from symfonic_stream.projections.declared import PROJECTIONS
@@ -185,6 +186,7 @@ async def serve(settings: Settings) -> int:
         return 0
     finally:
         await gateway.close()
+        tracing.shutdown()  # (when on: every stream's span ended so far exported)
         if probes is not None:
             probes.close()
             await probes.wait_closed()

@@ -28,6 +28,8 @@ from symfonic_stream.gateway.sse import Envelope, read_envelope, without_token
 from symfonic_stream.kafka.admin import partition_counts
 from symfonic_stream.kafka.clients import groupless_consumer_kwargs
 from symfonic_stream.models.headers import TENANT_HEADER
+from symfonic_stream.models.trace import trace_headers
+from symfonic_stream.observability import tracing
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +116,9 @@ class TopicTail:
             self._on_record("skipped")  # not an envelope of its key's run: never sent
             return
         assert value is not None
+        trace = trace_headers(headers) if headers and tracing.TRACER is not None else ()
         filing = self.store.append(partition, offset, envelope, without_token(envelope, value),
-                                   tenant_of(headers), ts)
+                                   tenant_of(headers), ts, trace)
         self._on_record(filing)
         if filing == "foreign" and self._first_foreign(envelope.run_id):
             # Once per run; no run id or tenant in a log line: the offset finds the record.

@@ -11,8 +11,9 @@ no tracer is called, no link is kept.
 What becomes a span: each transaction (kind CONSUMER, linked to the distinct trace contexts
 of the records it consumed, at most :data:`LINKS_MAX`: a batch consumer links, it does not
 parent), each restore and each rebalance, and the review path's decisions per record (a
-ticket routed, an answer's verdict), parented by the record's own context and ended when
-their transaction commits. The attribute names follow the OpenTelemetry messaging
+ticket routed, a claim decided, an answer's verdict), parented by the record's own context
+and ended when their transaction commits; and each stream the gateway serves, in its run's
+context. The attribute names follow the OpenTelemetry messaging
 conventions: the old names by default, the new ones when ``OTEL_SEMCONV_STABILITY_OPT_IN``
 names ``messaging`` (both for ``messaging/dup``), as instrumentations do.
 """
@@ -44,6 +45,7 @@ __all__ = [
     "record_spans",
     "shutdown",
     "span",
+    "stream_span",
     "transaction_span",
     "wanted",
 ]
@@ -295,15 +297,32 @@ def note(noted: list[Noted], name: str, trace: Headers, attributes: Mapping[str,
 def record_spans(noted: Iterable[Noted], transaction: Any) -> None:
     """The per-record spans of a committed transaction, each a child of its record's context,
     linked to the transaction's span (``transaction``, its context)."""
-    from opentelemetry.trace import Link, NonRecordingSpan, set_span_in_context
+    from opentelemetry.trace import Link
     assert TRACER is not None
     for each in noted:
-        parent = set_span_in_context(NonRecordingSpan(_span_context(
-            each.trace[0][1], each.trace[1][1] if len(each.trace) > 1 else None)))
-        span_ = TRACER.start_span(each.name, context=parent, attributes=each.attributes,
+        span_ = TRACER.start_span(each.name, context=_parent(each.trace),
+                                  attributes=each.attributes,
                                   links=[Link(transaction)] if transaction else None,
                                   start_time=each.at_ns)
         span_.end()
+
+
+def _parent(trace: Headers) -> Any:
+    """The context whose span is a record's context (``trace``, checked and not empty)."""
+    from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+    return set_span_in_context(NonRecordingSpan(_span_context(
+        trace[0][1], trace[1][1] if len(trace) > 1 else None)))
+
+
+def stream_span(trace: Headers, attributes: Mapping[str, str | int], start_ns: int) -> None:
+    """A gateway's stream of one run, ended now (the caller checked :data:`TRACER`): kind
+    SERVER, a child of the run's context (``trace``), a root span when the run has none."""
+    from opentelemetry.trace import SpanKind
+    assert TRACER is not None
+    span_ = TRACER.start_span("stream served", context=_parent(trace) if trace else None,
+                              kind=SpanKind.SERVER, attributes=attributes,
+                              start_time=start_ns)
+    span_.end()
 
 
 @contextlib.contextmanager
