@@ -4,7 +4,8 @@ resumed and ended, beside a run published with no context, through the typed, ch
 pauses and resumes consumers started with tracing on (``OTEL_EXPORTER_OTLP_ENDPOINT``: the
 ``collector`` fixture's receiver). The run's trace holds the typed transaction span's link
 to the run's record, the pause router's ``ticket routed`` span and the validator's ``answer
-verdict`` span, each a child of the record's context; no span of the untraced run is in it,
+verdict`` span, each a child of the record's context, and the gateway's ``stream served``
+span of a viewer that read the run (SSE) to its end; no span of the untraced run is in it,
 and no transaction links a context the untraced run never had."""
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from symfonic_stream.models.names import TopicNames
+from symfonic_stream.runtime.workers import free_port
 from symfonic_stream.sdk.publisher import EventPublisher
 from symfonic_stream.sdk.reviewer import Reviewer
 from tests.integration.conftest import bootstrap_servers  # noqa: F401  (the broker, checked)
+from tests.integration.gateway_harness import read_sse
 from tests.integration.harness import (
     ConsumerProcess,
     create_topics,
@@ -74,8 +78,11 @@ async def test_one_runs_trace_links_its_transactions_and_holds_its_review_path(
     settings = await create_topics(prefix, with_copier=False)
     names = TopicNames(prefix)
     consumers = []
-    for name in ("typed", "chunks", "pauses", "resumes"):
-        consumer = ConsumerProcess(name, prefix, tmp_path)
+    gateway_port = free_port()
+    for name in ("typed", "chunks", "pauses", "resumes", "gateway"):
+        consumer = (ConsumerProcess(name, prefix, tmp_path) if name != "gateway" else
+                    ConsumerProcess(name, prefix, tmp_path, args=["gateway"],
+                                    gateway_port=gateway_port, gateway_host="127.0.0.1"))
         consumer.env.update(OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint,
                             OTEL_BSP_SCHEDULE_DELAY="200")
         consumers.append(consumer.start())
@@ -84,6 +91,10 @@ async def test_one_runs_trace_links_its_transactions_and_holds_its_review_path(
         await publish(settings, before_pause)
         await answer_both(settings)
         await publish(settings, after_resume)
+        async with httpx.AsyncClient(timeout=30) as client:  # a viewer, to the run's end
+            status, messages = await read_sse(
+                client, f"http://127.0.0.1:{gateway_port}/v1/runs/{TRACED}/events", within=60)
+        assert status == 200 and messages[-1].get("event") == "end", messages[-3:]
 
         # The run's trace: the router's ticket, the validator's verdict, and the typed
         # transactions that link the run's records (each in a trace of its own: the
@@ -99,6 +110,7 @@ async def test_one_runs_trace_links_its_transactions_and_holds_its_review_path(
             spans[:] = await collector.spans(TRACE_ID, at_least=2, within=30.0)
             return (any(s["name"] == "answer verdict" for s in spans)
                     and any(s["name"] == "ticket routed" for s in spans)
+                    and any(s["name"] == "stream served" for s in spans)
                     and any(typed_transaction(s) for s in spans))
 
         await wait_until(arrived, "the run's ticket, verdict and typed transaction spans",
@@ -112,6 +124,11 @@ async def test_one_runs_trace_links_its_transactions_and_holds_its_review_path(
         assert verdict["traceId"] == TRACE_ID and verdict["parentSpanId"] == ASK_USER_SPAN
         assert _attribute(verdict, "symfonic.outcome") == "accepted"
 
+        [served] = [s for s in spans if s["name"] == "stream served"]
+        assert served["traceId"] == TRACE_ID and served["kind"] == "SERVER"
+        assert _attribute(served, "symfonic.run_id") == TRACED
+        assert _attribute(served, "symfonic.ending") == "run_ended"
+
         transactions = [s for s in spans if typed_transaction(s)]
         linked = {(link["traceId"], link["spanId"])
                   for s in transactions for link in s.get("links") or []}
@@ -123,7 +140,9 @@ async def test_one_runs_trace_links_its_transactions_and_holds_its_review_path(
         # Every span that names a run in the run's trace names the traced one.
         runs = {_attribute(s, "symfonic.run_id") for s in spans} - {None}
         assert runs == {TRACED}
-        await stop_gracefully(*consumers)
+        # (the gateway is stopped, not asked for its status: uvicorn re-raises the SIGTERM it
+        # caught once it has shut down, so its exit is -15 after a clean stop)
+        await stop_gracefully(*consumers[:-1])
     finally:
         for consumer in consumers:
             consumer.stop()
