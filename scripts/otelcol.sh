@@ -34,32 +34,22 @@
 set -euo pipefail
 
 NAME=otelcol.sh
+VAR=SYMFONIC_OTELCOL
 # The collector's release: every go.opentelemetry.io/collector module at v0.161.0 (its stable
 # modules at the matching v1.67.0) and the contrib file exporter at v0.161.0, as
 # scripts/otelcol/go.mod pins them (tests/unit/test_otelcol_module.py holds the two together).
 RELEASE=0.161.0
+WHAT="the OpenTelemetry Collector $RELEASE"
+DEFAULT_PORT=4318
+DEFAULT_TIMEOUT=60
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
 SRC="$HERE/otelcol"
+# shellcheck source=scripts/lib/service.sh
+. "$HERE/lib/service.sh"
 
-log() { echo "$NAME: $*" >&2; }
-die() { echo "$NAME: error: $*" >&2; exit 1; }
-
-number() { # name value
-  [[ "$2" =~ ^[0-9]+$ ]] || die "$1 must be a whole number, not '$2'"
-}
-
-command -v curl >/dev/null 2>&1 || die "curl is required (the readiness check)"
-
-PORT="${SYMFONIC_OTELCOL_PORT:-4318}"
-number SYMFONIC_OTELCOL_PORT "$PORT"
-{ [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ]; } || die "SYMFONIC_OTELCOL_PORT must be a port (1-65535), not '$PORT'"
-HOST="${SYMFONIC_OTELCOL_HOST:-127.0.0.1}"
-[[ "$HOST" =~ ^[A-Za-z0-9.:-]+$ ]] || die "SYMFONIC_OTELCOL_HOST: '$HOST' is not a host name or address"
-TIMEOUT="${SYMFONIC_OTELCOL_START_TIMEOUT:-60}"
-number SYMFONIC_OTELCOL_START_TIMEOUT "$TIMEOUT"
 TOOLS_DIR="${SYMFONIC_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symfonic-stream/tools}"
-STATE="${SYMFONIC_OTELCOL_STATE:-$ROOT/build/otelcol-$PORT}"
+
 # The binary's name carries the release and a digest of its sources: an edit to go.mod or
 # main.go builds a new one, the same sources never build twice.
 DIGEST="$(cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -c1-12)"
@@ -69,6 +59,7 @@ LOG="$STATE/otelcol.log"
 CONFIG="$STATE/config.yaml"
 SPANS="$STATE/spans.jsonl"
 URL="http://$HOST:$PORT"
+OWN="$CONFIG"
 
 # Once per set of sources, with the Go and module caches under the tools cache (shared with
 # scripts/tools.sh: gRPC, protobuf and the rest download once). Two callers at once are
@@ -95,15 +86,6 @@ build() {
   find "$TOOLS_DIR/bin" -maxdepth 1 -name 'otelcol-*' ! -name "$(basename "$BINARY")" -delete
   log "the OpenTelemetry Collector $RELEASE built in $((SECONDS - t0)) s"
   exec 9>&-
-}
-
-pid_alive() {
-  local pid
-  pid="$(cat "$PID_FILE" 2>/dev/null)" || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  # Our process only: the pid's command line names this state's config.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$CONFIG" || return 1
-  echo "$pid"
 }
 
 # The receiver answers an empty OTLP/JSON export with 200.
@@ -141,80 +123,21 @@ service:
 YAML
 }
 
-start() {
-  local pid
-  if pid="$(pid_alive)"; then
-    if ready; then log "the collector is already running (pid $pid) on $URL; reusing it"; echo "$URL"; return 0; fi
-    die "the collector process $pid is alive but not ready on $URL ($NAME logs; $NAME stop)"
-  fi
-  # Any listener, HTTP or not (a Kafka broker on the port is no receiver either).
-  if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then
-    die "something else already listens on $HOST:$PORT: set SYMFONIC_OTELCOL_PORT to a free port"
-  fi
-  build
-  mkdir -p "$STATE"
+launch_command() {
   config
   : >"$SPANS"
-  log "starting the OpenTelemetry Collector $RELEASE on $URL (spans: $SPANS, log: $LOG) ..."
-  local t0=$SECONDS
-  # setsid: its own session, so a Ctrl-C in the caller's terminal does not reach it.
-  setsid "$BINARY" --config "file:$CONFIG" >"$LOG" 2>&1 </dev/null &
-  pid=$!
-  echo "$pid" >"$PID_FILE"
-  while ! ready; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      log "the collector exited while starting; the end of $LOG:"; tail -n 20 "$LOG" >&2; rm -f "$PID_FILE"; exit 1
-    fi
-    if [ $((SECONDS - t0)) -ge "$TIMEOUT" ]; then
-      kill "$pid" 2>/dev/null || true
-      die "the collector was not ready on $URL within $TIMEOUT s (SYMFONIC_OTELCOL_START_TIMEOUT; $LOG)"
-    fi
-    sleep 0.2
-  done
-  [ -z "${SYMFONIC_OTELCOL_STARTED_FLAG:-}" ] || echo "$pid" >"$SYMFONIC_OTELCOL_STARTED_FLAG"
-  log "the collector is ready (pid $pid) on $URL in $((SECONDS - t0)) s"
-  echo "$URL"
+  LAUNCH=("$BINARY" --config "file:$CONFIG")
 }
 
-stop() {
-  local pid
-  if ! pid="$(pid_alive)"; then log "no collector of this script runs on port $PORT"; rm -f "$PID_FILE"; return 0; fi
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then log "still running after 10 s: SIGKILL"; kill -9 "$pid" 2>/dev/null || true; fi
-  rm -f "$PID_FILE"
-  log "stopped (pid $pid)"
+run_env() { export SYMFONIC_OTELCOL_URL="$1" SYMFONIC_OTELCOL_SPANS="$SPANS"; }
+
+EXTRA_COMMANDS="spans, build"
+extra_command() {
+  case "$1" in
+    spans) echo "$SPANS" ;;
+    build) build; echo "$BINARY" ;;
+    *) return 1 ;;
+  esac
 }
 
-status() {
-  local pid
-  if pid="$(pid_alive)" && ready; then echo "running (pid $pid) on $URL, spans in $SPANS"; return 0; fi
-  echo "not running on port $PORT"; return 3
-}
-
-run() {
-  local url flag started=0 rc=0
-  [ $# -gt 0 ] || die "run: no command given"
-  flag="$(mktemp)"; rm -f "$flag"
-  url="$(SYMFONIC_OTELCOL_STARTED_FLAG="$flag" start)"
-  if [ -s "$flag" ]; then started=1; fi
-  rm -f "$flag"
-  # shellcheck disable=SC2317  # (called by the trap)
-  stop_if_started() { if [ "$started" = 1 ]; then stop || true; fi; }
-  trap stop_if_started EXIT; trap 'exit 130' INT; trap 'exit 143' TERM
-  SYMFONIC_OTELCOL_URL="$url" SYMFONIC_OTELCOL_SPANS="$SPANS" "$@" || rc=$?
-  exit "$rc"
-}
-
-case "${1:-help}" in
-  start) start ;;
-  stop) stop ;;
-  status) status ;;
-  url) echo "$URL" ;;
-  spans) echo "$SPANS" ;;
-  run) shift; run "$@" ;;
-  build) build; echo "$BINARY" ;;
-  logs) tail -n "${SYMFONIC_OTELCOL_LOG_LINES:-200}" "$LOG" ;;
-  help|-h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ;;
-  *) die "unknown command '$1' (start, stop, status, url, spans, run, build, logs, help)" ;;
-esac
+dispatch "$@"
