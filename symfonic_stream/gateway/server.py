@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import uvicorn
 
@@ -148,6 +150,27 @@ class Gateway:
             await asyncio.sleep(REFRESH_S)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, but a SIGTERM or SIGINT it stopped on is not raised again once it
+    has shut down. uvicorn does so since 0.29 (uvicorn#1600, "cooperative signal handling"):
+    the default handler then ends the process inside ``Server.serve``, before
+    :func:`serve` closes the gateway (its review producer's last sends, its readers) and
+    its probes, and the exit status is -15, not the 0 of a clean stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # (signals reach the main thread only)
+            return
+        stopping = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+
 def http_server(state: GatewayState) -> uvicorn.Server:
     """The HTTP server of ``state``'s routes, with the edge's limits (:mod:`.edge`)."""
     settings, refused = state.settings, state.metrics.edge_refused
@@ -156,7 +179,7 @@ def http_server(state: GatewayState) -> uvicorn.Server:
     config = uvicorn.Config(create_app(state), log_config=None, access_log=False,
                             lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                             http=guarded(limits, lambda why: refused.labels(why).inc()))
-    return uvicorn.Server(config)
+    return _Server(config)
 
 
 def _counter(metrics: GatewayMetrics, stream: str) -> Callable[[str], None]:

@@ -49,3 +49,26 @@ def test_the_gateway_command_refuses_a_bad_setting_naming_it(
     result = CliRunner().invoke(main, ["gateway"])
     assert result.exit_code == 2
     assert "SYMFONIC_GATEWAY_MAX_CLIENTS" in result.output
+
+
+def test_the_signal_that_stopped_the_server_is_not_raised_again() -> None:
+    """uvicorn (0.29 and later) raises the SIGTERM it stopped on again once it has shut
+    down, which ended the gateway before it closed its producer, with status -15: the
+    gateway's server takes the signal and restores the handler it found, nothing more."""
+    import signal
+
+    import uvicorn
+
+    from symfonic_stream.gateway.server import _Server
+
+    called: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda sig, frame: called.append(sig))
+    try:
+        server = _Server(uvicorn.Config(app=lambda *args: None))
+        handler = signal.getsignal(signal.SIGTERM)
+        with server.capture_signals():
+            signal.raise_signal(signal.SIGTERM)  # (caught: the server stops on it)
+            assert server.should_exit
+        assert called == [] and signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, before)
