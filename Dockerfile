@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# symfonic-stream container image: the consumers and the gateway and the persistent state store (`symfonic-stream[gateway,rocksdb]`).
+# symfonic-stream container image: the consumers, the gateway, the persistent state store, the
+# schema registry client and the OpenTelemetry SDK (`symfonic-stream[deploy]`).
 #
 #   docker build --build-arg VERSION=0.1.0 -t symfonic-stream:0.1.0 .
 #   docker run --rm --read-only symfonic-stream:0.1.0 run typed    # typed|chunks|pauses|resumes
@@ -42,7 +43,7 @@ COPY consumers/ consumers/
 COPY native/ native/
 # The project wheel (setuptools-rust builds native/ into it) and a wheel for every runtime
 # dependency of the image's role, into /wheels.
-RUN /build/bin/pip wheel --wheel-dir /wheels ".[gateway,rocksdb]"
+RUN /build/bin/pip wheel --wheel-dir /wheels ".[deploy]"
 
 # ---------------------------------------------------------------- wheels-context
 FROM scratch AS wheels-context
@@ -83,7 +84,7 @@ ARG WHEELS_DIGEST=""
 RUN --mount=type=bind,from=wheels,source=/wheels,target=/wheels \
     echo "wheels ${WHEELS_DIGEST:-not given}" \
  && python3 -m venv /opt/symfonic-stream \
- && pip install --no-index --find-links /wheels "symfonic-stream[gateway,rocksdb]${VERSION:+==$VERSION}" \
+ && pip install --no-index --find-links /wheels "symfonic-stream[deploy]${VERSION:+==$VERSION}" \
  && python -c 'import symfonic_stream._native' \
  && python -c 'import importlib.resources as r; r.files("symfonic_stream.gateway").joinpath("static", "console.js").read_bytes()' \
  && pip uninstall --yes pip setuptools \

@@ -7,7 +7,7 @@
 #                                        (no apt), with python3, python3-venv, CA certificates
 #                                        and libstdc++ (google-re2's wheel links it)
 #   scripts/image.sh wheels WHEEL        dist/image-wheels/: WHEEL and a wheel of each of its
-#                                        [gateway,rocksdb] dependencies, at the versions the venv holds
+#                                        [deploy] dependencies, at the versions the venv holds
 #   scripts/image.sh build VERSION       the Dockerfile, WHEELS=context, on BASE_IMAGE ->
 #                                        IMAGE_NAME:VERSION
 #   scripts/image.sh run ARGS...         `podman run ARGS...` with the flags this machine needs
@@ -100,7 +100,7 @@ wheels() {
   version="$(basename "$wheel" | cut -d- -f2)"
   "$PYTHON" -m pip download --quiet --disable-pip-version-check --dest "$WHEELS_DIR" \
     --only-binary=:all: --python-version 3.11 --implementation cp "${platforms[@]}" \
-    --find-links "$WHEELS_DIR" --constraint "$constraints" "$name[gateway,rocksdb]==$version"
+    --find-links "$WHEELS_DIR" --constraint "$constraints" "$name[deploy]==$version"
   log "$WHEELS_DIR: $(find "$WHEELS_DIR" -name '*.whl' | wc -l) wheels, $(du -sh "$WHEELS_DIR" | cut -f1)"
 }
 
