@@ -34,7 +34,7 @@
 set -euo pipefail
 
 NAME=otelcol.sh
-VAR=SYMFONIC_OTELCOL
+PREFIX=SYMFONIC_OTELCOL_
 # The collector's release: every go.opentelemetry.io/collector module at v0.161.0 (its stable
 # modules at the matching v1.67.0) and the contrib file exporter at v0.161.0, as
 # scripts/otelcol/go.mod pins them (tests/unit/test_otelcol_module.py holds the two together).

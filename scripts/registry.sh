@@ -29,7 +29,7 @@
 set -euo pipefail
 
 NAME=registry.sh
-VAR=SYMFONIC_REGISTRY
+PREFIX=SYMFONIC_REGISTRY_
 VERSION=2.4.2.Final
 WHAT="Apicurio Registry $VERSION"
 DEFAULT_PORT=8081

@@ -5,8 +5,8 @@
 # runs), stop, status, run CMD, and the commands' dispatch. Sourced after the script sets:
 #
 #   NAME           the script's name, first in every message
-#   VAR            its variables' prefix (SYMFONIC_REGISTRY): VAR_PORT, VAR_HOST, VAR_STATE,
-#                  VAR_START_TIMEOUT, VAR_STARTED_FLAG and VAR_LOG_LINES
+#   PREFIX         its variables' prefix (SYMFONIC_REGISTRY_): PORT, HOST, STATE,
+#                  START_TIMEOUT, STARTED_FLAG and LOG_LINES after it
 #   WHAT           the service as messages name it ("the OpenTelemetry Collector 0.161.0")
 #   DEFAULT_PORT, DEFAULT_TIMEOUT (seconds), ROOT (the repository)
 #
@@ -25,20 +25,20 @@ number() { # name value
   [[ "$2" =~ ^[0-9]+$ ]] || die "$1 must be a whole number, not '$2'"
 }
 
-setting() { # name default: the value of VAR_name, or the default
-  local variable="${VAR}_$1"
+setting() { # name default: the value of PREFIX+name, or the default
+  local variable="${PREFIX}$1"
   printf '%s' "${!variable:-$2}"
 }
 
 command -v curl >/dev/null 2>&1 || die "curl is required (the readiness check)"
 
 PORT="$(setting PORT "$DEFAULT_PORT")"
-number "${VAR}_PORT" "$PORT"
-{ [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ]; } || die "${VAR}_PORT must be a port (1-65535), not '$PORT'"
+number "${PREFIX}PORT" "$PORT"
+{ [ "$PORT" -ge 1 ] && [ "$PORT" -le 65535 ]; } || die "${PREFIX}PORT must be a port (1-65535), not '$PORT'"
 HOST="$(setting HOST 127.0.0.1)"
-[[ "$HOST" =~ ^[A-Za-z0-9.:-]+$ ]] || die "${VAR}_HOST: '$HOST' is not a host name or address"
+[[ "$HOST" =~ ^[A-Za-z0-9.:-]+$ ]] || die "${PREFIX}HOST: '$HOST' is not a host name or address"
 TIMEOUT="$(setting START_TIMEOUT "$DEFAULT_TIMEOUT")"
-number "${VAR}_START_TIMEOUT" "$TIMEOUT"
+number "${PREFIX}START_TIMEOUT" "$TIMEOUT"
 STATE="$(setting STATE "$ROOT/build/${NAME%.sh}-$PORT")"
 
 pid_alive() {
@@ -59,7 +59,7 @@ start() {
   fi
   # Any listener, HTTP or not (a Kafka broker on the port is no such service either).
   if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then
-    die "something else already listens on $HOST:$PORT: set ${VAR}_PORT to a free port"
+    die "something else already listens on $HOST:$PORT: set ${PREFIX}PORT to a free port"
   fi
   build
   mkdir -p "$STATE"
@@ -76,7 +76,7 @@ start() {
     fi
     if [ $((SECONDS - t0)) -ge "$TIMEOUT" ]; then
       kill "$pid" 2>/dev/null || true
-      die "$WHAT was not ready on $URL within $TIMEOUT s (${VAR}_START_TIMEOUT; $LOG)"
+      die "$WHAT was not ready on $URL within $TIMEOUT s (${PREFIX}START_TIMEOUT; $LOG)"
     fi
     sleep 0.2
   done
@@ -107,7 +107,7 @@ run() {
   local url flag started=0 rc=0
   [ $# -gt 0 ] || die "run: no command given"
   flag="$(mktemp)"; rm -f "$flag"
-  url="$(export "${VAR}_STARTED_FLAG=$flag"; start)"
+  url="$(export "${PREFIX}STARTED_FLAG=$flag"; start)"
   if [ -s "$flag" ]; then started=1; fi
   rm -f "$flag"
   # shellcheck disable=SC2317  # (called by the trap)

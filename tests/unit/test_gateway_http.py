@@ -58,11 +58,13 @@ def test_the_signal_that_stopped_the_server_is_not_raised_again() -> None:
     import signal
 
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
     from symfonic_stream.gateway.server import _Server
 
     called: list[int] = []
     before = signal.signal(signal.SIGTERM, lambda sig, frame: called.append(sig))
+    exiting = AppStatus.should_exit
     try:
         server = _Server(uvicorn.Config(app=lambda *args: None))
         handler = signal.getsignal(signal.SIGTERM)
@@ -72,3 +74,6 @@ def test_the_signal_that_stopped_the_server_is_not_raised_again() -> None:
         assert called == [] and signal.getsignal(signal.SIGTERM) is handler
     finally:
         signal.signal(signal.SIGTERM, before)
+        # sse-starlette wraps uvicorn's handle_exit to end every event stream of the
+        # process (AppStatus.should_exit); left set, later tests' streams end at once.
+        AppStatus.should_exit = exiting
