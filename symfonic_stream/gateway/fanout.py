@@ -172,21 +172,21 @@ class Pulse:
     def stop(self) -> None:
         """Shutdown: every stream ends after its current write."""
         self.stopping = True
-        for run in {stream.run for stream in self.streams}:
+        for run in {id(stream.run): stream.run for stream in self.streams}.values():
             run.wake()
 
     def tick(self, now: float) -> None:
         """Cut the streams whose write waited past the send timeout; wake those that sent
         nothing for a heartbeat (each run once)."""
-        due: set[Run] = set()
+        due: dict[int, Run] = {}  # (by identity: a run is no hashable value)
         for stream in list(self.streams):
             if stream.sending_since is not None:
                 if now - stream.sending_since > self.send_timeout_s:
                     stream.cut()
             elif now - stream.last_sent >= self.heartbeat_s and not stream.ping_due:
                 stream.ping_due = True
-                due.add(stream.run)
-        for run in due:
+                due[id(stream.run)] = stream.run
+        for run in due.values():
             run.wake()
 
     async def _beat(self) -> None:
