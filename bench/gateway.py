@@ -240,7 +240,7 @@ def delivery(got: dict[str, Any], run_index: dict[str, int], load: Load,
     lag = lag_figures(lags, load.load_started)
     slow = got["slow"] or {"messages": [], "error": "no slow viewer"}
     ids = [m[0] for m in slow["messages"]]
-    texts = "".join(orjson.loads(d)["event"]["text"] for _, e, d in slow["messages"]
+    texts = "".join(orjson.loads(d)["event"]["text"] for _, e, d, _ in slow["messages"]
                     if e == "text_delta")
     last = load.lengths[hot] - 1
     kept = [s for s in range(last + 1)

@@ -252,7 +252,7 @@ def viewers(port: str, spec: str, out: str, within: str) -> int:
 
 
 #: The slow viewer's pace, bytes a second (a fast one's is whatever the socket gives).
-SLOW_BPS = 20_000.0
+SLOW_BPS = 8_000.0
 
 
 async def _viewers(port: int, spec: dict[str, Any], within: float) -> dict[str, Any]:
