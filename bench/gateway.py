@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,6 +336,24 @@ async def fanout_figures(session: Session, n: int, tree: str | None, args: Any,
             "clients_loop_lateness_ms": got["loop_lateness_ms"], "clients_done": said}
 
 
+RATIOS: dict[str, Callable[[dict[str, Any]], float]] = {
+    "p99": lambda f: f["lag"].get("p99_ms", 0), "gateway_cores": lambda f: f["gateway_cores"],
+    "kib_per_client": lambda f: f["gateway_kib_per_client"]}
+
+
+def ratios(fans: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per rate, this tree's figure over the baseline tree's of the same round: each round's
+    and their median."""
+    found: dict[str, dict[str, Any]] = {}
+    for before, after in itertools.pairwise(fans):
+        if before["side"] == "before" and after["side"] == "after":
+            rate = found.setdefault(f"{after['offered_per_s']:g}", {k: [] for k in RATIOS})
+            for name, figure in RATIOS.items():
+                rate[name].append(round(figure(after) / max(figure(before), 1e-9), 3))
+    return {rate: {name: {"rounds": got, "median": statistics.median(got)}
+                   for name, got in figures.items()} for rate, figures in found.items()}
+
+
 def verdicts(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each goal: the figure it is judged by, and whether it was met."""
     found: dict[str, dict[str, Any]] = {}
@@ -395,6 +413,9 @@ def render(result: dict[str, Any]) -> str:
                 "  p99 per second: " + " ".join(f"{v:.0f}" for v in lag.get(
                     "p99_by_second_ms", []))]
         out.extend(f"    FAILURE {f}" for f in fan["failure_examples"])
+    out += [f"after / before at {rate} records/s: " + ", ".join(
+        f"{name} {r['median']:.2f} (rounds {r['rounds']})" for name, r in figures.items())
+        for rate, figures in result["after_x_before"].items()]
     return "\n".join(out + ["", "goals:"] + [
         f"  {goal}: {', '.join(f'{k} {v}' for k, v in verdict.items() if k != 'met')} -> "
         f"{'met' if verdict['met'] else 'NOT met'}"
@@ -413,11 +434,13 @@ async def run(args: Any, commit: str) -> dict[str, Any]:
                 session, args.earlier, args.repeats, args.requests)
         cases = [float(r) for r in args.rate.split(",") if r.strip()] if "fanout" in \
             args.parts else []
-        for n, (rate, tree) in enumerate(itertools.product(cases, [
+        for n, (rnd, rate, tree) in enumerate(itertools.product(range(args.rounds), cases, [
                 *([args.baseline_tree] if args.baseline_tree else []), None])):
-            say(f"fan-out ({tree or 'this tree'}): {args.clients:,} clients, {rate:,.0f} "
-                "records/s")
-            result["fanout"].append(await fanout_figures(session, n, tree, args, rate))
+            say(f"fan-out round {rnd + 1} ({tree or 'this tree'}): {args.clients:,} clients, "
+                f"{rate:,.0f} records/s")
+            result["fanout"].append({"round": rnd + 1, **await fanout_figures(
+                session, n, tree, args, rate)})
+    result["after_x_before"] = ratios(result["fanout"])
     result["verdicts"] = verdicts(result)
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return result
@@ -431,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         clients=1000, runs=100, client_processes=(4, "processes the clients are spread over"),
         rate=("200,500,1000", "records per second over all runs; several: one run each"),
         seconds=(20.0, "of load"), txn_ms=(25.0, "one transaction per"),
-        partitions=(4, "of the fan-out topics"), parts="first-event,fanout",
+        partitions=(4, "of the fan-out topics"), parts="first-event,fanout", rounds=1,
         baseline_tree=("", "a checkout of the code to compare (its gateway runs each case "
                        "first)"),
         quick=(False, "tiny run: " + ", ".join(f"--{k} {v}" for k, v in QUICK.items())),
