@@ -62,7 +62,13 @@ RUN_LEN, WIDTH, TARGET_TEXTS = 100, 200, 5
 #: The smallest ``SYMFONIC_GATEWAY_CACHE_BYTES`` allowed: the target's first records go.
 TINY_CACHE_BYTES = 1024
 #: The busier run the slow viewer reads: records a second, and its fast viewers.
-HOT_RATE, HOT_VIEWERS = 200.0, 2
+HOT_RATE, HOT_VIEWERS = 150.0, 2
+
+
+def text(seq: int) -> str:
+    """The text of a delta of seq ``seq``: a few tokens' worth."""
+    return f"<{seq}> a few tokens "
+
 _WORDS = ("the ", "model ", "streams ", "a ", "token ", "and ", "then ", "tool ", "result ",
           "reads ", "Kafka ", "partition ", "offset ", "quickly, ", "because ", "of ")
 
@@ -188,7 +194,7 @@ class Load:
         hot = run == len(self.run_ids) - 1
         kind = ("usage" if hot and seq % 10 == 5 else "ask_user" if hot and seq == last // 2
                 else "text_delta")
-        return envelope(run_id, seq, ts, kind, f"<{seq}>")
+        return envelope(run_id, seq, ts, kind, text(seq))
 
     async def commit(self, records: Iterable[tuple[int, int]]) -> None:
         began = time.perf_counter()
@@ -245,7 +251,7 @@ def delivery(got: dict[str, Any], run_index: dict[str, int], load: Load,
     last = load.lengths[hot] - 1
     kept = [s for s in range(last + 1)
             if orjson.loads(load.value(hot, s)).get("event", {}).get("type") != "text_delta"]
-    whole = "".join(f"<{s}>" for s in range(last) if s not in kept)
+    whole = "".join(text(s) for s in range(last) if s not in kept)
     return {"clients": len(got["viewers"]),
             "delivered_messages": sum(len(v["seqs"]) for v in got["viewers"]),
             "failures": len(failures), "failure_examples": failures[:10], "lag": lag,
