@@ -339,7 +339,7 @@ async def fanout_figures(session: Session, n: int, tree: str | None, args: Any,
                                "peak_vmhwm": gateway.peak_rss / 2**20},
             "gateway_kib_per_client": (rss_connected - rss_idle) / 1024 / (args.clients + 3),
             "clients_cores": got["cpu_s_during_load"] / wall,
-            "clients_loop_lateness_ms": got["loop_lateness_ms"], "clients_done": said}
+            "clients_loop_late_p99_ms": got["loop_late_p99_ms"], "clients_done": said}
 
 
 RATIOS: dict[str, Callable[[dict[str, Any]], float]] = {
@@ -410,7 +410,7 @@ def render(result: dict[str, Any]) -> str:
                 f"{fan['gateway_kib_per_client']:.1f} KiB per idle client, peak "
                 f"{fan['gateway_rss_mb']['peak_vmhwm']:.0f} MiB; clients "
                 f"{fan['clients_cores']:.2f} cores (loop late p99 "
-                f"{fan['clients_loop_lateness_ms']['p99']:.0f} ms); machine "
+                f"{fan['clients_loop_late_p99_ms']:.0f} ms); machine "
                 f"{fan['machine_busy_cores']:.2f} cores",
                 f"  slow viewer: {slow['messages']} messages of {slow['of']} records, whole "
                 f"text {slow['whole_text']}, terminals missing {slow['terminals_kept']}, "

@@ -222,19 +222,12 @@ class ViewersProcesses:
         return self.results()
 
     def results(self) -> dict[str, Any]:
-        merged: dict[str, Any] = {"viewers": [], "slow": None, "cpu_s_during_load": 0.0,
-                                  "connect_s": 0.0, "loop_lateness_ms": {}}
-        for n in range(len(self.procs)):
-            with contextlib.suppress(FileNotFoundError):
-                got = orjson.loads(Path(f"{self.out}.{n}").read_bytes())
-                merged["viewers"] += got["viewers"]
-                merged["slow"] = merged["slow"] or got["slow"]
-                merged["cpu_s_during_load"] += got["cpu_s_during_load"]
-                merged["connect_s"] = max(merged["connect_s"], got["connect_s"])
-                for name, ms in got["loop_lateness_ms"].items():  # (the latest process's)
-                    merged["loop_lateness_ms"][name] = max(ms, merged["loop_lateness_ms"].get(
-                        name, 0.0))
-        return merged
+        got = [orjson.loads(Path(f"{self.out}.{n}").read_bytes())
+               for n in range(len(self.procs)) if Path(f"{self.out}.{n}").exists()]
+        return {"viewers": [v for g in got for v in g["viewers"]],
+                "slow": next((g["slow"] for g in got if g["slow"]), None),
+                "cpu_s_during_load": sum(g["cpu_s_during_load"] for g in got),
+                "loop_late_p99_ms": max((g["loop_late_p99_ms"] for g in got), default=0.0)}
 
 
 def viewers(port: str, spec: str, out: str, within: str) -> int:
@@ -290,8 +283,7 @@ async def _viewers(port: int, spec: dict[str, Any], within: float) -> dict[str, 
     slow = [v for _, v, _ in opened if v.parser.keep]
     return {
         "connect_s": connected_s, "cpu_s_during_load": time.process_time() - cpu_at_load,
-        "loop_lateness_ms": {name: rank(lateness, share) * 1000
-                             for name, share in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))},
+        "loop_late_p99_ms": rank(lateness, 0.99) * 1000,
         "viewers": [{"run": run_id, "seqs": v.seqs, "times": v.times, "error": v.error}
                     for run_id, v, _ in opened if not v.parser.keep],
         "slow": {"messages": [(i, e, d.decode(), at) for (i, e, d), at in zip(
