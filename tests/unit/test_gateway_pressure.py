@@ -15,7 +15,7 @@ import pytest
 from symfonic_stream.config import Settings
 from symfonic_stream.gateway import fanout
 from symfonic_stream.gateway.app import GatewayState, create_app
-from symfonic_stream.gateway.fanout import ENCODED, Pulse
+from symfonic_stream.gateway.fanout import ENCODED, Pulse, Translation
 from symfonic_stream.gateway.pressure import (
     CAPACITY,
     NEVER_SHED,
@@ -290,3 +290,17 @@ def test_one_pulse_cuts_a_stuck_write_and_wakes_an_idle_stream_s_run() -> None:
     assert stuck.was_cut and not idle.was_cut and not fresh.was_cut
     assert idle.ping_due and not fresh.ping_due and woken.is_set()
     assert fanout.PING.startswith(b":")  # an SSE comment: no event, no id
+
+
+def test_a_viewer_whose_place_in_the_shared_translation_is_gone_has_lost_it() -> None:
+    """A viewer on the shared translation that meets a record it passed and memory no
+    longer holds (a read-back's copy, untranslated) cannot go on: its stream ends."""
+    run = _held_run(envelopes(FULL_RUN))
+    ahead, behind = Translation(RUN, Format.AG_UI, run), Translation(RUN, Format.AG_UI, run)
+    for held in run.held:
+        assert ahead.of(held) is not None  # the run's shared translation, to the end
+    assert behind.of(run.held[0]) is not None  # on the shared one, from its cached first
+    again = run.held[1]
+    assert behind.of(Held(again.seq, again.name, again.data, again.closes)) is None
+    own = Translation(RUN, Format.AG_UI, None)  # (a viewer of its own never loses it)
+    assert all(own.of(Held(h.seq, h.name, h.data, h.closes)) is not None for h in run.held)
