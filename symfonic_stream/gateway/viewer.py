@@ -12,14 +12,14 @@ import contextlib
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import orjson
 
 from symfonic_stream.gateway import aisdk
 from symfonic_stream.gateway.agui import sse as agui_sse
 from symfonic_stream.gateway.fanout import Encoded, Translation, frame
-from symfonic_stream.gateway.pressure import CAPACITY, POLICIES, Unit, squeeze
+from symfonic_stream.gateway.pressure import CAPACITY, POLICIES, Policy, Unit, squeeze
 from symfonic_stream.gateway.runs import Held, Run
 from symfonic_stream.gateway.sse import control, message
 from symfonic_stream.gateway.tail import TopicTail, read_back
@@ -211,7 +211,7 @@ def _envelope_encoder(batch: list[Item]) -> Callable[[Unit], bytes]:
     return encode
 
 
-def _squeezed(viewing: Viewing, units: list[Unit], policy: Any,
+def _squeezed(viewing: Viewing, units: list[Unit], policy: Policy,
               encode: Callable[[Unit], bytes]) -> bytes:
     """``units`` as a viewer under pressure gets them (:func:`.pressure.squeeze`), counted."""
     squeezed = squeeze(units, policy)
@@ -313,7 +313,7 @@ async def aisdk_messages(items: AsyncGenerator[list[Item], None], run: Run, afte
                 return
 
 
-def _units(viewing: Viewing, units: list[Unit], policy: Any,
+def _units(viewing: Viewing, units: list[Unit], policy: Policy,
            encode: Callable[[Unit], bytes]) -> bytes:
     """One write of ``units``: their frames, or under pressure what the policy makes of
     them."""
