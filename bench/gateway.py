@@ -63,6 +63,22 @@ _WORDS = ("the ", "model ", "streams ", "a ", "token ", "and ", "then ", "tool "
           "reads ", "Kafka ", "partition ", "offset ", "quickly, ", "because ", "of ")
 
 
+#: What the gateway process runs: the code of a tree (the baseline checkout's, or this one's),
+#: saying in its log each collection of its oldest generation over 20 ms (a stall that every
+#: viewer's lag shows).
+GATEWAY = """import gc, runpy, sys, time
+sys.path.insert(0, sys.argv.pop(1))
+began = [0.0]
+def pause(phase, info):
+    if phase == "start":
+        began[0] = time.perf_counter()
+    elif info["generation"] == 2 and time.perf_counter() - began[0] > 0.02:
+        print(f"gc2 {(time.perf_counter() - began[0]) * 1000:.0f}", file=sys.stderr, flush=True)
+gc.callbacks.append(pause)
+runpy.run_module("symfonic_stream", run_name="__main__")
+"""
+
+
 def earlier_records(count: int, seed: int = 19) -> Iterator[tuple[bytes, bytes]]:
     """``count`` envelopes of other runs, interleaved as a projector writes them."""
     rng = random.Random(seed)
@@ -266,9 +282,7 @@ async def fanout_figures(session: Session, n: int, tree: str | None, args: Any,
     # As deployed, room made for the clients (its file limit: this process's, raised).
     gateway.env.update(SYMFONIC_GATEWAY_MAX_CLIENTS=str(args.clients + 100),
                        SYMFONIC_GATEWAY_MAX_CONNECTIONS=str(args.clients + 200))
-    if tree:  # the baseline checkout's code
-        gateway.command[1:3] = ["-c", f"import runpy, sys; sys.path.insert(0, {tree!r}); "
-                                "runpy.run_module('symfonic_stream', run_name='__main__')"]
+    gateway.command[1:3] = ["-c", GATEWAY, tree or "."]
     gateway.start()
     load = Load(settings, run_ids, per_run, int(HOT_RATE * seconds))
     seen: dict[tuple[int, int], float] = {}
@@ -298,9 +312,10 @@ async def fanout_figures(session: Session, n: int, tree: str | None, args: Any,
         say(f"  load: {rate:,.0f} records/s over {runs} runs for {seconds:g} s "
             f"({per_run} records per run), {args.clients // runs} viewers per run")
         achieved = await load.paced(rate, args.txn_ms)
-        said = await clients.lines()
+        await asyncio.sleep(1.0)  # (the last records' sends: the load's, not the slow one's)
         wall = time.perf_counter() - wall0
         cpu, busy = gateway.cpu_seconds() - cpu0, machine_busy_seconds() - busy0
+        said = await clients.lines()
         got = await clients.close(kill=False)
         await reader.wait_caught_up()
     finally:
@@ -315,7 +330,10 @@ async def fanout_figures(session: Session, n: int, tree: str | None, args: Any,
             "offered_per_s": rate, "achieved_per_s": achieved,
             "transactions": len(load.transaction_s), **delivered,
             "expected_messages": args.clients * per_run + HOT_VIEWERS * load.lengths[-1],
-            "load_s": wall, "messages_per_s": delivered["delivered_messages"] / wall,
+            "load_s": wall, "gc2_ms": [int(line[4:]) for line in gateway.log_path.read_text(
+                errors="replace").splitlines() if line.startswith("gc2 ")],
+            "messages_per_s": (delivered["delivered_messages"] - args.clients - HOT_VIEWERS)
+            / wall,
             "gateway_cores": cpu / wall, "machine_busy_cores": busy / wall,
             "gateway_rss_mb": {"ready": rss_idle / 2**20, "connected": rss_connected / 2**20,
                                "peak_vmhwm": gateway.peak_rss / 2**20},
@@ -393,7 +411,8 @@ def render(result: dict[str, Any]) -> str:
                 f"{fan['gateway_rss_mb']['peak_vmhwm']:.0f} MiB; clients "
                 f"{fan['clients_cores']:.2f} cores (loop late p99 "
                 f"{fan['clients_loop_late_p99_ms']:.0f} ms); machine "
-                f"{fan['machine_busy_cores']:.2f} cores",
+                f"{fan['machine_busy_cores']:.2f} cores; its oldest generation's collections "
+                f"over 20 ms: {fan['gc2_ms']} ms",
                 f"  slow viewer: {slow['messages']} messages of {slow['of']} records, whole "
                 f"text {slow['whole_text']}, terminals missing {slow['terminals_kept']}, "
                 f"usage shed {slow['usage_shed']}, end {slow['end_lag_ms'] or 0:.0f} ms after "
