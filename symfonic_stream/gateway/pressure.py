@@ -4,8 +4,9 @@ unsaid (pure: no I/O). docs/gateway.md ("A viewer that falls behind") has the po
 The agent runtime buffers a run's events under a policy its plan declares (the seeds'
 ``EventAdapter``: a per-run ``capacity``, the ``coalescible`` and ``sheddable`` event types,
 terminals always kept); the gateway applies the same one to each viewer. A viewer is **under
-pressure** when more than :data:`CAPACITY` live records of its run wait for it (its writes
-are slower than the run). Then, in what waits for it:
+pressure** when more than :data:`CAPACITY` live records of its run came while it took its
+last write (its client is slower than the run; a burst of the run to a viewer that had
+caught up is no pressure). Then, in what waits for it:
 
 * consecutive **coalescible** deltas of one part (text, thinking, a tool call's arguments)
   become one message: the text of each, in order, under the last one's envelope, whose seq

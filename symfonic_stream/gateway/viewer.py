@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import asdict, dataclass, field
 from typing import cast
 
@@ -81,6 +81,10 @@ async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
     # Once the stream has waited for its run, what memory gives it is live: its lag is the
     # gateway's delivery (the history before, and any read from Kafka, is not).
     live = idle = False  # (idle: woken, and nothing new came)
+    # The run's next seq when the last batch went to the client (None: since then the stream
+    # waited for its run): what came while the client took that write tells a slow client
+    # from a run's burst.
+    at_write: int | None = None
     while True:
         if next_seq < run.held_from:
             viewing.pressed = False
@@ -96,14 +100,15 @@ async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
                 return
             continue
         held = run.held_after(next_seq - 1)
-        viewing.pressed = live and len(held) > viewing.capacity
+        viewing.pressed = (live and at_write is not None
+                           and run.next_seq - at_write > viewing.capacity)
         if viewing.pressed:  # the whole backlog in one write, coalesced (:mod:`.pressure`)
             closing = next((n for n, h in enumerate(held) if h.closes), len(held) - 1)
             held = held[:closing + 1]
         for batch in [cast(list[Item], held)] if viewing.pressed else _pieces(held):
             if live and viewing.delivered is not None:
                 viewing.delivered(cast(list[Held], batch))
-            idle = False
+            idle, at_write = False, run.next_seq
             yield batch
             last = batch[-1]
             assert isinstance(last, Held)
@@ -120,6 +125,7 @@ async def records(tail: TopicTail, run: Run, after: int, viewing: Viewing,
             yield []
         await run.changed.wait()
         live = idle = True
+        at_write = None
 
 
 def _pieces(held: list[Held]) -> list[list[Item]]:
@@ -180,7 +186,8 @@ class _ReadBack:
 
 
 async def envelope_messages(items: AsyncGenerator[list[Item], None], run: Run,
-                            viewing: Viewing, stream: str = "events") -> AsyncIterator[bytes]:
+                            viewing: Viewing, stream: str = "events"
+                            ) -> AsyncGenerator[bytes, None]:
     """The default format: one SSE message per envelope, exactly as on the topic (each
     encoded once for every viewer); coalesced under pressure."""
     policy = POLICIES[(stream, Format.ENVELOPE)]

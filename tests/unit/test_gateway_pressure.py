@@ -178,11 +178,10 @@ async def test_a_viewer_under_pressure_gets_coalesced_text_every_terminal_and_a_
     served = asyncio.ensure_future(app(scope, receive, send))
     await asyncio.wait_for(send.sent.wait(), 10)  # the history: seq 0
     send.sent.clear()
-    _file(store, _env(1, "text_delta", text="live "))  # live now: the stream caught up
-    await asyncio.wait_for(send.sent.wait(), 10)
     send.go.clear()  # the client stops reading
-    send.sent.clear()
-    count = CAPACITY + 40
+    _file(store, _env(1, "text_delta", text="live "))  # live now: the stream caught up
+    await asyncio.wait_for(send.sent.wait(), 10)  # (the write of seq 1 waits)
+    count = CAPACITY + 40  # what comes while it waits
     for seq in range(2, 2 + count):
         _file(store, _env(seq, "usage", input_tokens=seq) if seq % 10 == 0
               else _env(seq, "text_delta", text=f"{seq} "))
@@ -204,6 +203,29 @@ async def test_a_viewer_under_pressure_gets_coalesced_text_every_terminal_and_a_
         "symfonic_stream_gateway_coalesced_total", {"stream": "events"}) == count - shed - 1
     assert state.metrics.registry.get_sample_value(
         "symfonic_stream_gateway_streams_total", {"stream": "events", "ending": "run_ended"}) == 1
+
+
+async def test_a_burst_of_the_run_to_a_viewer_that_keeps_up_is_no_pressure() -> None:
+    """A run that writes many records at once (a restarted projector catching up) is sent
+    whole to a viewer that takes its writes: only what comes while a write waits counts."""
+    store = RunStore(cache_bytes=10**8, max_runs=10)
+    _file(store, _env(0, "text_delta", text="a"))
+    run = store.get(RUN)
+    assert run is not None
+    viewing = Viewing()
+    stream = envelope_messages(records(_Tail(store), run, -1, viewing),  # type: ignore[arg-type]
+                               run, viewing)
+    async with contextlib.aclosing(stream):
+        got = [await anext(stream)]
+        following = asyncio.ensure_future(anext(stream))
+        await asyncio.sleep(0)  # (it waits for the run)
+        for seq in range(1, 2 * CAPACITY):
+            _file(store, _env(seq, "text_delta", text="b"))
+        _file(store, _env(2 * CAPACITY, "end"))
+        got.append(await following)
+        got += [part async for part in stream]
+    ids = [int(line[4:]) for line in b"".join(got).split(b"\n") if line.startswith(b"id: ")]
+    assert ids == list(range(2 * CAPACITY + 1)) and viewing.merged == 0
 
 
 class _Tail:
@@ -238,7 +260,7 @@ async def test_each_record_is_encoded_once_per_format_for_every_viewer(wire: For
         items = records(_Tail(RunStore(cache_bytes=1, max_runs=1)), run,  # type: ignore[arg-type]
                         -1, viewing)
         if wire is Format.ENVELOPE:
-            return envelope_messages(items, run, viewing)  # type: ignore[return-value]
+            return envelope_messages(items, run, viewing)
         if wire is Format.AG_UI:
             return agui_messages(items, run.run_id, -1, viewing, run=run if shared else None)
         return aisdk_messages(items, run, -1, viewing, message_id=run.run_id)
