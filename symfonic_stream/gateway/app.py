@@ -22,6 +22,8 @@ it from ``?access_token=``. Every response says ``Cache-Control: no-store`` and
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -29,7 +31,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -50,6 +51,7 @@ from symfonic_stream.gateway.auth import (
     bearer,
 )
 from symfonic_stream.gateway.edge import BodyRefused, NoStore, read_body
+from symfonic_stream.gateway.fanout import PING, Pulse
 from symfonic_stream.gateway.page import page
 from symfonic_stream.gateway.rates import PerMinute, rate_limited
 from symfonic_stream.gateway.resume import MAX_INPUT_BYTES, parse_input, resumed
@@ -93,27 +95,39 @@ class GatewayState:
     slots: Slots = field(init=False)
     #: Review requests per responder (:mod:`.rates`).
     rates: PerMinute = field(init=False)
+    #: The one heartbeat of every run stream (:class:`.fanout.Pulse`).
+    pulse: Pulse = field(init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
         self.slots = Slots(settings.gateway_max_clients,
                            None if self.tokens is None else settings.gateway_max_clients_per_tenant)
         self.rates = PerMinute(settings.gateway_review_requests_per_minute)
+        self.pulse = Pulse(settings.gateway_heartbeat_s, settings.gateway_send_timeout_s)
 
 
-class _RunStream(EventSourceResponse):
-    """An SSE response that pins its run while it streams and counts how it ended."""
+#: A run stream's response head (``Cache-Control`` and ``Referrer-Policy``: NoStore's).
+_HEAD = [(b"content-type", b"text/event-stream; charset=utf-8"),
+         (b"connection", b"keep-alive"), (b"x-accel-buffering", b"no")]
+
+
+class _RunStream(Response):
+    """A run's SSE response: pins its run while it streams, and counts how it ended.
+
+    Each write is one ASGI send of what is ready (no task per write, no timer per stream):
+    the process's one :class:`.fanout.Pulse` wakes it for a heartbeat and cuts it when a
+    write waits past ``SYMFONIC_GATEWAY_SEND_TIMEOUT_S``; one task per stream waits for the
+    client's disconnect."""
 
     def __init__(self, state: GatewayState, stream: str, run: Run, after: int,
                  wire: Wire, tenant: str | None,
                  answer: Callable[[Viewing], AsyncIterator[bytes]] | None = None) -> None:
-        self._state, self._stream, self._run = state, stream, run
+        self._state, self._stream, self.run = state, stream, run
         self._wire, self._after = wire, after
         self._tenant = tenant  # whose slot it holds, given back when the stream ends
         self.viewing = viewing = Viewing(delivered=_delivery(state.metrics, stream))
         # A client resuming: a stream from after a seq (an answer's stream never is).
         self._resumed = answer is None and after >= 0
-        settings = state.settings
         tail = state.tails[stream]
 
         def read_back(offset: int) -> None:
@@ -123,55 +137,110 @@ class _RunStream(EventSourceResponse):
         if answer is not None:  # a resume or chat request: verdicts, then the continuation
             content = answer(viewing)
         elif wire is Format.AG_UI:  # translated from the run's start, sent after ``after``
-            items = records(tail, run, -1, viewing, read_back)
-            content = agui_messages(items, run.run_id, after, viewing)
+            content = agui_messages(records(tail, run, -1, viewing, read_back), run.run_id,
+                                    after, viewing, run=run)
         elif wire is Format.AI_SDK:  # the same, as the run's UI message
             content = aisdk_messages(records(tail, run, -1, viewing, read_back), run, after,
                                      viewing, message_id=run.run_id)
         else:
             content = envelope_messages(records(tail, run, after, viewing, read_back),
-                                        run.run_id, viewing)
-        headers = {"X-Accel-Buffering": "no"}  # (Cache-Control: NoStore's)
-        if wire is Format.AI_SDK:
-            headers[aisdk.HEADER[0]] = aisdk.HEADER[1]
-        super().__init__(
-            content,
-            ping=settings.gateway_heartbeat_s,
-            send_timeout=settings.gateway_send_timeout_s,
-            headers=headers,
-        )
+                                        run, viewing, stream)
+        self._content = content
+        self.status_code, self.background = 200, None
+        self.raw_headers = [*_HEAD, *([(aisdk.HEADER[0].encode(), aisdk.HEADER[1].encode())]
+                                     if wire is Format.AI_SDK else [])]
+        # What the pulse reads (:class:`.fanout.Beat`).
+        self.last_sent = time.monotonic()
+        self.sending_since: float | None = None
+        self.ping_due = False
+        self._gone = self._too_slow = False
+        self._task: asyncio.Task[object] | None = None
+
+    def cut(self) -> None:
+        if self._task is not None and not self._too_slow:
+            self._too_slow = True
+            self._task.cancel()
+
+    def _left(self, listening: asyncio.Task[object]) -> None:
+        self._gone = True
+        self.run.wake()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        metrics, stream = self._state.metrics, self._stream
-        self._run.viewers += 1
+        state, stream = self._state, self._stream
+        metrics, pulse = state.metrics, state.pulse
+        self.run.viewers += 1
         metrics.viewers.labels(stream).inc()
         if self._resumed:
             metrics.resumes.labels(stream).inc()
         ending = "disconnected"
         start_ns = time.time_ns()
+        self._task = asyncio.current_task()
+        listening = asyncio.ensure_future(_disconnect(receive))
+        listening.add_done_callback(self._left)
+        pulse.join(self)
         try:
-            await super().__call__(scope, receive, send)
-            if self.viewing.run_ended:
+            if await self._write(send):
                 ending = "run_ended"
-        except SendTimeoutError:
-            ending = "too_slow"
-            log.info("viewer dropped: a send took longer than SYMFONIC_GATEWAY_SEND_TIMEOUT_S",
-                     extra={"stream": stream})
+        except asyncio.CancelledError:
+            if not self._too_slow or self._task is None:
+                raise
+            self._task.uncancel()
         finally:
-            self._state.slots.give(self._tenant)
-            self._run.viewers -= 1
+            pulse.leave(self)
+            listening.remove_done_callback(self._left)
+            listening.cancel()
+            with contextlib.suppress(BaseException):
+                await self._content.aclose()  # type: ignore[attr-defined]
+            viewing = self.viewing
+            if self._too_slow or viewing.lost:
+                ending = "too_slow"
+                log.info("viewer dropped: a send took longer than SYMFONIC_GATEWAY_SEND_"
+                         "TIMEOUT_S" if self._too_slow else "viewer dropped: its place in "
+                         "the run's translation is no longer held", extra={"stream": stream})
+            state.slots.give(self._tenant)
+            self.run.viewers -= 1
             metrics.viewers.labels(stream).dec()
             metrics.streams.labels(stream, ending).inc()
-            metrics.messages.labels(stream).inc(self.viewing.sent)
-            if self.viewing.first_sent is not None:
-                metrics.first_event.labels(stream).observe(
-                    self.viewing.first_sent - self.viewing.started)
+            metrics.messages.labels(stream).inc(viewing.sent)
+            if viewing.shed:
+                metrics.shed.labels(stream).inc(viewing.shed)
+            if viewing.merged:
+                metrics.coalesced.labels(stream).inc(viewing.merged)
+            if viewing.first_sent is not None:
+                metrics.first_event.labels(stream).observe(viewing.first_sent - viewing.started)
             if tracing.TRACER is not None:
-                tracing.stream_span(self._run.trace, {
-                    "symfonic.run_id": self._run.run_id, "symfonic.stream": stream,
+                tracing.stream_span(self.run.trace, {
+                    "symfonic.run_id": self.run.run_id, "symfonic.stream": stream,
                     "symfonic.format": self._wire.value, "symfonic.from_seq": self._after + 1,
-                    "symfonic.messages_sent": self.viewing.sent, "symfonic.ending": ending},
+                    "symfonic.messages_sent": viewing.sent, "symfonic.ending": ending},
                     start_ns)
+
+    async def _write(self, send: Send) -> bool:
+        """The stream, written until it ends (True: after the run's end, or a response's
+        end) or the client goes, or the gateway stops."""
+        pulse = self._state.pulse
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": self.raw_headers})
+        complete = True
+        async for chunk in self._content:
+            if self._gone or pulse.stopping:
+                complete = False
+                break
+            if not chunk:
+                if not self.ping_due:
+                    continue
+                chunk = PING
+            self.sending_since = time.monotonic()
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            self.last_sent, self.sending_since, self.ping_due = time.monotonic(), None, False
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return complete and self.viewing.run_ended
+
+
+async def _disconnect(receive: Receive) -> None:
+    """Until the client goes (or the response is complete)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _delivery(metrics: GatewayMetrics, stream: str) -> Callable[[list[Held]], None]:

@@ -23,6 +23,8 @@ its cap, within the same timeout, and only after the token was checked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -60,6 +62,13 @@ def _answer(status: int, text: str) -> bytes:
                      body])
 
 
+#: The kernel's send buffer of each connection (Linux doubles what is asked): what a viewer
+#: may have in flight before the gateway's writes to it wait. Left to itself the kernel grows
+#: it to megabytes, so a slow viewer would be seen (and coalesced: docs/gateway.md, "A viewer
+#: that falls behind") only after that much, and ten thousand of them could hold gigabytes.
+SEND_BUFFER_BYTES = 64 * 1024
+
+
 class _Guarded(HttpToolsProtocol):
     """uvicorn's httptools protocol, with :class:`Limits` (one subclass per server:
     :func:`guarded`)."""
@@ -82,6 +91,10 @@ class _Guarded(HttpToolsProtocol):
             transport.close()
             return
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:

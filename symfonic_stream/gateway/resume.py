@@ -150,7 +150,7 @@ async def resumed(tail: TopicTail, run: Run, given: RunAgentInput, answerer: Gra
                 for i, v in verdicts.items()]
     yield b"".join(b"data: %s\n\n" % orjson.dumps(e) for e in started)
     continuation = agui_messages(records(tail, run, -1, viewing), run.run_id, pause.seq,
-                                 viewing, started=True)
+                                 viewing, started=True, run=run)
     async with contextlib.aclosing(continuation):
         async for part in continuation:
             yield part

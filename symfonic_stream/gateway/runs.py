@@ -37,7 +37,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from symfonic_stream.gateway.sse import Envelope
 from symfonic_stream.models.trace import Headers
@@ -61,6 +61,11 @@ class Held:
     #: The record's Kafka timestamp (Unix s; 0: unknown, as for a read-back's records):
     #: where its delivery lag is measured from (:mod:`.viewer`).
     ts: float = 0.0
+    #: Its SSE message, encoded once for every viewer (:func:`.fanout.frame`), and its
+    #: translations (AG-UI, the AI SDK's), each made once for every viewer of the run
+    #: (:class:`.fanout.Translation`); None until a viewer first needs them.
+    frame: bytes | None = None
+    translated: dict[Any, Any] | None = None
 
 
 def _seq_of(held: Held) -> int:
@@ -92,6 +97,9 @@ class Run:
     #: when tracing is on): the run's context, its streams' spans' parent.
     trace: Headers = ()
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Per translated format, the run's one translation its viewers share
+    #: (:class:`.fanout.Shared`); None until a viewer first translates.
+    translations: dict[Any, Any] | None = None
 
     def serves(self, tenant: str | None, from_event: bool) -> bool:
         """Whether a record carrying ``tenant`` is this run's: its pinned tenant's, or one

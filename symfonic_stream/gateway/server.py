@@ -118,6 +118,7 @@ class Gateway:
     def stop(self) -> None:
         if self._server is not None:
             self._server.should_exit = True
+        self.state.pulse.stop()
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -179,7 +180,10 @@ def http_server(state: GatewayState) -> uvicorn.Server:
     config = uvicorn.Config(create_app(state), log_config=None, access_log=False,
                             lifespan="off", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
                             http=guarded(limits, lambda why: refused.labels(why).inc()))
-    return _Server(config)
+    server = _Server(config)
+    # (a SIGTERM sets should_exit: the streams end at the pulse's next tick)
+    state.pulse.exiting = lambda: bool(server.should_exit)
+    return server
 
 
 def _counter(metrics: GatewayMetrics, stream: str) -> Callable[[str], None]:

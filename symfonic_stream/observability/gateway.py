@@ -54,6 +54,11 @@ class GatewayMetrics:
             self.edge_refused.labels(reason)
         self.messages = Counter(f"{PREFIX}gateway_messages", "SSE messages sent.", ["stream"],
                                 registry=reg)
+        self.shed = Counter(f"{PREFIX}gateway_shed", "Sheddable events dropped for viewers "
+                            "under pressure (docs/gateway.md).", ["stream"], registry=reg)
+        self.coalesced = Counter(f"{PREFIX}gateway_coalesced", "Messages merged into the one "
+                                 "after them for viewers under pressure.", ["stream"],
+                                 registry=reg)
         self.read_backs = Counter(f"{PREFIX}gateway_read_backs",
                                   "Reads of a run's records no longer held in memory.",
                                   ["stream"], registry=reg)
@@ -79,6 +84,8 @@ class GatewayMetrics:
             self.delivery_lag.labels(stream)
             self.resumes.labels(stream)
             self.messages.labels(stream)
+            self.shed.labels(stream)
+            self.coalesced.labels(stream)
             self.read_backs.labels(stream)
             self.runs.labels(stream)
             self.held_bytes.labels(stream)

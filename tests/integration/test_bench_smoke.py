@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.gateway import HOT_VIEWERS
 from bench.projectors import COLUMNS, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,30 +112,27 @@ def test_gateway_benchmark_serves_every_client_every_seq_once(
     assert result["quick"] is True
     first = result["first_event"]
     assert first["partition_records"] == first["earlier_records"] + 6  # + the target run
-    assert first["store"]["target_held_from"] == 0
-    assert first["store"]["tiny_cache_target_held_from"] > 0  # so it was read back
     for key in ("startup_s", "held_ms", "read_back_ms", "reader_ms"):
         figure = first[key]
         assert len(figure["all"]) > 0 and 0 < figure["median"] <= figure["max"], key
-    for key in ("held_ms", "read_back_ms", "reader_ms"):  # the run's close follows its first
-        assert first[key]["whole_median"] >= first[key]["median"] > 0, key
     assert first["held_x_reader"] > 0 and first["read_back_x_reader"] > 0
     [fan] = result["fanout"]
-    assert fan["failures"] == 0, fan["failure_examples"]
-    assert fan["clients"] == fan["runs"] * fan["viewers_per_run"] > 0
-    assert fan["delivered_messages"] == fan["expected_messages"] == (
-        fan["clients"] * fan["records_per_run"])
-    # every message after each run's seq 0 was timed, by the gateway's clients and the floor
-    assert fan["lag"]["samples"] == fan["clients"] * (fan["records_per_run"] - 1)
+    assert fan["side"] == "after" and fan["failures"] == 0, fan["failure_examples"]
+    # (the busier run's fast viewers are clients too; its slow one is checked apart)
+    assert fan["clients"] == fan["runs"] * fan["viewers_per_run"] + HOT_VIEWERS
+    assert fan["delivered_messages"] == fan["expected_messages"]
+    # every regular run's message after its seq 0 was timed, by the clients and the floor
+    regular = fan["runs"] * fan["viewers_per_run"]
+    assert fan["lag"]["samples"] == regular * (fan["records_per_run"] - 1)
     assert fan["baseline_reader_lag"]["samples"] == fan["runs"] * (fan["records_per_run"] - 1)
     assert fan["lag"]["p50_ms"] <= fan["lag"]["p99_ms"] <= fan["lag"]["max_ms"]
-    assert fan["gateway_cpu_s"] > 0 and fan["gateway_rss_mb"]["peak_vmhwm"] > 0
-    assert set(result["verdicts"]) == {
-        "first_event_held < 100 ms", "first_event_read_back < 100 ms",
-        f"p99 lag of {fan['clients']:,} clients at {fan['offered_per_s']:,.0f} records/s "
-        "< 250 ms"}
-    for title in ("first event, held in memory", "baseline: RunReader from offset 0",
-                  "gateway -> SSE client", "baseline: read_committed consumer", "goals:"):
+    assert fan["gateway_cores"] > 0 and fan["gateway_rss_mb"]["peak_vmhwm"] > 0
+    slow = fan["slow"]
+    assert slow["whole_text"] and slow["ids_grow"] and slow["terminals_kept"] == [], slow
+    assert [goal.split(":")[0] for goal in result["verdicts"]] == [
+        "first_event_held < 100 ms", "first_event_read_back < 100 ms", "after"]
+    for title in ("held in memory", "RunReader from offset 0", "gateway -> client",
+                  "consumer", "slow viewer", "goals:"):
         assert title in table, title
 
 
