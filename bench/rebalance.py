@@ -5,12 +5,17 @@ with the state users have").
 ``--runs`` open runs over ``--partitions``, projected by ``--instances`` ``run typed``
 processes until caught up; a probe run per partition publishes every 50 ms, each probe
 output timed as it becomes readable; then ``join``, ``leave`` (SIGTERM) and
-``kill-restart`` (SIGKILL, a successor on the same state folder): for each the stall (the
-longest wait between two probe outputs of a partition it caused), the changelog records
-read at set-up and the probes' outputs per second before and after. Every run then gets
+``kill-restart`` (SIGKILL, a successor under the same name on the same state folder: what
+the kubelet does to a crashed container, in the same pod, with its ``emptyDir`` and its pod
+name as the instance id): for each the stall (the longest wait between two probe outputs
+of a partition it caused), the changelog records read at set-up and the probes' outputs
+per second before and after. Every run then gets
 its closing event and the typed topic is compared run by run, byte for byte, with the
 reference oracle's projection (``tests/reference/oracle.py``) of everything published.
-``--partitions-only N``: one instance on N partitions instead (:func:`many_partitions`).
+``--chart-values FILE``: the instances configured as the Helm chart configures its pods
+with those values over its defaults (``helm/symfonic-stream/values.yaml`` itself: the
+chart's default deployment; :func:`chart_options`). ``--partitions-only N``: one instance
+on N partitions instead (:func:`many_partitions`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from aiokafka import AIOKafkaProducer
 
 from bench.harness import markdown, options, say, write_json
@@ -54,6 +60,7 @@ RATE_WINDOW_S = 5.0
 RESTORED = "symfonic_stream_state_records_restored_total"
 TRICKLE_RATE = 200.0
 TRICKLE_S = 20.0
+CHART_VALUES = Path(__file__).resolve().parents[1] / "helm" / "symfonic-stream" / "values.yaml"
 
 
 def event(run_id: str, index: int, kind: str, ts: float) -> bytes:
@@ -78,6 +85,22 @@ def one_run_per_partition(partitions: int, prefix: str) -> dict[int, str]:
         runs.setdefault(partition_for_key(f"{prefix}{n}", partitions), f"{prefix}{n}")
         n += 1
     return runs
+
+
+def chart_options(values: Path) -> dict[str, Any]:
+    """This benchmark's options for the pods the chart makes with ``values`` over its
+    defaults (their ``engine`` blocks, as templates/_helpers.tpl maps them): a state folder
+    per instance that a restart keeps (``emptyDir`` or a claim), the instance's name as its
+    group instance id (the pod's name), leaving on SIGTERM, and the cache and keep settings
+    as the ConfigMap sets them."""
+    engine = {**yaml.safe_load(CHART_VALUES.read_text())["engine"],
+              **(yaml.safe_load(values.read_text()) or {}).get("engine", {})}
+    on_disk = engine["stateStore"] != "memory"
+    return {"state_dir": on_disk,
+            "cache_keys": int(engine["stateCacheKeys"]) if on_disk else None,
+            "static": bool(engine["staticMembership"]),
+            "leave_on_stop": bool(engine["staticMembership"] and engine["leaveGroupOnStop"]),
+            "state_keep_s": float(engine["stateKeepS"])}
 
 
 class Probes:
@@ -212,6 +235,8 @@ class Outcome:
     leave_on_stop: bool = False
     #: Per live instance, with every run still open: (RSS, peak RSS) in MiB.
     rss_mib: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: The chart's values the instances were configured from (``--chart-values``).
+    chart_values: str = ""
 
 
 class Deployment:
@@ -234,6 +259,8 @@ class Deployment:
             instance.env["SYMFONIC_GROUP_INSTANCE_ID"] = tag
             if self._args.leave_on_stop:
                 instance.env["SYMFONIC_LEAVE_GROUP_ON_STOP"] = "true"
+        if self._args.state_keep_s is not None:
+            instance.env["SYMFONIC_STATE_KEEP_S"] = str(self._args.state_keep_s)
         self.live[tag] = instance.start()
         return instance
 
@@ -262,7 +289,8 @@ class Deployment:
         self.live.pop(tag).stop()
 
     def replace(self, tag: str) -> Process:
-        """SIGKILL an instance and start another in its place (its folder too)."""
+        """SIGKILL an instance and start another in its place, under its name, on its folder
+        (a container the kubelet restarts in the same pod)."""
         self.live.pop(tag).kill()
         return self.start(tag)
 
@@ -301,7 +329,8 @@ async def scale(session: Session, args: argparse.Namespace) -> Outcome:
     """The whole run: load, events, close, check (the module's docstring)."""
     settings = await session.topics("scale", args.partitions)
     outcome = Outcome(args.runs, args.partitions, args.instances, args.state_dir, args.static,
-                      cache_keys=args.cache_keys, leave_on_stop=args.leave_on_stop)
+                      cache_keys=args.cache_keys, leave_on_stop=args.leave_on_stop,
+                      chart_values=str(args.chart_values or ""))
     started = time.monotonic()
     deployment = Deployment(settings, session.log_dir, args)
     probes = Probes(settings)
@@ -419,7 +448,9 @@ def report(outcome: Outcome) -> str:
                           f"{e.outputs_before:.0f} → {e.outputs_after:.0f}"]
                          for e in outcome.events)])]
     lines.append(f"\n{outcome.runs:,} runs on {outcome.partitions} partitions, "
-                 f"{outcome.instances} instances (+1 joining), persistent store "
+                 f"{outcome.instances} instances (+1 joining), "
+                 f"{f'as the chart with {outcome.chart_values}: ' if outcome.chart_values else ''}"
+                 f"persistent store "
                  f"{'on' if outcome.state_dir else 'off'}, static membership "
                  f"{'on' if outcome.static else 'off'}"
                  f"{' (leaving on stop)' if outcome.leave_on_stop else ''}, cache keys "
@@ -441,8 +472,14 @@ def main(argv: list[str] | None = None) -> int:
         static=(False, "static group membership (SYMFONIC_GROUP_INSTANCE_ID per instance)"),
         leave_on_stop=(False, "with --static: SYMFONIC_LEAVE_GROUP_ON_STOP (a SIGTERMed "
                               "instance leaves its group)"),
+        state_keep_s=(float, "SYMFONIC_STATE_KEEP_S (unset: the default)"),
+        chart_values=(Path, "configure the instances as the chart does its pods with these "
+                            "values over its defaults (helm/symfonic-stream/values.yaml: the "
+                            "default deployment); instead of the five options above"),
         partitions_only=(int, "only the one instance on N partitions (first output, txn/s)"),
         json=(Path, "also write the figures here"))
+    if args.chart_values:
+        vars(args).update(chart_options(args.chart_values))
     log_dir = Path(tempfile.mkdtemp(prefix="bench-rebalance-"))
     say(f"consumer logs in {log_dir}")
 

@@ -178,6 +178,28 @@ def test_values_yaml_shows_every_option_of_the_schema() -> None:
     assert absent == []
 
 
+def test_the_default_deployment_is_the_fast_one(tmp_path: Path) -> None:
+    """Issue 49: the deployment users get is the one docs/benchmarks.md measured within 2 s
+    of a join, a leave and a SIGKILL with a million open runs: state on a volume a container
+    restart keeps, the pod's name as its static member id, a stop that leaves the group; and
+    ``bench rebalance --chart-values`` reads the chart's values as the templates do."""
+    from bench.rebalance import chart_options
+
+    engine = DEFAULTS["engine"]
+    assert (engine["stateStore"], engine["staticMembership"], engine["leaveGroupOnStop"]) == (
+        "emptyDir", True, True)
+    assert chart_options(CHART / "values.yaml") == {
+        "state_dir": True, "cache_keys": engine["stateCacheKeys"], "static": True,
+        "leave_on_stop": True, "state_keep_s": engine["stateKeepS"]}
+    old = CHART / "ci" / "state-memory-values.yaml"  # the defaults until issue 49
+    assert chart_options(old) == {
+        "state_dir": False, "cache_keys": None, "static": False, "leave_on_stop": False,
+        "state_keep_s": engine["stateKeepS"]}
+    leaving_alone = tmp_path / "values.yaml"  # leaving is only ever a static member's
+    leaving_alone.write_text("engine: {staticMembership: false, leaveGroupOnStop: true}\n")
+    assert chart_options(leaving_alone)["leave_on_stop"] is False
+
+
 def test_dockerfile_final_stage() -> None:
     text = (ROOT / "Dockerfile").read_text()
     final = text[text.rindex("\nFROM ") :]
